@@ -1,0 +1,227 @@
+"""The ``ragpulse`` command line. Prefect is imported lazily so that ``--help`` stays instant."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from tasks.report import RunSummary
+
+app = typer.Typer(help="ragpulse: monitor the quality of RAG systems from their traces.", no_args_is_help=True)
+console = Console(stderr=True)
+out = Console()
+
+_PREFECT_DEFAULTS = {
+    # The ephemeral API server took 20-50 s to start on small machines; Prefect's default is 20 s.
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+}
+
+
+@app.callback()
+def main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's task-level logs.")] = False,
+) -> None:
+    for name, value in _PREFECT_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+    if not verbose:
+        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
+def _announce_api() -> None:
+    if not os.environ.get("PREFECT_API_URL"):
+        console.print(
+            "[dim]No PREFECT_API_URL set: starting Prefect's temporary local API server for this command "
+            "(20-50 s on a small machine; it keeps no history). Point PREFECT_API_URL at a Prefect server "
+            "for schedules and run history.[/dim]"
+        )
+
+
+def _fail(message: str) -> typer.Exit:
+    console.print(f"[bold red]error:[/bold red] {message}")
+    return typer.Exit(code=2)
+
+
+def _date(value: str, option: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise _fail(f"{option} must be a date like 2026-11-28, got {value!r}") from None
+
+
+MetricsOption = Annotated[
+    str | None, typer.Option(help="Comma-separated metric names (see `ragpulse metrics`); default: all defaults.")
+]
+WarehouseOption = Annotated[str | None, typer.Option(help="Warehouse URL, e.g. duckdb:///ragpulse.duckdb.")]
+ConfigOption = Annotated[Path | None, typer.Option(help="TOML config file (default ./ragpulse.toml if present).")]
+
+
+@app.command()
+def evaluate(
+    date: Annotated[str, typer.Option(help="Partition date, YYYY-MM-DD.")],
+    source: Annotated[str | None, typer.Option(help="Root URL of dt= partitions: path, file://, s3://, gs://.")] = None,
+    metrics: MetricsOption = None,
+    warehouse: WarehouseOption = None,
+    work_dir: Annotated[str | None, typer.Option(help="Task cache and staged batches (path or URL).")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Traces per scoring task.")] = None,
+    task_runner: Annotated[str | None, typer.Option(help="thread (default) or dask.")] = None,
+    dask_address: Annotated[str | None, typer.Option(help="Existing Dask scheduler for --task-runner dask.")] = None,
+    max_workers: Annotated[int | None, typer.Option(help="Parallel scoring tasks (threads or Dask workers).")] = None,
+    config: ConfigOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON on stdout.")] = False,
+) -> None:
+    """Score one date partition and publish its score tables."""
+    from metrics.errors import RagpulseError
+    from tasks.settings import load_settings
+
+    partition = _date(date, "--date")
+    try:
+        settings = load_settings(
+            config,
+            source=source,
+            metrics=metrics,
+            warehouse=warehouse,
+            work_dir=work_dir,
+            batch_size=batch_size,
+            task_runner=task_runner,
+            dask_address=dask_address,
+            max_workers=max_workers,
+        )
+        if settings.source is None:
+            raise _fail("no trace source: pass --source, set RAGPULSE_SOURCE or `source` in ragpulse.toml")
+        _announce_api()
+        summary = _run_partition(settings, partition)
+    except RagpulseError as exc:
+        raise _fail(str(exc)) from None
+    if as_json:
+        out.print_json(json.dumps(summary.to_dict(), default=str))
+    else:
+        _print_summaries([summary])
+
+
+def _run_partition(settings: Any, partition: dt.date) -> RunSummary:
+    from flows.evaluate import evaluate_partition
+    from flows.runners import build_task_runner
+
+    runner = build_task_runner(
+        settings.task_runner, max_workers=settings.max_workers, dask_address=settings.dask_address
+    )
+    return evaluate_partition.with_options(task_runner=runner)(
+        source=settings.source,
+        date=partition,
+        metrics=list(settings.metrics),
+        warehouse=settings.warehouse,
+        work_dir=settings.work_dir,
+        batch_size=settings.batch_size,
+        storage_options=settings.storage_options or None,
+    )
+
+
+@app.command()
+def demo(
+    directory: Annotated[Path, typer.Option(help="Where demo traces, cache and warehouse go.")] = Path("ragpulse-demo"),
+    days: Annotated[int, typer.Option(min=1, max=60, help="Days of traces to generate if absent.")] = 7,
+    traces_per_day: Annotated[int, typer.Option(min=10, max=100_000)] = 300,
+    metrics: MetricsOption = None,
+) -> None:
+    """Generate a week of realistic traces (if absent), score every day, publish to DuckDB."""
+    from metrics.errors import RagpulseError
+    from tasks.demo_data import generate_demo_traces
+    from tasks.settings import load_settings
+    from tasks.storage import partition_dates
+
+    traces = directory / "traces"
+    dates = partition_dates(str(traces))
+    if not dates:
+        start = dt.date.today() - dt.timedelta(days=days)
+        console.print(f"Writing {days} days x {traces_per_day} demo traces to {traces}/ ...")
+        dates = generate_demo_traces(traces, start=start, days=days, traces_per_day=traces_per_day)
+    else:
+        console.print(f"Using the {len(dates)} partitions already in {traces}/")
+    warehouse_path = (directory / "ragpulse.duckdb").resolve()
+    try:
+        settings = load_settings(
+            None,
+            source=str(traces),
+            metrics=metrics,
+            warehouse=f"duckdb:///{warehouse_path}",
+            work_dir=str(directory / ".work"),
+        )
+        _announce_api()
+        summaries = []
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+        ) as progress:
+            job = progress.add_task("scoring partitions", total=len(dates))
+            for partition in dates:
+                progress.update(job, description=f"scoring dt={partition}")
+                summaries.append(_run_partition(settings, partition))
+                progress.advance(job)
+    except RagpulseError as exc:
+        raise _fail(str(exc)) from None
+    _print_summaries(summaries)
+    console.print(
+        f"\nScores are in [bold]{warehouse_path}[/bold] (tables scores, runs, quarantine). Try:\n"
+        f"  python -c \"import duckdb; print(duckdb.connect('{warehouse_path}', read_only=True).sql("
+        "'select metric, partition_date, round(avg(value), 3) from scores group by all order by all'))\""
+    )
+
+
+def _print_summaries(summaries: list[RunSummary]) -> None:
+    runs = Table(title="runs")
+    for column in ("partition", "records", "traces", "quarantined", "batches (cached)"):
+        runs.add_column(column, justify="right")
+    for s in summaries:
+        runs.add_row(
+            s.partition_date.isoformat(),
+            str(s.n_records),
+            str(s.n_traces),
+            str(s.n_quarantined),
+            f"{s.n_batches} ({s.n_batches_cached})",
+        )
+    out.print(runs)
+    means = Table(title="mean score per metric (coverage)")
+    means.add_column("metric")
+    for s in summaries:
+        means.add_column(s.partition_date.strftime("%m-%d"), justify="right")
+    for index, metric in enumerate(summaries[0].metrics if summaries else []):
+        cells = []
+        for s in summaries:
+            m = s.metrics[index]
+            cells.append("-" if m.n_ok == 0 else f"{m.mean:.2f} ({m.coverage:.0%})")
+        means.add_row(metric.metric, *cells)
+    out.print(means)
+
+
+@app.command("metrics")
+def list_metrics() -> None:
+    """List the metrics, their versions and definitions."""
+    from metrics import DEFAULT_METRICS, REGISTRY
+    from metrics.registry import spec_name
+
+    table = Table(title="metrics (defaults marked *)")
+    for column in ("name", "version", "definition"):
+        table.add_column(column)
+    defaults = {name.split("@")[0] for name in DEFAULT_METRICS}
+    for definition in REGISTRY.values():
+        spec = definition.spec
+        marker = "*" if spec.name in defaults else ""
+        table.add_row(spec_name(spec) + marker, spec.version, spec.summary)
+    out.print(table)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,28 @@
+"""Pure metric code: no Prefect, no I/O, no clocks; importable and testable on its own.
+
+Every metric maps a :class:`TraceBatch` to a :class:`MetricResult` with one float per trace, or
+NaN with a status and a reason where the metric does not apply.
+"""
+
+from metrics._spec import MetricResult, MetricSpec, Status
+from metrics.batch import RelevanceLabels, TraceBatch
+from metrics.errors import InvalidRecordError, RagpulseError, ShapeError, UnknownMetricError
+from metrics.registry import DEFAULT_METRICS, REGISTRY, MetricDefinition, MetricRequest, compute, parse_metrics
+
+__all__ = [
+    "DEFAULT_METRICS",
+    "REGISTRY",
+    "InvalidRecordError",
+    "MetricDefinition",
+    "MetricRequest",
+    "MetricResult",
+    "MetricSpec",
+    "RagpulseError",
+    "RelevanceLabels",
+    "ShapeError",
+    "Status",
+    "TraceBatch",
+    "UnknownMetricError",
+    "compute",
+    "parse_metrics",
+]

@@ -1,0 +1,96 @@
+"""The input of every metric: one batch of traces as plain Python sequences."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from metrics.errors import InvalidRecordError, ShapeError
+
+__all__ = ["RelevanceLabels", "TraceBatch"]
+
+RelevanceLabels = Mapping[str, float]
+"""Graded relevance by context key (id or text); a plain list of ids is given gain 1.0 each."""
+
+
+@dataclass(frozen=True)
+class TraceBatch:
+    """Traces in the shape metrics need, index-aligned.
+
+    - ``context_ids`` / ``context_texts``: retrieved contexts in rank order.
+    - ``relevant_ids``: graded labels by context id, or None when the trace has none.
+    - ``relevant_texts``: graded labels by context text; used only where ``relevant_ids`` is None.
+    - ``answers``: the generated answer or None; ``references``: acceptable answers (maybe empty).
+    """
+
+    trace_ids: Sequence[str]
+    context_ids: Sequence[Sequence[str]]
+    context_texts: Sequence[Sequence[str]]
+    relevant_ids: Sequence[RelevanceLabels | None]
+    relevant_texts: Sequence[RelevanceLabels | None]
+    answers: Sequence[str | None]
+    references: Sequence[Sequence[str]]
+
+    def __post_init__(self) -> None:
+        n = len(self.trace_ids)
+        for name in ("context_ids", "context_texts", "relevant_ids", "relevant_texts", "answers", "references"):
+            got = len(getattr(self, name))
+            if got != n:
+                raise ShapeError(name, f"length {n} (one per trace)", f"length {got}")
+        for trace_id, ids, texts in zip(self.trace_ids, self.context_ids, self.context_texts, strict=True):
+            if len(ids) != len(texts):
+                raise InvalidRecordError(trace_id, "contexts", f"{len(ids)} ids but {len(texts)} texts")
+        # Errors name the trace-format field the labels came from, not the attribute holding them.
+        for attribute, field in (("relevant_ids", "relevant_context_ids"), ("relevant_texts", "relevant_contexts")):
+            for trace_id, labels in zip(self.trace_ids, getattr(self, attribute), strict=True):
+                if labels is None:
+                    continue
+                for key, gain in labels.items():
+                    if (
+                        not isinstance(gain, int | float)
+                        or isinstance(gain, bool)
+                        or not math.isfinite(gain)
+                        or gain < 0
+                    ):
+                        raise InvalidRecordError(
+                            trace_id, field, f"relevance of {key!r} must be a finite number >= 0, got {gain!r}"
+                        )
+
+    def __len__(self) -> int:
+        return len(self.trace_ids)
+
+    @classmethod
+    def from_records(cls, records: Sequence[Mapping[str, object]]) -> TraceBatch:
+        """Build a batch from canonical trace dicts (the documented trace format, already validated)."""
+        return cls(
+            trace_ids=[str(r["trace_id"]) for r in records],
+            context_ids=[[str(c["id"]) for c in _contexts(r)] for r in records],
+            context_texts=[[str(c["text"]) for c in _contexts(r)] for r in records],
+            relevant_ids=[_labels(r.get("relevant_context_ids")) for r in records],
+            relevant_texts=[_labels(r.get("relevant_contexts")) for r in records],
+            answers=[r.get("answer") for r in records],  # type: ignore[misc]
+            references=[_references(r) for r in records],
+        )
+
+
+def _contexts(record: Mapping[str, object]) -> list[Mapping[str, object]]:
+    return list(record.get("contexts") or [])  # type: ignore[call-overload]
+
+
+def _labels(raw: object) -> RelevanceLabels | None:
+    if raw is None:
+        return None
+    if isinstance(raw, Mapping):
+        return {str(k): v for k, v in raw.items()}
+    return dict.fromkeys((str(k) for k in raw), 1.0)  # type: ignore[attr-defined]
+
+
+def _references(record: Mapping[str, object]) -> list[str]:
+    """Every acceptable answer: ``reference`` first, then ``reference_answers``, without repeats."""
+    found: list[str] = []
+    candidates = [record.get("reference"), *(record.get("reference_answers") or [])]  # type: ignore[misc]
+    for reference in candidates:
+        if isinstance(reference, str) and reference not in found:
+            found.append(reference)
+    return found

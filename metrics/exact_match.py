@@ -1,0 +1,68 @@
+"""Exact match of the answer against any acceptable reference answer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from metrics._spec import MetricResult, MetricSpec
+from metrics._text import normalize_answer
+from metrics.batch import TraceBatch
+
+__all__ = ["EXACT", "NORMALIZED", "answer_inapplicable", "exact_match", "score_exact", "score_normalized"]
+
+EXACT = MetricSpec(
+    name="answer_exact_match",
+    version="1.0.0",
+    summary="1 if the answer equals any reference answer character for character, else 0.",
+)
+NORMALIZED = MetricSpec(
+    name="answer_exact_match_normalized",
+    version="1.0.0",
+    summary="1 if the SQuAD-normalised answer equals any normalised reference answer, else 0.",
+)
+
+
+def exact_match(answer: str, references: Sequence[str], normalize: Callable[[str], str] | None = None) -> float:
+    """1.0 when ``answer`` equals one of ``references`` (after ``normalize`` when given).
+
+    >>> exact_match("The Eiffel Tower", ["eiffel tower"], normalize_answer)
+    1.0
+    """
+    if normalize is None:
+        return float(answer in references)
+    target = normalize(answer)
+    return float(any(normalize(reference) == target for reference in references))
+
+
+def answer_inapplicable(batch: TraceBatch) -> np.ndarray:
+    """Why answer metrics do not apply to each trace: no answer, or no reference to compare with."""
+    return np.array(
+        [
+            "no_answer" if answer is None else "no_reference" if not refs else None
+            for answer, refs in zip(batch.answers, batch.references, strict=True)
+        ],
+        dtype=object,
+    )
+
+
+def _score(batch: TraceBatch, normalize: Callable[[str], str] | None) -> MetricResult:
+    inapplicable = answer_inapplicable(batch)
+    values = np.fromiter(
+        (
+            exact_match(answer, refs, normalize) if reason is None else np.nan
+            for answer, refs, reason in zip(batch.answers, batch.references, inapplicable, strict=True)
+        ),
+        dtype=np.float64,
+        count=len(batch),
+    )
+    return MetricResult.from_values(values, inapplicable)
+
+
+def score_exact(batch: TraceBatch, k: int | None = None) -> MetricResult:
+    return _score(batch, None)
+
+
+def score_normalized(batch: TraceBatch, k: int | None = None) -> MetricResult:
+    return _score(batch, normalize_answer)

@@ -1,0 +1,139 @@
+"""The metric registry: names, versions and how to compute each metric over a batch."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from metrics import average_precision, exact_match, f1, ndcg, precision, recall, reciprocal_rank
+from metrics._arrays import RankingArrays, ranking_arrays
+from metrics._spec import MetricResult, MetricSpec
+from metrics.batch import TraceBatch
+from metrics.errors import ShapeError, UnknownMetricError
+
+__all__ = [
+    "DEFAULT_METRICS",
+    "REGISTRY",
+    "AnswerScorer",
+    "MetricDefinition",
+    "MetricRequest",
+    "RankingScorer",
+    "compute",
+    "parse_metrics",
+    "spec_name",
+]
+
+RankingScorer = Callable[[RankingArrays, int | None], MetricResult]
+AnswerScorer = Callable[[TraceBatch, int | None], MetricResult]
+
+
+@dataclass(frozen=True)
+class MetricDefinition:
+    spec: MetricSpec
+    needs: Literal["ranking", "answers"]
+    scorer: RankingScorer | AnswerScorer
+
+
+def _definitions() -> dict[str, MetricDefinition]:
+    entries: list[tuple[MetricSpec, Literal["ranking", "answers"], RankingScorer | AnswerScorer]] = [
+        (average_precision.SPEC, "ranking", average_precision.score),
+        (reciprocal_rank.SPEC, "ranking", reciprocal_rank.score),
+        (ndcg.SPEC, "ranking", ndcg.score),
+        (recall.SINGLE_HIT, "ranking", recall.score_single_hit),
+        (recall.MULTI_HIT, "ranking", recall.score_multi_hit),
+        (recall.RECALL_AT_K, "ranking", recall.score_at_k),
+        (precision.PRECISION_AT_K, "ranking", precision.score_precision),
+        (precision.HIT_RATE_AT_K, "ranking", precision.score_hit_rate),
+        (exact_match.EXACT, "answers", exact_match.score_exact),
+        (exact_match.NORMALIZED, "answers", exact_match.score_normalized),
+        (f1.SPEC, "answers", f1.score),
+    ]
+    return {spec.name: MetricDefinition(spec, needs, scorer) for spec, needs, scorer in entries}
+
+
+REGISTRY: Mapping[str, MetricDefinition] = _definitions()
+
+DEFAULT_METRICS: tuple[str, ...] = (
+    "document_map",
+    "document_mrr",
+    "document_ndcg",
+    "document_ndcg@10",
+    "document_recall_single_hit",
+    "document_recall_multi_hit",
+    "precision@5",
+    "hit_rate@5",
+    "recall@5",
+    "answer_exact_match",
+    "answer_exact_match_normalized",
+    "answer_f1",
+)
+
+_NAME = re.compile(r"^(?P<family>[a-z][a-z0-9_]*)(?:@(?P<k>\d+))?$")
+
+
+@dataclass(frozen=True)
+class MetricRequest:
+    """One metric to compute: a registry family and, for cutoff metrics, its k (``precision@5``)."""
+
+    family: str
+    k: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.family if self.k is None else f"{self.family}@{self.k}"
+
+    @property
+    def definition(self) -> MetricDefinition:
+        return REGISTRY[self.family]
+
+    @property
+    def version(self) -> str:
+        return self.definition.spec.version
+
+    @classmethod
+    def parse(cls, name: str) -> MetricRequest:
+        match = _NAME.match(name.strip())
+        known = [spec_name(d.spec) for d in REGISTRY.values()]
+        if match is None or match["family"] not in REGISTRY:
+            raise UnknownMetricError(name, known)
+        spec = REGISTRY[match["family"]].spec
+        k = int(match["k"]) if match["k"] is not None else None
+        if k is not None and not spec.takes_k:
+            raise ShapeError(name, f"{spec.name} without a cutoff", f"@{k}")
+        if k is None and spec.requires_k:
+            raise ShapeError(name, f"a cutoff, e.g. {spec.name}@5", "no cutoff")
+        if k is not None and k < 1:
+            raise ShapeError(name, "a cutoff k >= 1", k)
+        return cls(spec.name, k)
+
+
+def spec_name(spec: MetricSpec) -> str:
+    """How a family is written by users: ``precision@k`` for families that require a cutoff."""
+    return f"{spec.name}@k" if spec.requires_k else spec.name
+
+
+def parse_metrics(names: Iterable[str]) -> list[MetricRequest]:
+    """Parse and de-duplicate metric names, keeping their order."""
+    requests: dict[str, MetricRequest] = {}
+    for name in names:
+        request = MetricRequest.parse(name)
+        requests.setdefault(request.name, request)
+    if not requests:
+        raise ShapeError("metrics", "at least one metric", "none")
+    return list(requests.values())
+
+
+def compute(batch: TraceBatch, requests: Iterable[MetricRequest]) -> dict[str, MetricResult]:
+    """Compute every requested metric over one batch, building shared ranking arrays once."""
+    arrays: RankingArrays | None = None
+    results: dict[str, MetricResult] = {}
+    for request in requests:
+        definition = request.definition
+        if definition.needs == "ranking":
+            arrays = arrays if arrays is not None else ranking_arrays(batch)
+            results[request.name] = definition.scorer(arrays, request.k)  # type: ignore[arg-type]
+        else:
+            results[request.name] = definition.scorer(batch, request.k)  # type: ignore[arg-type]
+    return results

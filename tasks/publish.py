@@ -1,0 +1,203 @@
+"""Assemble a partition's scores into the long score table and publish it in one transaction."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from numpy.typing import NDArray
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from metrics import Status
+from tasks.load import QuarantinedRecord, StagedPartition
+from tasks.score import ScoredBatch
+from tasks.storage import redact_url
+from tasks.warehouse import QUARANTINE_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, Publication, open_warehouse
+
+__all__ = [
+    "PartitionScores",
+    "RunInfo",
+    "assemble_partition",
+    "build_publication",
+    "describe_run",
+    "publish_partition",
+]
+
+_STATUS_LABELS = np.array([status.label for status in sorted(Status)], dtype=object)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """Who published and with which configuration (never secrets)."""
+
+    run_id: str
+    source: str
+    config_hash: str
+    config: dict[str, Any]
+    started_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class PartitionScores:
+    """One partition's de-duplicated results, metric by metric, plus everything quarantined."""
+
+    date: dt.date
+    trace_ids: NDArray[np.object_]
+    values: dict[str, NDArray[np.float64]]
+    status: dict[str, NDArray[np.int8]]
+    reasons: dict[str, NDArray[np.object_]]
+    versions: dict[str, str]
+    quarantined: list[QuarantinedRecord]
+    n_records: int
+    n_files: int
+    n_batches: int
+
+
+def assemble_partition(staged: StagedPartition, scored: Sequence[ScoredBatch]) -> PartitionScores:
+    """Join the batches in source order; a repeated trace_id keeps its first record, the rest are quarantined."""
+    trace_ids = _concat([b.trace_ids for b in scored], object)
+    files = _concat([b.source_files for b in scored], object)
+    lines = _concat([b.source_lines for b in scored], np.int64)
+    _, first = np.unique(trace_ids.astype(str), return_index=True)
+    keep = np.zeros(len(trace_ids), dtype=bool)
+    keep[first] = True
+    first_seen = {trace_ids[i]: f"{files[i]}:{lines[i]}" for i in first}
+    duplicates = [
+        QuarantinedRecord(
+            files[i],
+            int(lines[i]),
+            trace_ids[i],
+            "trace_id",
+            f"duplicate trace_id within the partition, first seen at {first_seen[trace_ids[i]]}",
+            "",
+        )
+        for i in np.flatnonzero(~keep)
+    ]
+    names = list(scored[0].results) if scored else []
+    versions = scored[0].versions if scored else {}
+    return PartitionScores(
+        date=staged.date,
+        trace_ids=trace_ids[keep],
+        values={m: _concat([b.results[m].values for b in scored], np.float64)[keep] for m in names},
+        status={m: _concat([b.results[m].status for b in scored], np.int8)[keep] for m in names},
+        reasons={m: _concat([b.results[m].reasons for b in scored], object)[keep] for m in names},
+        versions=versions,
+        quarantined=[*staged.quarantined, *duplicates],
+        n_records=staged.n_valid + len(staged.quarantined),
+        n_files=len(staged.files),
+        n_batches=len(staged.batches),
+    )
+
+
+def _concat(arrays: Sequence[NDArray[Any]], dtype: Any) -> NDArray[Any]:
+    return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.array([], dtype=dtype)
+
+
+def build_publication(
+    scores: PartitionScores, run: RunInfo, metrics: Sequence[str], *, n_batches_cached: int
+) -> Publication:
+    now = dt.datetime.now(dt.UTC)
+    n = len(scores.trace_ids)
+    tables = []
+    for metric in metrics:
+        ok = scores.status[metric] == Status.OK
+        tables.append(
+            pa.table(
+                {
+                    "partition_date": pa.array([scores.date] * n, pa.date32()),
+                    "trace_id": pa.array(scores.trace_ids, pa.string()),
+                    "metric": pa.array([metric] * n, pa.string()),
+                    "value": pa.array(scores.values[metric], pa.float64(), mask=~ok),
+                    "status": pa.array(_STATUS_LABELS[scores.status[metric]], pa.string()),
+                    "reason": pa.array(scores.reasons[metric], pa.string()),
+                    "metric_version": pa.array([scores.versions[metric]] * n, pa.string()),
+                    "run_id": pa.array([run.run_id] * n, pa.string()),
+                    "computed_at": pa.array([now] * n, pa.timestamp("us", tz="UTC")),
+                },
+                schema=SCORES_SCHEMA,
+            )
+        )
+    score_table = pa.concat_tables(tables) if tables else SCORES_SCHEMA.empty_table()
+    quarantine = pa.Table.from_pylist(
+        [
+            {
+                "partition_date": scores.date,
+                "run_id": run.run_id,
+                "source_file": q.source_file,
+                "line": q.line,
+                "trace_id": q.trace_id,
+                "field": q.field,
+                "reason": q.reason,
+                "raw": q.raw,
+                "quarantined_at": now,
+            }
+            for q in scores.quarantined
+        ],
+        schema=QUARANTINE_SCHEMA,
+    )
+    run_row = pa.Table.from_pylist(
+        [
+            {
+                "run_id": run.run_id,
+                "partition_date": scores.date,
+                "source": run.source,
+                "config_hash": run.config_hash,
+                "config": json.dumps(run.config, sort_keys=True),
+                "metrics": ",".join(metrics),
+                "n_files": scores.n_files,
+                "n_records": scores.n_records,
+                "n_traces": n,
+                "n_quarantined": len(scores.quarantined),
+                "n_batches": scores.n_batches,
+                "n_batches_cached": n_batches_cached,
+                "n_scores": score_table.num_rows,
+                "started_at": run.started_at,
+                "finished_at": now,
+            }
+        ],
+        schema=RUNS_SCHEMA,
+    )
+    return Publication(scores.date, list(metrics), score_table, quarantine, run_row)
+
+
+@task(name="publish-partition", cache_policy=NO_CACHE, persist_result=False)
+def publish_partition(
+    warehouse_url: str,
+    staged: StagedPartition,
+    scored: list[ScoredBatch],
+    run: RunInfo,
+    metrics: list[str],
+    n_batches_cached: int,
+) -> PartitionScores:
+    """De-duplicate, then publish atomically; returns what was published for the run summary."""
+    scores = assemble_partition(staged, scored)
+    publication = build_publication(scores, run, metrics, n_batches_cached=n_batches_cached)
+    open_warehouse(warehouse_url).publish(publication)
+    get_run_logger().info(
+        "dt=%s: published %d score rows and %d quarantined records to %s",
+        scores.date,
+        publication.scores.num_rows,
+        publication.quarantine.num_rows,
+        redact_url(warehouse_url),
+    )
+    return scores
+
+
+def describe_run(source: str, config: dict[str, Any], config_hash: str) -> RunInfo:
+    """Identity of this run: the Prefect flow run id when there is one."""
+    from prefect.runtime import flow_run
+
+    return RunInfo(
+        run_id=str(flow_run.id or uuid.uuid4()),
+        source=redact_url(source),
+        config_hash=config_hash,
+        config=config,
+        started_at=dt.datetime.now(dt.UTC),
+    )

@@ -1,0 +1,146 @@
+"""Run summaries: per-metric statistics and the Prefect artifacts that show them."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from prefect import get_run_logger, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
+
+from metrics import Status
+from tasks.publish import PartitionScores, RunInfo
+
+__all__ = ["MetricSummary", "RunSummary", "summarize", "summarize_run"]
+
+
+@dataclass(frozen=True)
+class MetricSummary:
+    """Distribution of one metric over a partition; statistics cover the traces with status ok."""
+
+    metric: str
+    version: str
+    n: int
+    n_ok: int
+    coverage: float
+    mean: float
+    p10: float
+    p50: float
+    p90: float
+    not_ok_reasons: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    partition_date: dt.date
+    warehouse: str
+    n_records: int
+    n_traces: int
+    n_quarantined: int
+    n_batches: int
+    n_batches_cached: int
+    metrics: list[MetricSummary]
+    quarantine_reasons: dict[str, int]
+
+    def to_dict(self) -> dict[str, object]:
+        data = asdict(self)
+        data["partition_date"] = self.partition_date.isoformat()
+        return data
+
+
+def summarize(scores: PartitionScores, run: RunInfo, warehouse: str, n_batches_cached: int) -> RunSummary:
+    rows = []
+    for metric, values in scores.values.items():
+        ok = scores.status[metric] == Status.OK
+        good = values[ok]
+        p10, p50, p90 = np.quantile(good, [0.1, 0.5, 0.9]) if len(good) else (np.nan,) * 3
+        reasons = Counter(str(r) for r in scores.reasons[metric][~ok])
+        rows.append(
+            MetricSummary(
+                metric=metric,
+                version=scores.versions[metric],
+                n=len(values),
+                n_ok=int(ok.sum()),
+                coverage=float(ok.mean()) if len(values) else float("nan"),
+                mean=float(good.mean()) if len(good) else float("nan"),
+                p10=float(p10),
+                p50=float(p50),
+                p90=float(p90),
+                not_ok_reasons=dict(reasons.most_common()),
+            )
+        )
+    return RunSummary(
+        run_id=run.run_id,
+        partition_date=scores.date,
+        warehouse=warehouse,
+        n_records=scores.n_records,
+        n_traces=len(scores.trace_ids),
+        n_quarantined=len(scores.quarantined),
+        n_batches=scores.n_batches,
+        n_batches_cached=n_batches_cached,
+        metrics=rows,
+        quarantine_reasons=dict(
+            Counter(f"{q.field}: {_reason_kind(q.reason)}" for q in scores.quarantined).most_common()
+        ),
+    )
+
+
+def _reason_kind(reason: str) -> str:
+    """Group reasons by their kind, without the record-specific tail (e.g. 'got str ...')."""
+    return reason.split(",")[0].split(":")[0]
+
+
+def _fmt(value: float) -> str:
+    return "-" if np.isnan(value) else f"{value:.3f}"
+
+
+@task(name="summarize-run", cache_policy=NO_CACHE, persist_result=False)
+def summarize_run(scores: PartitionScores, run: RunInfo, warehouse: str, n_batches_cached: int) -> RunSummary:
+    """Summarise the published partition and attach it to the flow run as table and markdown artifacts."""
+    summary = summarize(scores, run, warehouse, n_batches_cached)
+    date = summary.partition_date.isoformat()
+    create_table_artifact(
+        key=f"ragpulse-summary-{date}",
+        table=[
+            {
+                "metric": m.metric,
+                "version": m.version,
+                "n": m.n,
+                "coverage": _fmt(m.coverage),
+                "mean": _fmt(m.mean),
+                "p10": _fmt(m.p10),
+                "p50": _fmt(m.p50),
+                "p90": _fmt(m.p90),
+                "not ok": ", ".join(f"{k} ({v})" for k, v in m.not_ok_reasons.items()),
+            }
+            for m in summary.metrics
+        ],
+        description=f"ragpulse scores for dt={date} (run {summary.run_id})",
+    )
+    quarantine_lines = "\n".join(f"| {reason} | {count} |" for reason, count in summary.quarantine_reasons.items())
+    create_markdown_artifact(
+        key=f"ragpulse-run-{date}",
+        markdown=(
+            f"# ragpulse dt={date}\n\n"
+            f"- records read: {summary.n_records}\n"
+            f"- traces scored: {summary.n_traces}\n"
+            f"- quarantined: {summary.n_quarantined}\n"
+            f"- batches: {summary.n_batches} ({summary.n_batches_cached} from cache)\n"
+            f"- warehouse: `{summary.warehouse}`\n\n"
+            + (f"| quarantine reason | records |\n|---|---|\n{quarantine_lines}\n" if quarantine_lines else "")
+        ),
+        description="ragpulse run overview",
+    )
+    get_run_logger().info(
+        "dt=%s: %d traces, %d quarantined, %d/%d batches cached",
+        date,
+        summary.n_traces,
+        summary.n_quarantined,
+        summary.n_batches_cached,
+        summary.n_batches,
+    )
+    return summary

@@ -1,0 +1,111 @@
+"""Run configuration from (lowest to highest precedence) defaults, a TOML file, ``RAGPULSE_*`` env vars
+and explicit arguments. Secrets are never part of it: storage credentials come from the usual
+AWS/GCP environment variables or profiles that fsspec's backends read themselves."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from metrics import DEFAULT_METRICS, parse_metrics
+from metrics.errors import RagpulseError
+from tasks.errors import ConfigError
+
+__all__ = ["CONFIG_ENV", "RunSettings", "load_settings"]
+
+CONFIG_ENV = "RAGPULSE_CONFIG"
+DEFAULT_CONFIG_FILE = "ragpulse.toml"
+
+
+class RunSettings(BaseSettings):
+    """Everything that configures a run. Field names match CLI options and ``RAGPULSE_<NAME>`` env vars."""
+
+    model_config = SettingsConfigDict(env_prefix="RAGPULSE_", extra="forbid", frozen=True)
+
+    source: str | None = Field(default=None, description="Root URL of the dt=YYYY-MM-DD trace partitions.")
+    warehouse: str = Field(default="duckdb:///ragpulse.duckdb", description="Where score tables are published.")
+    work_dir: str = Field(default=".ragpulse", description="Task cache (Prefect results) and staged batches.")
+    metrics: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=DEFAULT_METRICS, description="Metric names, e.g. precision@5."
+    )
+    batch_size: int = Field(default=5000, ge=1, le=1_000_000, description="Traces per scoring task.")
+    max_workers: int = Field(default=4, ge=1, le=256, description="Threads of the thread-pool task runner.")
+    task_runner: Literal["thread", "dask"] = "thread"
+    dask_address: str | None = Field(default=None, description="Existing Dask scheduler; default a LocalCluster.")
+    storage_options: dict[str, Any] = Field(
+        default_factory=dict, description="Extra fsspec options for the source, e.g. endpoint_url for MinIO."
+    )
+
+    @field_validator("metrics", mode="before")
+    @classmethod
+    def _split_metrics(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(name.strip() for name in value.split(",") if name.strip())
+        return value
+
+    @field_validator("metrics")
+    @classmethod
+    def _known_metrics(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        try:
+            return tuple(request.name for request in parse_metrics(value))
+        except RagpulseError as exc:
+            raise ValueError(str(exc)) from exc
+
+    @field_validator("storage_options")
+    @classmethod
+    def _no_secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
+        leaked = sorted(
+            k for k in value if k.lower() in {"key", "secret", "token", "password", "aws_secret_access_key"}
+        )
+        if leaked:
+            raise ValueError(
+                f"storage_options must not carry credentials ({', '.join(leaked)}); "
+                "use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile instead"
+            )
+        return value
+
+    def fingerprint(self) -> str:
+        """Hash of what can change scores (metric names and versions); stamped on each run."""
+        versions = sorted((request.name, request.version) for request in parse_metrics(self.metrics))
+        return hashlib.sha256(json.dumps(versions).encode()).hexdigest()[:16]
+
+
+def _config_file(path: str | os.PathLike[str] | None) -> Path | None:
+    explicit = path or os.environ.get(CONFIG_ENV)
+    if explicit:
+        candidate = Path(explicit)
+        if not candidate.is_file():
+            raise ConfigError(f"config file {str(candidate)!r} does not exist")
+        return candidate
+    default = Path(DEFAULT_CONFIG_FILE)
+    return default if default.is_file() else None
+
+
+def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides: Any) -> RunSettings:
+    """Merge the TOML file (``[ragpulse]`` table or top level), env vars and non-None overrides."""
+    file_values: dict[str, Any] = {}
+    found = _config_file(config_file)
+    if found is not None:
+        try:
+            parsed = tomllib.loads(found.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {str(found)!r} is not valid TOML: {exc}") from exc
+        file_values = parsed.get("ragpulse", parsed)
+    explicit = {key: value for key, value in overrides.items() if value is not None}
+    try:
+        env_only = RunSettings()
+        merged = {**file_values, **env_only.model_dump(exclude_unset=True), **explicit}
+        return RunSettings.model_validate(merged)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']}" for err in exc.errors()
+        )
+        origin = f" (config file {found})" if found is not None else ""
+        raise ConfigError(f"invalid ragpulse settings{origin}: {problems}") from exc

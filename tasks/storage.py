@@ -1,0 +1,132 @@
+"""Object storage through fsspec: partition listing, file identity and error translation.
+
+Any fsspec URL works (``file://``, plain paths, ``s3://`` via s3fs, ``gs://`` via gcsfs). s3fs reads
+credentials and ``AWS_ENDPOINT_URL_S3`` from the environment; ``storage_options`` carries the rest
+(e.g. ``endpoint_url`` for MinIO or R2).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import posixpath
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import fsspec
+from fsspec import AbstractFileSystem
+
+from metrics.errors import RagpulseError
+from tasks.errors import ConfigError, PartitionNotFoundError, StorageError
+
+__all__ = [
+    "TRACE_SUFFIXES",
+    "SourceFile",
+    "filesystem",
+    "list_partition_files",
+    "partition_dates",
+    "redact_url",
+    "storage_errors",
+]
+
+TRACE_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
+_PARTITION = re.compile(r"^dt=(\d{4}-\d{2}-\d{2})$")
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One trace file and the identity that tells whether it changed since a cached run."""
+
+    url: str
+    size: int
+    version: str
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.url)
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password replaced, for logs, artifacts and tables."""
+    return re.sub(r"(://[^/:@]+):[^/@]*@", r"\1:***@", url)
+
+
+def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[AbstractFileSystem, str]:
+    """The filesystem for ``url`` and the path inside it."""
+    try:
+        fs, path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+    except (ImportError, ValueError) as exc:
+        raise ConfigError(f"cannot open storage URL {url!r}: {exc}") from exc
+    return fs, path.rstrip("/")
+
+
+@contextmanager
+def storage_errors(url: str) -> Iterator[None]:
+    """Translate client errors: missing and forbidden are final, everything else is transient."""
+    try:
+        yield
+    except RagpulseError:
+        raise
+    except FileNotFoundError:
+        raise
+    except PermissionError as exc:
+        raise ConfigError(f"access denied to {url}: {exc}; check the credentials in the environment") from exc
+    except (OSError, TimeoutError, ConnectionError) as exc:
+        raise StorageError(f"storage error on {url}: {exc}") from exc
+
+
+def _unstrip(fs: AbstractFileSystem, path: str) -> str:
+    return fs.unstrip_protocol(path) if fs.protocol not in ("file", ("file", "local")) else path
+
+
+def _version(info: Mapping[str, Any]) -> str:
+    for key in ("ETag", "etag", "md5Hash", "generation", "mtime", "LastModified", "last_modified", "updated"):
+        if info.get(key) is not None:
+            return str(info[key]).strip('"')
+    return ""
+
+
+def partition_dates(source: str, storage_options: Mapping[str, Any] | None = None) -> list[dt.date]:
+    """Every ``dt=YYYY-MM-DD`` partition under ``source``, sorted."""
+    fs, root = filesystem(source, storage_options)
+    with storage_errors(source):
+        fs.invalidate_cache(root)
+        try:
+            entries = fs.ls(root, detail=False)
+        except FileNotFoundError:
+            return []
+    dates = []
+    for entry in entries:
+        match = _PARTITION.match(posixpath.basename(str(entry).rstrip("/")))
+        if match:
+            dates.append(dt.date.fromisoformat(match[1]))
+    return sorted(dates)
+
+
+def list_partition_files(
+    source: str, date: dt.date, storage_options: Mapping[str, Any] | None = None
+) -> list[SourceFile]:
+    """Trace files of one date partition in name order; raises PartitionNotFoundError when there are none."""
+    fs, root = filesystem(source, storage_options)
+    directory = f"{root}/dt={date.isoformat()}"
+    with storage_errors(source):
+        fs.invalidate_cache(directory)
+        try:
+            listing = fs.ls(directory, detail=True)
+        except FileNotFoundError:
+            listing = []
+    files = sorted(
+        (
+            SourceFile(url=_unstrip(fs, entry["name"]), size=int(entry.get("size") or 0), version=_version(entry))
+            for entry in listing
+            if entry.get("type") == "file" and str(entry["name"]).endswith(TRACE_SUFFIXES)
+        ),
+        key=lambda f: f.url,
+    )
+    if not files:
+        present = partition_dates(source, storage_options)
+        nearest = sorted(present, key=lambda d: abs((d - date).days))[:5]
+        raise PartitionNotFoundError(source, date.isoformat(), [d.isoformat() for d in sorted(nearest)])
+    return files

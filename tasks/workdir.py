@@ -1,0 +1,47 @@
+"""The run's work area: Prefect result storage (the task cache) and staged batches, local or on fsspec."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from prefect.filesystems import RemoteFileSystem, WritableFileSystem
+
+from tasks._fingerprint import digest
+from tasks.storage import filesystem
+
+__all__ = ["is_local", "lock_directory", "result_storage", "staged_dir"]
+
+
+def is_local(work_dir: str) -> bool:
+    return "://" not in work_dir or work_dir.startswith("file://")
+
+
+def _local_path(work_dir: str) -> Path:
+    return Path(work_dir.removeprefix("file://")).expanduser().resolve()
+
+
+def result_storage(work_dir: str, storage_options: Mapping[str, Any] | None = None) -> Path | WritableFileSystem:
+    """Where Prefect persists task results; cached results are shared by every run that uses it.
+
+    Prefect needs remote result storage as a saved block; one is saved per work dir (no secrets in
+    it: credentials stay in the environment of whoever reads or writes).
+    """
+    if is_local(work_dir):
+        return _local_path(work_dir) / "results"
+    block = RemoteFileSystem(basepath=f"{work_dir.rstrip('/')}/results", settings=dict(storage_options or {}))
+    block.save(f"ragpulse-results-{digest(work_dir, sorted((storage_options or {}).items()))[:12]}", overwrite=True)
+    return block
+
+
+def lock_directory(work_dir: str) -> Path | None:
+    """Lock files that let concurrent identical tasks run once (local work dirs only)."""
+    return _local_path(work_dir) / "locks" if is_local(work_dir) else None
+
+
+def staged_dir(work_dir: str, storage_options: Mapping[str, Any] | None = None) -> str:
+    """URL of the content-addressed staged batches."""
+    fs, root = filesystem(str(_local_path(work_dir)) if is_local(work_dir) else work_dir, storage_options)
+    url = f"{root}/staged"
+    return url if is_local(work_dir) else fs.unstrip_protocol(url)

@@ -1,0 +1,84 @@
+"""Run-wide fixtures: a clean environment and a real S3 endpoint (moto's server mode) on loopback."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+_PREFIXES = ("AWS_", "RAGPULSE_", "FSSPEC_S3_")
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No credentials, endpoints or ragpulse settings leak in from the developer's shell."""
+    for name in list(os.environ):
+        if name.startswith(_PREFIXES):
+            monkeypatch.delenv(name)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class S3Endpoint:
+    url: str
+
+    @property
+    def storage_options(self) -> dict[str, Any]:
+        return {"endpoint_url": self.url}
+
+    def env(self) -> dict[str, str]:
+        return {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing-secret-do-not-log",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL_S3": self.url,
+        }
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Endpoint]:
+    """A real S3 HTTP API on 127.0.0.1, reached through s3fs exactly as production reaches AWS."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield S3Endpoint(f"http://127.0.0.1:{port}")
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3(s3_server: S3Endpoint, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """An s3fs filesystem on a fresh bucket named after the test; credentials only in the environment."""
+    import s3fs
+
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    fs = s3fs.S3FileSystem(endpoint_url=s3_server.url, skip_instance_cache=True)
+    bucket = "t-" + "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:50].strip("-")
+    fs.mkdir(bucket)
+    fs.invalidate_cache()
+    yield S3Bucket(fs, bucket, s3_server)
+    fs.rm(bucket, recursive=True)
+
+
+@dataclass(frozen=True)
+class S3Bucket:
+    fs: Any
+    name: str
+    endpoint: S3Endpoint
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.name}"

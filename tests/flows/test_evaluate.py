@@ -1,0 +1,153 @@
+"""The evaluate-partition flow end to end: local files and S3 in, DuckDB out, cached across processes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from prefect.client.orchestration import get_client
+
+from flows.evaluate import evaluate_partition
+from flows.runners import build_task_runner
+from metrics import DEFAULT_METRICS
+from tasks.demo_data import generate_demo_traces
+from tasks.errors import PartitionNotFoundError
+
+DAY = dt.date(2026, 3, 2)
+TRACES = 120
+MALFORMED = 4
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("traces")
+    generate_demo_traces(root, start=DAY, days=1, traces_per_day=TRACES, seed=3, malformed_per_day=MALFORMED)
+    return root
+
+
+def _scores(warehouse: Path) -> list[tuple[object, ...]]:
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        return con.execute("SELECT trace_id, metric, value, status, reason FROM scores ORDER BY ALL").fetchall()
+
+
+def _count(warehouse: Path, sql: str) -> object:
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        return con.execute(sql).fetchall()[0][0]
+
+
+def test_evaluates_publishes_and_reruns_idempotently(traces: Path, tmp_path: Path) -> None:
+    warehouse = tmp_path / "w.duckdb"
+    kwargs = dict(source=str(traces), date=DAY, warehouse=f"duckdb:///{warehouse}", work_dir=str(tmp_path / "work"))
+    first = evaluate_partition(batch_size=50, **kwargs)
+
+    assert first.n_traces == TRACES
+    assert first.n_quarantined >= MALFORMED
+    assert first.n_records == first.n_traces + first.n_quarantined
+    assert first.n_batches == 3  # 120 traces plus the duplicate-id lines, in batches of 50
+    assert first.n_batches_cached == 0
+    assert [m.metric for m in first.metrics] == list(DEFAULT_METRICS)
+    rows = _scores(warehouse)
+    assert len(rows) == TRACES * len(DEFAULT_METRICS)
+    assert len({(trace, metric) for trace, metric, *_ in rows}) == len(rows)
+    assert all((status == "ok") == (value is not None) for _, _, value, status, _ in rows)
+    assert _count(warehouse, "SELECT count(*) FROM quarantine") == first.n_quarantined
+
+    second = evaluate_partition(batch_size=50, **kwargs)
+    assert second.n_batches_cached == second.n_batches == first.n_batches
+    assert _scores(warehouse) == rows
+    assert _count(warehouse, "SELECT count(DISTINCT run_id) FROM scores") == 1
+    assert _count(warehouse, "SELECT count(*) FROM runs") == 2
+    assert _count(warehouse, "SELECT count(*) FROM quarantine") == first.n_quarantined
+
+
+def test_summary_artifacts_are_attached(traces: Path, tmp_path: Path) -> None:
+    evaluate_partition(source=str(traces), date=DAY, warehouse=f"duckdb:///{tmp_path}/w.duckdb", work_dir=str(tmp_path))
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_latest_artifacts()
+    by_key = {a.key: a for a in artifacts}
+    table = json.loads(by_key[f"ragpulse-summary-{DAY}"].data)
+    assert {row["metric"] for row in table} == set(DEFAULT_METRICS)
+    assert "quarantined" in by_key[f"ragpulse-run-{DAY}"].data
+
+
+def test_s3_source_scores_the_same_as_local_files(traces: Path, tmp_path: Path, s3) -> None:  # type: ignore[no-untyped-def]
+    s3.fs.put(str(traces) + "/", f"{s3.name}/logs/", recursive=True)
+    local, remote = tmp_path / "local.duckdb", tmp_path / "remote.duckdb"
+    evaluate_partition(source=str(traces), date=DAY, warehouse=f"duckdb:///{local}", work_dir=str(tmp_path / "a"))
+    summary = evaluate_partition(
+        source=f"{s3.url}/logs",
+        date=DAY,
+        warehouse=f"duckdb:///{remote}",
+        work_dir=str(tmp_path / "b"),
+        storage_options=s3.endpoint.storage_options,
+    )
+    assert summary.n_traces == TRACES
+    assert _scores(remote) == _scores(local)
+    quarantined = _count(remote, "SELECT min(source_file) FROM quarantine")
+    assert str(quarantined).startswith(f"s3://{s3.name}/logs/dt={DAY}/")
+
+
+def test_missing_partition_is_a_clear_error(traces: Path, tmp_path: Path) -> None:
+    with pytest.raises(PartitionNotFoundError, match=r"no trace files for dt=2026-03-09 .* 2026-03-02"):
+        evaluate_partition(source=str(traces), date=dt.date(2026, 3, 9), warehouse=f"duckdb:///{tmp_path}/w.duckdb")
+    assert not (tmp_path / "w.duckdb").exists()
+
+
+def _cli(args: list[str], cwd: Path, api_url: str) -> dict[str, object]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_API_URL=api_url, PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    done = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "evaluate", "--json", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def test_second_process_recomputes_nothing(traces: Path, tmp_path: Path, prefect_api: str) -> None:
+    args = [
+        "--source",
+        str(traces),
+        "--date",
+        DAY.isoformat(),
+        "--batch-size",
+        "40",
+        "--warehouse",
+        f"duckdb:///{tmp_path}/w.duckdb",
+        "--work-dir",
+        str(tmp_path / "work"),
+    ]
+    first = _cli(args, tmp_path, prefect_api)
+    second = _cli(args, tmp_path, prefect_api)
+    assert first["n_batches"] == second["n_batches"] and int(first["n_batches"]) >= 3  # type: ignore[call-overload]
+    assert (first["n_batches_cached"], second["n_batches_cached"]) == (0, first["n_batches"])
+    assert second["metrics"] == first["metrics"]
+    # A different metric configuration is a different cache key: everything is scored again.
+    third = _cli([*args, "--metrics", "document_mrr,precision@3"], tmp_path, prefect_api)
+    assert third["n_batches_cached"] == 0
+    assert [m["metric"] for m in third["metrics"]] == ["document_mrr", "precision@3"]  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
+def test_dask_task_runner_gives_the_same_scores(traces: Path, tmp_path: Path) -> None:
+    threads, dask = tmp_path / "threads.duckdb", tmp_path / "dask.duckdb"
+    evaluate_partition(
+        source=str(traces), date=DAY, warehouse=f"duckdb:///{threads}", work_dir=str(tmp_path / "t"), batch_size=40
+    )
+    runner = build_task_runner("dask", max_workers=2)
+    summary = evaluate_partition.with_options(task_runner=runner)(
+        source=str(traces), date=DAY, warehouse=f"duckdb:///{dask}", work_dir=str(tmp_path / "d"), batch_size=40
+    )
+    assert summary.n_batches >= 3
+    assert _scores(dask) == _scores(threads)

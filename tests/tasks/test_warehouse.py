@@ -1,0 +1,186 @@
+"""DuckDB publishing: replace-not-duplicate, all-or-nothing, and a clear message when the file is locked."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from metrics import MetricResult, Status
+from tasks.errors import ConfigError, WarehouseError, WarehouseLockedError
+from tasks.load import QuarantinedRecord, StagedPartition
+from tasks.publish import PartitionScores, RunInfo, assemble_partition, build_publication
+from tasks.score import ScoredBatch
+from tasks.warehouse import open_warehouse
+from tasks.warehouse.duckdb import DuckDBWarehouse, duckdb_path
+
+DAY = dt.date(2026, 11, 1)
+
+
+def _scores(
+    n: int, *, offset: float = 0.0, day: dt.date = DAY, metrics: tuple[str, ...] = ("m1", "m2")
+) -> PartitionScores:
+    values = {m: np.linspace(0, 1, n) * 0.5 + offset for m in metrics}
+    status = {m: np.zeros(n, dtype=np.int8) for m in metrics}
+    reasons = {m: np.full(n, None, dtype=object) for m in metrics}
+    status["m1"][0], values["m1"][0], reasons["m1"][0] = Status.NOT_APPLICABLE, np.nan, "no_relevance_labels"
+    return PartitionScores(
+        date=day,
+        trace_ids=np.array([f"t{i}" for i in range(n)], dtype=object),
+        values=values,
+        status=status,
+        reasons=reasons,
+        versions=dict.fromkeys(metrics, "1.0.0"),
+        quarantined=[QuarantinedRecord("file:///x.jsonl", 3, None, "<record>", "invalid JSON", "{")],
+        n_records=n + 1,
+        n_files=1,
+        n_batches=1,
+    )
+
+
+def _run(run_id: str) -> RunInfo:
+    return RunInfo(run_id, "file:///traces", "cfg", {"batch_size": 10}, dt.datetime(2026, 11, 2, tzinfo=dt.UTC))
+
+
+def _publish(warehouse: DuckDBWarehouse, scores: PartitionScores, run_id: str, metrics: list[str]) -> None:
+    warehouse.publish(build_publication(scores, _run(run_id), metrics, n_batches_cached=0))
+
+
+def _rows(path: Path, sql: str) -> list[tuple[object, ...]]:
+    with duckdb.connect(str(path), read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+def test_publish_writes_long_scores_with_null_for_not_ok(tmp_path: Path) -> None:
+    warehouse = DuckDBWarehouse(f"duckdb:///{tmp_path}/w.duckdb")
+    _publish(warehouse, _scores(5), "r1", ["m1", "m2"])
+    rows = _rows(warehouse.path, "SELECT metric, trace_id, value, status, reason FROM scores ORDER BY ALL")
+    assert len(rows) == 10
+    assert ("m1", "t0", None, "not_applicable", "no_relevance_labels") in rows
+    assert ("m2", "t0", 0.0, "ok", None) in rows
+    assert _rows(warehouse.path, "SELECT count(*), max(line) FROM quarantine") == [(1, 3)]
+    assert _rows(warehouse.path, "SELECT run_id, n_traces, n_scores, n_quarantined FROM runs") == [("r1", 5, 10, 1)]
+
+
+def test_republishing_a_partition_replaces_it_and_keeps_others(tmp_path: Path) -> None:
+    warehouse = DuckDBWarehouse(f"duckdb:///{tmp_path}/w.duckdb")
+    other_day = DAY + dt.timedelta(days=1)
+    _publish(warehouse, _scores(5), "r1", ["m1", "m2"])
+    _publish(warehouse, _scores(3, day=other_day), "r-other", ["m1", "m2"])
+    _publish(warehouse, _scores(4, offset=0.25), "r2", ["m1", "m2"])
+    per_day = _rows(warehouse.path, "SELECT partition_date, count(*), min(run_id) FROM scores GROUP BY 1 ORDER BY 1")
+    assert per_day == [(DAY, 8, "r2"), (other_day, 6, "r-other")]
+    assert _rows(
+        warehouse.path, "SELECT count(*) FROM (SELECT DISTINCT partition_date, trace_id, metric FROM scores)"
+    ) == [(14,)]
+    assert _rows(warehouse.path, "SELECT count(*) FROM quarantine WHERE partition_date = DATE '2026-11-01'") == [(1,)]
+    assert _rows(warehouse.path, "SELECT count(*) FROM runs") == [(3,)]
+
+
+def test_publishing_a_subset_of_metrics_leaves_the_other_metrics(tmp_path: Path) -> None:
+    warehouse = DuckDBWarehouse(f"duckdb:///{tmp_path}/w.duckdb")
+    _publish(warehouse, _scores(5), "r1", ["m1", "m2"])
+    _publish(warehouse, _scores(5, offset=0.5, metrics=("m1",)), "r2", ["m1"])
+    assert _rows(warehouse.path, "SELECT metric, min(run_id), count(*) FROM scores GROUP BY 1 ORDER BY 1") == [
+        ("m1", "r2", 5),
+        ("m2", "r1", 5),
+    ]
+
+
+def test_failed_publish_rolls_back_and_keeps_previous_rows(tmp_path: Path) -> None:
+    warehouse = DuckDBWarehouse(f"duckdb:///{tmp_path}/w.duckdb")
+    _publish(warehouse, _scores(5), "r1", ["m1", "m2"])
+    before = _rows(warehouse.path, "SELECT * FROM scores ORDER BY ALL")
+    publication = build_publication(_scores(5, offset=0.1), _run("r2"), ["m1", "m2"], n_batches_cached=0)
+    # The last row breaks NOT NULL, so the failure comes after the DELETE and the first inserts ran.
+    trace_ids = publication.scores.column("trace_id").to_pylist()
+    trace_ids[-1] = None
+    broken = dataclasses.replace(
+        publication, scores=publication.scores.set_column(1, "trace_id", pa.array(trace_ids, pa.string()))
+    )
+    with pytest.raises(WarehouseError, match="previous rows kept"):
+        warehouse.publish(broken)
+    assert _rows(warehouse.path, "SELECT * FROM scores ORDER BY ALL") == before
+    assert _rows(warehouse.path, "SELECT run_id FROM runs") == [("r1",)]
+
+
+def test_locked_file_gives_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "w.duckdb"
+    DuckDBWarehouse(f"duckdb:///{path}").publish(
+        build_publication(_scores(2), _run("r1"), ["m1", "m2"], n_batches_cached=0)
+    )
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
+            import duckdb, sys, time
+            con = duckdb.connect({str(path)!r})
+            print("locked", flush=True)
+            time.sleep(60)
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        monkeypatch.setattr("tasks.warehouse.duckdb._LOCK_WAIT_SECONDS", 1.0)
+        started = time.monotonic()
+        with pytest.raises(WarehouseLockedError, match="locked by another process"):
+            _publish(DuckDBWarehouse(f"duckdb:///{path}"), _scores(2), "r2", ["m1", "m2"])
+        assert time.monotonic() - started < 10
+    finally:
+        holder.kill()
+        holder.wait()
+    assert _rows(path, "SELECT DISTINCT run_id FROM scores") == [("r1",)]
+
+
+def test_assemble_quarantines_repeated_trace_ids_keeping_the_first() -> None:
+    def batch(ids: list[str], lines: list[int]) -> ScoredBatch:
+        n = len(ids)
+        values = np.arange(n, dtype=np.float64) / 10
+        return ScoredBatch(
+            trace_ids=np.array(ids, dtype=object),
+            source_files=np.array(["f.jsonl"] * n, dtype=object),
+            source_lines=np.array(lines, dtype=np.int64),
+            results={"m": MetricResult.from_values(values)},
+            versions={"m": "1.0.0"},
+        )
+
+    staged = StagedPartition(DAY, [], [], [])
+    scores = assemble_partition(staged, [batch(["a", "b"], [1, 2]), batch(["b", "c", "a"], [3, 4, 5])])
+    assert list(scores.trace_ids) == ["a", "b", "c"]
+    assert list(scores.values["m"]) == [0.0, 0.1, 0.1]
+    reasons = sorted((q.trace_id, q.line, q.reason) for q in scores.quarantined)
+    assert reasons == [
+        ("a", 5, "duplicate trace_id within the partition, first seen at f.jsonl:1"),
+        ("b", 3, "duplicate trace_id within the partition, first seen at f.jsonl:2"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("duckdb:///rel/x.duckdb", Path("rel/x.duckdb")),
+        ("duckdb:////abs/x.duckdb", Path("/abs/x.duckdb")),
+        ("x.duckdb", Path("x.duckdb")),
+    ],
+)
+def test_duckdb_urls(url: str, expected: Path) -> None:
+    assert duckdb_path(url) == expected
+
+
+@pytest.mark.parametrize("url", ["duckdb:///", "mysql://host/db", "s3://bucket/scores"])
+def test_unsupported_or_empty_warehouse_urls_are_config_errors(url: str) -> None:
+    with pytest.raises(ConfigError, match="warehouse URL"):
+        open_warehouse(url)
