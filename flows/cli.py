@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 app = typer.Typer(help="ragpulse: monitor the quality of RAG systems from their traces.", no_args_is_help=True)
 console = Console(stderr=True)
-out = Console()
+# Summary tables are wider than the 80 columns rich assumes when stdout is not a terminal.
+out = Console(width=None if Console().is_terminal else 160)
 
 _PREFECT_DEFAULTS = {
     # The ephemeral API server took 20-50 s to start on small machines; Prefect's default is 20 s.
@@ -173,10 +174,12 @@ def demo(
     except RagpulseError as exc:
         raise _fail(str(exc)) from None
     _print_summaries(summaries)
+    console.print(f"\nScores are in [bold]{warehouse_path}[/bold] (tables scores, runs, quarantine). Try:")
     console.print(
-        f"\nScores are in [bold]{warehouse_path}[/bold] (tables scores, runs, quarantine). Try:\n"
         f"  python -c \"import duckdb; print(duckdb.connect('{warehouse_path}', read_only=True).sql("
-        "'select metric, partition_date, round(avg(value), 3) from scores group by all order by all'))\""
+        "'select metric, partition_date, round(avg(value), 3) from scores group by all order by all'))\"",
+        soft_wrap=True,
+        highlight=False,
     )
 
 
@@ -193,16 +196,14 @@ def _print_summaries(summaries: list[RunSummary]) -> None:
             f"{s.n_batches} ({s.n_batches_cached})",
         )
     out.print(runs)
-    means = Table(title="mean score per metric (coverage)")
-    means.add_column("metric")
+    means = Table(title="mean score per metric and partition")
+    means.add_column("metric", no_wrap=True)
     for s in summaries:
         means.add_column(s.partition_date.strftime("%m-%d"), justify="right")
+    means.add_column("coverage", justify="right")
     for index, metric in enumerate(summaries[0].metrics if summaries else []):
-        cells = []
-        for s in summaries:
-            m = s.metrics[index]
-            cells.append("-" if m.n_ok == 0 else f"{m.mean:.2f} ({m.coverage:.0%})")
-        means.add_row(metric.metric, *cells)
+        cells = ["-" if s.metrics[index].n_ok == 0 else f"{s.metrics[index].mean:.2f}" for s in summaries]
+        means.add_row(metric.metric, *cells, f"{summaries[-1].metrics[index].coverage:.0%}")
     out.print(means)
 
 

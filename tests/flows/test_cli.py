@@ -1,0 +1,118 @@
+"""The ragpulse command line: clear errors without tracebacks, configuration sources, the demo."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from flows.cli import app
+from metrics import REGISTRY
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _restore_cli_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI sets Prefect defaults in os.environ; pin them so each test restores the environment."""
+    for name, value in {
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_LOGGING_LEVEL": "WARNING",
+    }.items():
+        monkeypatch.setenv(name, value)
+
+
+def test_metrics_lists_every_family() -> None:
+    result = runner.invoke(app, ["metrics"])
+    assert result.exit_code == 0
+    for name, definition in REGISTRY.items():
+        assert name in result.stdout
+        assert definition.spec.version in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--date", "2026-11-01", "--source", "x", "--metrics", "ndcg"],
+            "unknown metric 'ndcg'; known metrics: answer",
+        ),
+        (["--date", "2026-11-01", "--source", "x", "--metrics", "precision"], "expected a cutoff, e.g. precision@5"),
+        (["--date", "2026-11-01", "--source", "x", "--batch-size", "0"], "batch_size: Input should be greater"),
+        (["--date", "2026-11-01", "--source", "x", "--task-runner", "spark"], "task_runner: Input should be 'thread'"),
+        (["--date", "01/11/2026", "--source", "x"], "--date must be a date like"),
+        (["--date", "2026-11-01"], "no trace source: pass --source"),
+    ],
+)
+def test_bad_options_are_clear_errors(args: list[str], message: str) -> None:
+    result = runner.invoke(app, ["evaluate", *args])
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
+    assert "Traceback" not in result.output
+
+
+def test_config_file_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tasks.settings import load_settings
+
+    config = tmp_path / "ragpulse.toml"
+    config.write_text('[ragpulse]\nsource = "s3://logs"\nbatch_size = 100\nmetrics = ["document_mrr"]\n')
+    monkeypatch.setenv("RAGPULSE_BATCH_SIZE", "200")
+    settings = load_settings(config, metrics="precision@3, recall@3")
+    assert (settings.source, settings.batch_size, settings.metrics) == ("s3://logs", 200, ("precision@3", "recall@3"))
+
+    monkeypatch.delenv("RAGPULSE_BATCH_SIZE")
+    config.write_text("[ragpulse]\nbatch_size = 'many'\n")
+    result = runner.invoke(app, ["evaluate", "--date", "2026-11-01", "--config", str(config)])
+    assert result.exit_code == 2
+    assert "batch_size" in result.output and str(config) in " ".join(result.output.split())
+
+    config.write_text("[ragpulse\n")
+    result = runner.invoke(app, ["evaluate", "--date", "2026-11-01", "--config", str(config)])
+    assert result.exit_code == 2 and "not valid TOML" in result.output
+
+
+def test_storage_options_must_not_carry_credentials() -> None:
+    from tasks.errors import ConfigError
+    from tasks.settings import load_settings
+
+    with pytest.raises(ConfigError, match="must not carry credentials \\(secret\\)"):
+        load_settings(None, storage_options={"endpoint_url": "http://minio", "secret": "s3cr3t"})
+
+
+def test_missing_partition_exits_with_nearby_dates(tmp_path: Path) -> None:
+    (tmp_path / "traces" / "dt=2026-11-02").mkdir(parents=True)
+    (tmp_path / "traces" / "dt=2026-11-02" / "a.jsonl").write_text("")
+    result = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "--date",
+            "2026-11-05",
+            "--source",
+            str(tmp_path / "traces"),
+            "--warehouse",
+            f"duckdb:///{tmp_path}/w.duckdb",
+            "--work-dir",
+            str(tmp_path / "work"),
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    assert "no trace files for dt=2026-11-05" in result.output and "2026-11-02" in result.output
+
+
+def test_demo_generates_scores_and_reuses_partitions(tmp_path: Path) -> None:
+    directory = tmp_path / "demo"
+    result = runner.invoke(app, ["demo", "--directory", str(directory), "--days", "2", "--traces-per-day", "40"])
+    assert result.exit_code == 0, result.output
+    assert "Scores are in" in result.output
+    with duckdb.connect(str(directory / "ragpulse.duckdb"), read_only=True) as con:
+        per_day = con.execute("SELECT partition_date, count(DISTINCT trace_id) FROM scores GROUP BY 1").fetchall()
+    assert [count for _, count in per_day] == [40, 40]
+
+    again = runner.invoke(app, ["demo", "--directory", str(directory), "--days", "2", "--traces-per-day", "40"])
+    assert again.exit_code == 0, again.output
+    assert "Using the 2 partitions already in" in " ".join(again.output.split())
+    assert "1 (1)" in again.output  # every day's single batch came from the cache
