@@ -8,10 +8,12 @@ from the staging area, so no task ever holds a whole partition.
 from __future__ import annotations
 
 import datetime as dt
+import gzip
 import hashlib
 import io
 import json
 import sys
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
 from prefect.tasks import exponential_backoff
 
@@ -69,6 +72,8 @@ class StagedPartition:
 
 @task(
     name="list-partition",
+    cache_policy=NO_CACHE,
+    persist_result=False,
     retries=3,
     retry_delay_seconds=exponential_backoff(2),
     retry_jitter_factor=0.5,
@@ -158,16 +163,23 @@ class _Undecodable:
     reason: str
 
 
+# A file that cannot be decoded past some point: what was read stays, the rest is one quarantine entry.
+_CORRUPT_FILE = (EOFError, gzip.BadGzipFile, zlib.error, pa.ArrowInvalid)
+
+
 def _read_records(source_file: SourceFile, storage_options: Mapping[str, Any] | None) -> Iterator[tuple[int, Any, str]]:
     """Yield (line or row number, decoded record or _Undecodable, raw text) in file order."""
     fs, path = filesystem(source_file.url, storage_options)
+    last = 0
     with storage_errors(source_file.url):
-        if path.endswith(".parquet"):
-            yield from _parquet_rows(fs.open(path, "rb"))
-        else:
-            compression = "gzip" if path.endswith(".gz") else None
-            with fs.open(path, "rb", compression=compression) as handle:
-                yield from _jsonl_lines(handle)
+        try:
+            with fs.open(path, "rb", compression="gzip" if path.endswith(".gz") else None) as handle:
+                rows = _parquet_rows(handle) if path.endswith(".parquet") else _jsonl_lines(handle)
+                for last, decoded, raw in rows:
+                    yield last, decoded, raw
+        except _CORRUPT_FILE as exc:
+            reason = f"file is corrupt after line {last}: {type(exc).__name__}: {exc}"
+            yield last + 1, _Undecodable(reason), ""
 
 
 def _jsonl_lines(handle: Any) -> Iterator[tuple[int, Any, str]]:
@@ -186,12 +198,11 @@ def _jsonl_lines(handle: Any) -> Iterator[tuple[int, Any, str]]:
 
 
 def _parquet_rows(handle: Any) -> Iterator[tuple[int, Any, str]]:
-    with handle:
-        number = 0
-        for record_batch in pq.ParquetFile(handle).iter_batches(batch_size=2048):
-            for row in record_batch.to_pylist():
-                number += 1
-                yield number, row, json.dumps(row, default=str)
+    number = 0
+    for record_batch in pq.ParquetFile(handle).iter_batches(batch_size=2048):
+        for row in record_batch.to_pylist():
+            number += 1
+            yield number, row, json.dumps(row, default=str)
 
 
 class _BatchWriter:

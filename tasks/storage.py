@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import posixpath
 import re
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -50,7 +51,7 @@ class SourceFile:
 
 def redact_url(url: str) -> str:
     """The URL with any password replaced, for logs, artifacts and tables."""
-    return re.sub(r"(://[^/:@]+):[^/@]*@", r"\1:***@", url)
+    return re.sub(r"(://[^/:@]*):[^/@]*@", r"\1:***@", url)
 
 
 def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[AbstractFileSystem, str]:
@@ -75,6 +76,21 @@ def storage_errors(url: str) -> Iterator[None]:
         raise ConfigError(f"access denied to {url}: {exc}; check the credentials in the environment") from exc
     except (OSError, TimeoutError, ConnectionError) as exc:
         raise StorageError(f"storage error on {url}: {exc}") from exc
+    except Exception as exc:
+        if isinstance(exc, _botocore_transient()):
+            raise StorageError(f"storage error on {url}: {exc}") from exc
+        raise
+
+
+def _botocore_transient() -> tuple[type[BaseException], ...]:
+    """botocore's connection and HTTP-client errors, which s3fs passes through untranslated (not OSErrors).
+
+    Looked up lazily: when botocore is not loaded, no client of it can have raised.
+    """
+    exceptions = sys.modules.get("botocore.exceptions")
+    if exceptions is None:
+        return ()
+    return (exceptions.ConnectionError, exceptions.HTTPClientError)
 
 
 def _unstrip(fs: AbstractFileSystem, path: str) -> str:

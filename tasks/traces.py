@@ -163,6 +163,11 @@ def _contexts(value: Any, fail: Any) -> list[dict[str, Any]]:
 
 def _labels(value: Any, field: str, fail: Any) -> list[dict[str, Any]] | None:
     """Relevance labels as (key, gain) pairs: a list of keys has gain 1.0 each, an object maps key -> grade."""
+    if isinstance(value, str):  # JSON text, as some Parquet writers store nested values
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise fail(field, "expected a list of ids, an object of grades, or their JSON text") from None
     if value is None:
         return None
     if isinstance(value, list | tuple) and all(isinstance(key, str) for key in value):

@@ -8,7 +8,7 @@ duplicates; a failed publish leaves the previous rows as they were.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import pyarrow as pa
@@ -19,6 +19,7 @@ __all__ = [
     "QUARANTINE_SCHEMA",
     "RUNS_SCHEMA",
     "SCORES_SCHEMA",
+    "VALIDATIONS_SCHEMA",
     "Publication",
     "Warehouse",
     "open_warehouse",
@@ -72,6 +73,21 @@ RUNS_SCHEMA = pa.schema(
     ]
 )
 
+VALIDATIONS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("partition_date", pa.date32()),
+        ("suite", pa.string()),
+        ("expectation", pa.string()),
+        ("column_name", pa.string()),
+        ("success", pa.bool_()),
+        ("element_count", pa.int64()),
+        ("unexpected_count", pa.int64()),
+        ("details", pa.string()),
+        ("validated_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
 
 @dataclass(frozen=True)
 class Publication:
@@ -82,14 +98,23 @@ class Publication:
     scores: pa.Table
     quarantine: pa.Table
     run: pa.Table
+    validations: pa.Table = field(default_factory=VALIDATIONS_SCHEMA.empty_table)
 
 
 class Warehouse(Protocol):
-    """A score-table destination. ``publish`` is atomic and idempotent per (partition, metric)."""
+    """A score-table destination.
+
+    ``publish`` is atomic and idempotent per (partition, metric): it replaces the partition's
+    scores for the publication's metrics and its quarantine rows, and appends the run and its
+    validation results. ``record_validations`` appends validation results of a run that
+    published nothing (its output failed validation), leaving every other table untouched.
+    """
 
     url: str
 
     def publish(self, publication: Publication) -> None: ...
+
+    def record_validations(self, validations: pa.Table) -> None: ...
 
 
 def open_warehouse(url: str) -> Warehouse:

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 from tasks.errors import ConfigError, WarehouseError, WarehouseLockedError
 from tasks.warehouse import Publication
@@ -41,6 +42,18 @@ CREATE TABLE IF NOT EXISTS quarantine (
     reason VARCHAR NOT NULL,
     raw VARCHAR,
     quarantined_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS validations (
+    run_id VARCHAR NOT NULL,
+    partition_date DATE NOT NULL,
+    suite VARCHAR NOT NULL,
+    expectation VARCHAR NOT NULL,
+    column_name VARCHAR,
+    success BOOLEAN NOT NULL,
+    element_count BIGINT,
+    unexpected_count BIGINT,
+    details VARCHAR,
+    validated_at TIMESTAMPTZ NOT NULL
 );
 CREATE TABLE IF NOT EXISTS runs (
     run_id VARCHAR NOT NULL,
@@ -104,17 +117,32 @@ class DuckDBWarehouse:
         with _WRITE_LOCK:
             con = self.connect()
             try:
+                self._ensure_schema(con)
                 self._publish(con, publication)
             finally:
                 con.close()
 
-    def _publish(self, con: duckdb.DuckDBPyConnection, publication: Publication) -> None:
+    def record_validations(self, validations: pa.Table) -> None:
+        with _WRITE_LOCK:
+            con = self.connect()
+            try:
+                self._ensure_schema(con)
+                con.register("incoming_validations", validations)
+                con.execute("INSERT INTO validations BY NAME SELECT * FROM incoming_validations")
+            finally:
+                con.close()
+
+    @staticmethod
+    def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(_DDL)
         if con.execute("SELECT count(*) FROM ragpulse_schema").fetchall() == [(0,)]:
             con.execute("INSERT INTO ragpulse_schema VALUES (?, now())", [SCHEMA_VERSION])
+
+    def _publish(self, con: duckdb.DuckDBPyConnection, publication: Publication) -> None:
         con.register("incoming_scores", publication.scores)
         con.register("incoming_quarantine", publication.quarantine)
         con.register("incoming_run", publication.run)
+        con.register("incoming_validations", publication.validations)
         con.execute("BEGIN TRANSACTION")
         try:
             con.execute(
@@ -125,6 +153,7 @@ class DuckDBWarehouse:
             con.execute("DELETE FROM quarantine WHERE partition_date = ?", [publication.partition_date])
             con.execute("INSERT INTO quarantine BY NAME SELECT * FROM incoming_quarantine")
             con.execute("INSERT INTO runs BY NAME SELECT * FROM incoming_run")
+            con.execute("INSERT INTO validations BY NAME SELECT * FROM incoming_validations")
         except duckdb.Error as exc:
             # Roll back explicitly: COMMIT after an error would silently roll back in DuckDB 2.
             con.execute("ROLLBACK")
