@@ -93,7 +93,7 @@ def _retrieved_gains(
     label_codes = np.fromiter(map(vocabulary.get, label_keys, repeat(-1)), dtype=np.int64, count=len(label_keys))
     retrieved = label_codes >= 0  # a label whose key was never retrieved in the batch cannot match
     label_pairs = label_trace[retrieved] * total + label_codes[retrieved]
-    at = np.searchsorted(pairs, label_pairs)  # every retrieved label pair is among the sorted pairs
+    at = np.searchsorted(pairs, label_pairs)  # a label pair is among the pairs only if its own trace retrieved it
     matched = pairs[np.minimum(at, len(pairs) - 1)] == label_pairs
     flat_gains = np.zeros(total, dtype=np.float64)
     flat_gains[first[at[matched]]] = label_gains[retrieved][matched]

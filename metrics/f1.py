@@ -25,7 +25,8 @@ def token_f1(answer: str, references: Sequence[str]) -> float:
     """Maximum over references of the harmonic mean of token precision and recall (SQuAD v1.1).
 
     Tokens are counted with multiplicity after SQuAD normalisation; two answers that are both
-    empty after normalisation score 1.0, one empty against a non-empty one 0.0.
+    empty after normalisation score 1.0, one empty against a non-empty one 0.0 (the SQuAD v2.0
+    rule; the v1.1 script scores both-empty 0.0).
 
     >>> token_f1("the cat sat", ["a cat sat down"])
     0.8
