@@ -112,9 +112,16 @@ def evaluate(
 def _run_partition(settings: Any, partition: dt.date) -> RunSummary:
     from flows.evaluate import evaluate_partition
     from flows.runners import build_task_runner
+    from tasks.validate import TraceLimits
 
     runner = build_task_runner(
         settings.task_runner, max_workers=settings.max_workers, dask_address=settings.dask_address
+    )
+    limits = TraceLimits(
+        max_question_chars=settings.max_question_chars,
+        max_answer_chars=settings.max_answer_chars,
+        max_contexts=settings.max_contexts,
+        max_context_chars=settings.max_context_chars,
     )
     return evaluate_partition.with_options(task_runner=runner)(
         source=settings.source,
@@ -124,6 +131,10 @@ def _run_partition(settings: Any, partition: dt.date) -> RunSummary:
         work_dir=settings.work_dir,
         batch_size=settings.batch_size,
         storage_options=settings.storage_options or None,
+        max_failure_rate=settings.max_failure_rate,
+        input_suite=settings.input_suite,
+        output_suite=settings.output_suite,
+        limits=limits,
     )
 
 

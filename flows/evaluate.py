@@ -1,4 +1,4 @@
-"""Score one date partition of RAG traces and publish the score tables."""
+"""Score one date partition of RAG traces, gate it with data-quality suites and publish the score tables."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from metrics import DEFAULT_METRICS
 from tasks.load import list_partition, stage_partition
-from tasks.publish import describe_run, publish_partition
+from tasks.publish import assemble_scores, describe_run, publish_partition
 from tasks.report import RunSummary, summarize_run
 from tasks.score import count_cached, score_batch, score_cache_policy
 from tasks.settings import RunSettings
-from tasks.workdir import lock_directory, result_storage, staged_dir
+from tasks.validate import TraceLimits, validate_scores, validate_traces
+from tasks.workdir import local_docs_dir, lock_directory, result_storage, run_dir, staged_dir
 
 __all__ = ["evaluate_partition"]
 
@@ -28,36 +29,41 @@ def evaluate_partition(
     work_dir: str = ".ragpulse",
     batch_size: int = 5000,
     storage_options: dict[str, Any] | None = None,
+    max_failure_rate: float = 0.05,
+    input_suite: str | None = None,
+    output_suite: str | None = None,
+    limits: TraceLimits | None = None,
 ) -> RunSummary:
-    """Read ``<source>/dt=<date>/``, score it in cached parallel batches, publish to ``warehouse``."""
+    """Read ``<source>/dt=<date>/``, score it in cached parallel batches, validate, publish to ``warehouse``."""
     settings = RunSettings(
-        source=source,
-        warehouse=warehouse,
-        work_dir=work_dir,
-        batch_size=batch_size,
-        metrics=tuple(metrics or DEFAULT_METRICS),
-        storage_options=storage_options or {},
-    )
+        source=source, warehouse=warehouse, work_dir=work_dir, batch_size=batch_size,
+        metrics=tuple(metrics or DEFAULT_METRICS), storage_options=storage_options or {},
+        max_failure_rate=max_failure_rate, input_suite=input_suite, output_suite=output_suite,
+    )  # fmt: skip
     names = list(settings.metrics)
     run = describe_run(source, settings.model_dump(mode="json"), settings.fingerprint())
     storage = result_storage(work_dir, storage_options)
+    outputs = run_dir(work_dir, date, run.run_id)
+    docs = local_docs_dir(work_dir, date, run.run_id)
 
     files = list_partition(source, date, storage_options)
     staged = stage_partition.with_options(result_storage=storage)(
-        date,
-        files,
-        staged_url=staged_dir(work_dir, storage_options),
-        batch_size=batch_size,
-        storage_options=storage_options,
-        work_storage_options=storage_options,
-    )
+        date, files, staged_url=staged_dir(work_dir, storage_options), batch_size=batch_size,
+        storage_options=storage_options, work_storage_options=storage_options,
+    )  # fmt: skip
+    traces_checked = validate_traces.submit(staged, run, limits or TraceLimits(), input_suite, docs, storage_options)
     scoring = score_batch.with_options(
         cache_policy=score_cache_policy(lock_directory(work_dir)), result_storage=storage
     )
     futures = scoring.map(staged.batches, metric_names=unmapped(names), work_storage_options=unmapped(storage_options))
     n_cached = count_cached(futures)
-    scores = publish_partition(warehouse, staged, futures, run, names, n_cached)
-    return summarize_run(scores, run, warehouse, n_cached)
+    excluded = traces_checked.result().excluded
+    scores = assemble_scores(staged, futures, excluded, f"{outputs}/quarantine.jsonl", storage_options)
+    publication = validate_scores(
+        warehouse, scores, run, names, n_cached, traces_checked, max_failure_rate, output_suite, docs
+    )
+    publish_partition(warehouse, publication)
+    return summarize_run(scores, run, warehouse, n_cached, publication, docs)
 
 
 if __name__ == "__main__":

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
+import posixpath
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,16 +20,18 @@ from prefect.cache_policies import NO_CACHE
 from metrics import Status
 from tasks.load import QuarantinedRecord, StagedPartition
 from tasks.score import ScoredBatch
-from tasks.storage import redact_url
+from tasks.storage import filesystem, redact_url, storage_errors
 from tasks.warehouse import QUARANTINE_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, Publication, open_warehouse
 
 __all__ = [
     "PartitionScores",
     "RunInfo",
     "assemble_partition",
+    "assemble_scores",
     "build_publication",
     "describe_run",
     "publish_partition",
+    "write_quarantine_copy",
 ]
 
 _STATUS_LABELS = np.array([status.label for status in sorted(Status)], dtype=object)
@@ -60,12 +64,21 @@ class PartitionScores:
     n_batches: int
 
 
-def assemble_partition(staged: StagedPartition, scored: Sequence[ScoredBatch]) -> PartitionScores:
-    """Join the batches in source order; a repeated trace_id keeps its first record, the rest are quarantined."""
+def assemble_partition(
+    staged: StagedPartition, scored: Sequence[ScoredBatch], excluded: Sequence[QuarantinedRecord] = ()
+) -> PartitionScores:
+    """Join the batches in source order, dropping ``excluded`` rows (failed the input suite).
+
+    A repeated trace_id keeps its first record; the rest are quarantined.
+    """
     trace_ids = _concat([b.trace_ids for b in scored], object)
     files = _concat([b.source_files for b in scored], object)
     lines = _concat([b.source_lines for b in scored], np.int64)
-    _, first = np.unique(trace_ids.astype(str), return_index=True)
+    dropped = {(q.source_file, q.line) for q in excluded}
+    allowed = np.fromiter(((f, int(n)) not in dropped for f, n in zip(files, lines, strict=True)), bool, len(files))
+    candidates = np.flatnonzero(allowed)
+    _, first_of_candidates = np.unique(trace_ids[candidates].astype(str), return_index=True)
+    first = candidates[first_of_candidates]
     keep = np.zeros(len(trace_ids), dtype=bool)
     keep[first] = True
     first_seen = {trace_ids[i]: f"{files[i]}:{lines[i]}" for i in first}
@@ -78,7 +91,7 @@ def assemble_partition(staged: StagedPartition, scored: Sequence[ScoredBatch]) -
             f"duplicate trace_id within the partition, first seen at {first_seen[trace_ids[i]]}",
             "",
         )
-        for i in np.flatnonzero(~keep)
+        for i in np.flatnonzero(~keep & allowed)
     ]
     names = list(scored[0].results) if scored else []
     versions = scored[0].versions if scored else {}
@@ -89,7 +102,7 @@ def assemble_partition(staged: StagedPartition, scored: Sequence[ScoredBatch]) -
         status={m: _concat([b.results[m].status for b in scored], np.int8)[keep] for m in names},
         reasons={m: _concat([b.results[m].reasons for b in scored], object)[keep] for m in names},
         versions=versions,
-        quarantined=[*staged.quarantined, *duplicates],
+        quarantined=[*staged.quarantined, *excluded, *duplicates],
         n_records=staged.n_valid + len(staged.quarantined),
         n_files=len(staged.files),
         n_batches=len(staged.batches),
@@ -167,27 +180,41 @@ def build_publication(
     return Publication(scores.date, list(metrics), score_table, quarantine, run_row)
 
 
-@task(name="publish-partition", cache_policy=NO_CACHE, persist_result=False)
-def publish_partition(
-    warehouse_url: str,
+@task(name="assemble-partition", cache_policy=NO_CACHE, persist_result=False)
+def assemble_scores(
     staged: StagedPartition,
     scored: list[ScoredBatch],
-    run: RunInfo,
-    metrics: list[str],
-    n_batches_cached: int,
+    excluded: list[QuarantinedRecord],
+    quarantine_copy_url: str | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> PartitionScores:
-    """De-duplicate, then publish atomically; returns what was published for the run summary."""
-    scores = assemble_partition(staged, scored)
-    publication = build_publication(scores, run, metrics, n_batches_cached=n_batches_cached)
+    """De-duplicate and drop excluded rows; keep a JSONL copy of everything quarantined next to the run."""
+    scores = assemble_partition(staged, scored, excluded)
+    if quarantine_copy_url is not None:
+        write_quarantine_copy(quarantine_copy_url, scores.quarantined, storage_options)
+    return scores
+
+
+def write_quarantine_copy(
+    url: str, records: Sequence[QuarantinedRecord], storage_options: Mapping[str, Any] | None = None
+) -> None:
+    fs, path = filesystem(url, storage_options)
+    lines = "".join(json.dumps(dataclasses.asdict(record)) + "\n" for record in records)
+    with storage_errors(url):
+        fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        fs.pipe_file(path, lines.encode())
+
+
+@task(name="publish-partition", cache_policy=NO_CACHE, persist_result=False)
+def publish_partition(warehouse_url: str, publication: Publication) -> int:
+    """Publish atomically (replace the partition's rows for these metrics); returns the score rows written."""
     open_warehouse(warehouse_url).publish(publication)
     get_run_logger().info(
-        "dt=%s: published %d score rows and %d quarantined records to %s",
-        scores.date,
-        publication.scores.num_rows,
-        publication.quarantine.num_rows,
-        redact_url(warehouse_url),
-    )
-    return scores
+        "dt=%s: published %d score rows, %d quarantined records and %d validation results to %s",
+        publication.partition_date, publication.scores.num_rows, publication.quarantine.num_rows,
+        publication.validations.num_rows, redact_url(warehouse_url),
+    )  # fmt: skip
+    return publication.scores.num_rows
 
 
 def describe_run(source: str, config: dict[str, Any], config_hash: str) -> RunInfo:

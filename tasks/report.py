@@ -5,14 +5,17 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from metrics import Status
 from tasks.publish import PartitionScores, RunInfo
+from tasks.warehouse import Publication
 
 __all__ = ["MetricSummary", "RunSummary", "summarize", "summarize_run"]
 
@@ -45,6 +48,8 @@ class RunSummary:
     n_batches_cached: int
     metrics: list[MetricSummary]
     quarantine_reasons: dict[str, int]
+    failed_expectations: dict[str, int] = field(default_factory=dict)
+    data_docs: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -52,7 +57,14 @@ class RunSummary:
         return data
 
 
-def summarize(scores: PartitionScores, run: RunInfo, warehouse: str, n_batches_cached: int) -> RunSummary:
+def summarize(
+    scores: PartitionScores,
+    run: RunInfo,
+    warehouse: str,
+    n_batches_cached: int,
+    validations: pa.Table | None = None,
+    data_docs: str | None = None,
+) -> RunSummary:
     rows = []
     for metric, values in scores.values.items():
         ok = scores.status[metric] == Status.OK
@@ -86,7 +98,20 @@ def summarize(scores: PartitionScores, run: RunInfo, warehouse: str, n_batches_c
         quarantine_reasons=dict(
             Counter(f"{q.field}: {_reason_kind(q.reason)}" for q in scores.quarantined).most_common()
         ),
+        failed_expectations=_failed_expectations(validations),
+        data_docs=data_docs,
     )
+
+
+def _failed_expectations(validations: pa.Table | None) -> dict[str, int]:
+    """Unsuccessful expectations (the input suite's report-only findings included) and their counts."""
+    if validations is None:
+        return {}
+    return {
+        f"{row['suite']}: {row['expectation']}({row['column_name'] or 'table'})": int(row["unexpected_count"] or 0)
+        for row in validations.to_pylist()
+        if not row["success"]
+    }
 
 
 def _reason_kind(reason: str) -> str:
@@ -99,9 +124,18 @@ def _fmt(value: float) -> str:
 
 
 @task(name="summarize-run", cache_policy=NO_CACHE, persist_result=False)
-def summarize_run(scores: PartitionScores, run: RunInfo, warehouse: str, n_batches_cached: int) -> RunSummary:
+def summarize_run(
+    scores: PartitionScores,
+    run: RunInfo,
+    warehouse: str,
+    n_batches_cached: int,
+    publication: Publication,
+    docs_dir: str | None = None,
+) -> RunSummary:
     """Summarise the published partition and attach it to the flow run as table and markdown artifacts."""
-    summary = summarize(scores, run, warehouse, n_batches_cached)
+    index = Path(docs_dir) / "scores_out" / "index.html" if docs_dir else None
+    docs = index.parent.parent.as_uri() if index is not None and index.exists() else None
+    summary = summarize(scores, run, warehouse, n_batches_cached, publication.validations, docs)
     date = summary.partition_date.isoformat()
     create_table_artifact(
         key=f"ragpulse-summary-{date}",
@@ -122,6 +156,12 @@ def summarize_run(scores: PartitionScores, run: RunInfo, warehouse: str, n_batch
         description=f"ragpulse scores for dt={date} (run {summary.run_id})",
     )
     quarantine_lines = "\n".join(f"| {reason} | {count} |" for reason, count in summary.quarantine_reasons.items())
+    validation_rows = publication.validations.to_pylist()
+    validation_lines = "\n".join(
+        f"| {v['suite']} | {v['expectation']} | {v['column_name'] or ''} | {'pass' if v['success'] else 'FAIL'} "
+        f"| {v['unexpected_count'] if v['unexpected_count'] is not None else ''} |"
+        for v in validation_rows
+    )
     create_markdown_artifact(
         key=f"ragpulse-run-{date}",
         markdown=(
@@ -131,7 +171,10 @@ def summarize_run(scores: PartitionScores, run: RunInfo, warehouse: str, n_batch
             f"- quarantined: {summary.n_quarantined}\n"
             f"- batches: {summary.n_batches} ({summary.n_batches_cached} from cache)\n"
             f"- warehouse: `{summary.warehouse}`\n\n"
-            + (f"| quarantine reason | records |\n|---|---|\n{quarantine_lines}\n" if quarantine_lines else "")
+            + (f"| quarantine reason | records |\n|---|---|\n{quarantine_lines}\n\n" if quarantine_lines else "")
+            + "## Data-quality checks\n\n"
+            + (f"Great Expectations data docs: {summary.data_docs}\n\n" if summary.data_docs else "")
+            + f"| suite | expectation | column | result | unexpected |\n|---|---|---|---|---|\n{validation_lines}\n"
         ),
         description="ragpulse run overview",
     )

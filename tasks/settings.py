@@ -39,6 +39,18 @@ class RunSettings(BaseSettings):
     max_workers: int = Field(default=4, ge=1, le=256, description="Threads of the thread-pool task runner.")
     task_runner: Literal["thread", "dask"] = "thread"
     dask_address: str | None = Field(default=None, description="Existing Dask scheduler; default a LocalCluster.")
+    max_failure_rate: float = Field(
+        default=0.05,
+        ge=0.0,
+        le=1.0,
+        description="Largest share of failed scores per metric before a publish is refused.",
+    )
+    input_suite: str | None = Field(default=None, description="Your own GX suite file for traces (JSON).")
+    output_suite: str | None = Field(default=None, description="Your own GX suite file for the score table (JSON).")
+    max_question_chars: int = Field(default=8_000, ge=1)
+    max_answer_chars: int = Field(default=32_000, ge=1)
+    max_contexts: int = Field(default=200, ge=0)
+    max_context_chars: int = Field(default=100_000, ge=1)
     storage_options: dict[str, Any] = Field(
         default_factory=dict, description="Extra fsspec options for the source, e.g. endpoint_url for MinIO."
     )

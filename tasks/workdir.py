@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from prefect.filesystems import RemoteFileSystem, WritableFileSystem
 from tasks._fingerprint import digest
 from tasks.storage import filesystem
 
-__all__ = ["is_local", "lock_directory", "result_storage", "staged_dir"]
+__all__ = ["is_local", "local_docs_dir", "lock_directory", "result_storage", "run_dir", "staged_dir"]
 
 
 def is_local(work_dir: str) -> bool:
@@ -45,3 +46,14 @@ def staged_dir(work_dir: str, storage_options: Mapping[str, Any] | None = None) 
     fs, root = filesystem(str(_local_path(work_dir)) if is_local(work_dir) else work_dir, storage_options)
     url = f"{root}/staged"
     return url if is_local(work_dir) else fs.unstrip_protocol(url)
+
+
+def run_dir(work_dir: str, date: dt.date, run_id: str) -> str:
+    """Where one run's files go (quarantine copy, data docs): ``<work_dir>/runs/dt=<date>/<run_id>``."""
+    base = str(_local_path(work_dir)) if is_local(work_dir) else work_dir.rstrip("/")
+    return f"{base}/runs/dt={date.isoformat()}/{run_id}"
+
+
+def local_docs_dir(work_dir: str, date: dt.date, run_id: str) -> str | None:
+    """GX writes HTML data docs to a local folder; remote work dirs get none (their results are in the table)."""
+    return f"{run_dir(work_dir, date, run_id)}/data_docs" if is_local(work_dir) else None

@@ -18,6 +18,7 @@ from flows.runners import build_task_runner
 from metrics import DEFAULT_METRICS
 from tasks.demo_data import generate_demo_traces
 from tasks.errors import PartitionNotFoundError
+from tasks.validate import OutputValidationError
 
 DAY = dt.date(2026, 3, 2)
 TRACES = 120
@@ -57,6 +58,10 @@ def test_evaluates_publishes_and_reruns_idempotently(traces: Path, tmp_path: Pat
     assert len({(trace, metric) for trace, metric, *_ in rows}) == len(rows)
     assert all((status == "ok") == (value is not None) for _, _, value, status, _ in rows)
     assert _count(warehouse, "SELECT count(*) FROM quarantine") == first.n_quarantined
+    copy = tmp_path / "work" / "runs" / f"dt={DAY}" / first.run_id / "quarantine.jsonl"
+    assert len(copy.read_text().splitlines()) == first.n_quarantined
+    assert _count(warehouse, "SELECT count(*) FROM validations WHERE success") > 10
+    assert first.data_docs is not None and first.data_docs.startswith("file://")
 
     second = evaluate_partition(batch_size=50, **kwargs)
     assert second.n_batches_cached == second.n_batches == first.n_batches
@@ -151,3 +156,31 @@ def test_dask_task_runner_gives_the_same_scores(traces: Path, tmp_path: Path) ->
     )
     assert summary.n_batches >= 3
     assert _scores(dask) == _scores(threads)
+
+
+def test_failing_output_suite_publishes_nothing(traces: Path, tmp_path: Path) -> None:
+    warehouse = tmp_path / "w.duckdb"
+    kwargs = dict(source=str(traces), date=DAY, warehouse=f"duckdb:///{warehouse}", work_dir=str(tmp_path / "work"))
+    first = evaluate_partition(**kwargs)
+    before = _scores(warehouse)
+    strict = tmp_path / "strict.json"
+    strict.write_text(
+        json.dumps(
+            {
+                "name": "team_scores_out",
+                "expectations": [
+                    {"type": "expect_column_mean_to_be_between", "kwargs": {"column": "value", "min_value": 0.99}}
+                ],
+            }
+        )
+    )
+    with pytest.raises(OutputValidationError, match=r"team_scores_out: expect_column_mean_to_be_between\(value\)"):
+        evaluate_partition(output_suite=str(strict), **kwargs)
+    assert _scores(warehouse) == before
+    assert _count(warehouse, "SELECT count(DISTINCT run_id) FROM runs") == 1
+    failed = _count(
+        warehouse,
+        f"SELECT count(*) FROM validations WHERE run_id <> '{first.run_id}' "
+        "AND suite = 'team_scores_out' AND NOT success",
+    )
+    assert failed == 1
