@@ -17,7 +17,7 @@ from metrics import Status
 from tasks.publish import PartitionScores, RunInfo
 from tasks.warehouse import Publication
 
-__all__ = ["MetricSummary", "RunSummary", "summarize", "summarize_run"]
+__all__ = ["MetricSummary", "RunSummary", "report_rejected_scores", "summarize", "summarize_run"]
 
 
 @dataclass(frozen=True)
@@ -187,3 +187,18 @@ def summarize_run(
         summary.n_batches,
     )
     return summary
+
+
+def report_rejected_scores(date: dt.date, run_id: str, failures: list[str]) -> None:
+    """Markdown artifact for a partition whose score table failed validation and was not published."""
+    items = "\n".join(f"- `{failure}`" for failure in failures)
+    create_markdown_artifact(
+        key=f"ragpulse-rejected-{date.isoformat()}",
+        markdown=(
+            f"# ragpulse dt={date.isoformat()}: scores not published\n\n"
+            f"Run `{run_id}` produced a score table that failed {len(failures)} expectation(s). Nothing was "
+            "published; the partition keeps its previous rows. The results are in the `validations` table.\n\n"
+            f"{items}\n"
+        ),
+        description="ragpulse output validation failed",
+    )

@@ -29,6 +29,7 @@ from metrics.errors import RagpulseError
 from tasks.errors import ConfigError
 from tasks.load import QuarantinedRecord, StagedPartition
 from tasks.publish import PartitionScores, RunInfo, build_publication
+from tasks.report import report_rejected_scores
 from tasks.score import read_staged
 from tasks.warehouse import VALIDATIONS_SCHEMA, Publication, open_warehouse
 
@@ -432,6 +433,7 @@ def validate_scores(
     validations = pa.concat_tables([traces_checked.results, results])
     if failures:
         open_warehouse(warehouse_url).record_validations(validations)
+        report_rejected_scores(scores.date, run.run_id, failures)
         raise OutputValidationError(
             f"dt={scores.date}: score table failed {len(failures)} expectation(s); nothing was published and the "
             "previous rows stay as they were:\n- " + "\n- ".join(failures)

@@ -184,3 +184,6 @@ def test_failing_output_suite_publishes_nothing(traces: Path, tmp_path: Path) ->
         "AND suite = 'team_scores_out' AND NOT success",
     )
     assert failed == 1
+    with get_client(sync_client=True) as client:
+        artifacts = {a.key: a for a in client.read_latest_artifacts()}
+    assert "expect_column_mean_to_be_between" in artifacts[f"ragpulse-rejected-{DAY}"].data
