@@ -31,7 +31,8 @@ class MetricSpec:
 
     ``version`` is semver; the major part is bumped whenever a change to the formula, prompt or
     parser can move scores, so scores of different major versions are never compared.
-    ``takes_k`` marks metric families instantiated with a cutoff, e.g. ``precision@5``.
+    ``takes_k`` marks metric families instantiated with a cutoff, e.g. ``precision@5``;
+    ``takes_variant`` families with a named variant, e.g. ``aspect_critique:harmfulness``.
     """
 
     name: str
@@ -42,6 +43,7 @@ class MetricSpec:
     higher_is_better: bool = True
     takes_k: bool = False
     requires_k: bool = False
+    takes_variant: bool = False
 
 
 @dataclass(frozen=True)

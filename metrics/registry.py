@@ -5,21 +5,25 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from metrics import average_precision, exact_match, f1, ndcg, precision, recall, reciprocal_rank
 from metrics._arrays import RankingArrays, ranking_arrays
 from metrics._spec import MetricResult, MetricSpec
 from metrics.batch import TraceBatch
 from metrics.errors import ShapeError, UnknownMetricError
+from metrics.judge import JudgeMetric
 
 __all__ = [
     "DEFAULT_METRICS",
     "REGISTRY",
     "AnswerScorer",
+    "JudgeFactory",
     "MetricDefinition",
     "MetricRequest",
+    "Needs",
     "RankingScorer",
+    "build_judge_metrics",
     "compute",
     "parse_metrics",
     "spec_name",
@@ -27,17 +31,22 @@ __all__ = [
 
 RankingScorer = Callable[[RankingArrays, int | None], MetricResult]
 AnswerScorer = Callable[[TraceBatch, int | None], MetricResult]
+JudgeFactory = Callable[["MetricRequest", Mapping[str, Any]], JudgeMetric]
+"""Builds a judge metric from its request (variant) and the run's judge options (rubrics, weights...)."""
+Needs = Literal["ranking", "answers", "judge"]
 
 
 @dataclass(frozen=True)
 class MetricDefinition:
+    """How to compute a family: from ranking arrays, from answers, or by asking the judge."""
+
     spec: MetricSpec
-    needs: Literal["ranking", "answers"]
-    scorer: RankingScorer | AnswerScorer
+    needs: Needs
+    scorer: RankingScorer | AnswerScorer | JudgeFactory
 
 
 def _definitions() -> dict[str, MetricDefinition]:
-    entries: list[tuple[MetricSpec, Literal["ranking", "answers"], RankingScorer | AnswerScorer]] = [
+    entries: list[tuple[MetricSpec, Needs, RankingScorer | AnswerScorer | JudgeFactory]] = [
         (average_precision.SPEC, "ranking", average_precision.score),
         (reciprocal_rank.SPEC, "ranking", reciprocal_rank.score),
         (ndcg.SPEC, "ranking", ndcg.score),
@@ -70,19 +79,25 @@ DEFAULT_METRICS: tuple[str, ...] = (
     "answer_f1",
 )
 
-_NAME = re.compile(r"^(?P<family>[a-z][a-z0-9_]*)(?:@(?P<k>\d+))?$")
+_NAME = re.compile(r"^(?P<family>[a-z][a-z0-9_]*)(?::(?P<variant>[a-z0-9][a-z0-9_-]*))?(?:@(?P<k>\d+))?$")
 
 
 @dataclass(frozen=True)
 class MetricRequest:
-    """One metric to compute: a registry family and, for cutoff metrics, its k (``precision@5``)."""
+    """One metric to compute: a registry family, its cutoff k (``precision@5``) or variant (``llm_judge:tone``)."""
 
     family: str
     k: int | None = None
+    variant: str | None = None
 
     @property
     def name(self) -> str:
-        return self.family if self.k is None else f"{self.family}@{self.k}"
+        name = self.family if self.variant is None else f"{self.family}:{self.variant}"
+        return name if self.k is None else f"{name}@{self.k}"
+
+    @property
+    def is_judge(self) -> bool:
+        return self.definition.needs == "judge"
 
     @property
     def definition(self) -> MetricDefinition:
@@ -106,12 +121,18 @@ class MetricRequest:
             raise ShapeError(name, f"a cutoff, e.g. {spec.name}@5", "no cutoff")
         if k is not None and k < 1:
             raise ShapeError(name, "a cutoff k >= 1", k)
-        return cls(spec.name, k)
+        variant = match["variant"]
+        if variant is not None and not spec.takes_variant:
+            raise ShapeError(name, f"{spec.name} without a variant", f":{variant}")
+        if variant is None and spec.takes_variant:
+            raise ShapeError(name, f"a variant, e.g. {spec.name}:<name>", "no variant")
+        return cls(spec.name, k, variant)
 
 
 def spec_name(spec: MetricSpec) -> str:
-    """How a family is written by users: ``precision@k`` for families that require a cutoff."""
-    return f"{spec.name}@k" if spec.requires_k else spec.name
+    """How a family is written by users: ``precision@k``, ``llm_judge:<name>``."""
+    name = f"{spec.name}:<name>" if spec.takes_variant else spec.name
+    return f"{name}@k" if spec.requires_k else name
 
 
 def parse_metrics(names: Iterable[str]) -> list[MetricRequest]:
@@ -126,14 +147,25 @@ def parse_metrics(names: Iterable[str]) -> list[MetricRequest]:
 
 
 def compute(batch: TraceBatch, requests: Iterable[MetricRequest]) -> dict[str, MetricResult]:
-    """Compute every requested metric over one batch, building shared ranking arrays once."""
+    """Compute every requested non-judge metric over one batch, building shared ranking arrays once."""
     arrays: RankingArrays | None = None
     results: dict[str, MetricResult] = {}
     for request in requests:
         definition = request.definition
+        if definition.needs == "judge":
+            raise ShapeError(request.name, "a metric that needs no judge (use metrics.judge.judge_batch)", "judge")
         if definition.needs == "ranking":
             arrays = arrays if arrays is not None else ranking_arrays(batch)
             results[request.name] = definition.scorer(arrays, request.k)  # type: ignore[arg-type]
         else:
             results[request.name] = definition.scorer(batch, request.k)  # type: ignore[arg-type]
     return results
+
+
+def build_judge_metrics(requests: Iterable[MetricRequest], options: Mapping[str, Any]) -> list[JudgeMetric]:
+    """Instantiate the judge metrics among ``requests`` with the run's judge options."""
+    return [
+        request.definition.scorer(request, options)  # type: ignore[call-arg, arg-type, misc]
+        for request in requests
+        if request.is_judge
+    ]
