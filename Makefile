@@ -2,6 +2,9 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# The CPU build of torch, installed before anything that depends on torch so that no install ever
+# pulls a multi-GB CUDA build. Elsewhere: TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cpu".
+TORCH_SPEC ?= torch==2.13.0
 
 .PHONY: setup demo test lint bench clean
 
@@ -10,6 +13,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet $(TORCH_SPEC)
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@
 

@@ -168,7 +168,7 @@ def _run_suite(
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     with _GX_LOCK:
-        logging.getLogger("great_expectations").setLevel(logging.WARNING)
+        _quiet_gx_loggers()
         context = gx.get_context(mode="ephemeral")
         context.variables.progress_bars = ProgressBarsConfig(globally=False)
         name = str(suite_spec["name"])
@@ -207,6 +207,13 @@ def _run_suite(
         outcome = checkpoint.run(batch_parameters={"dataframe": frame}, expectation_parameters=dict(parameters))
     validation = next(iter(outcome.run_results.values()))
     return _SuiteRun(name, list(validation.results), bool(validation.success))
+
+
+def _quiet_gx_loggers() -> None:
+    """GX pins some module loggers at INFO (e.g. one line per temporary docs directory): lift them to WARNING."""
+    for name in list(logging.root.manager.loggerDict):
+        if name == "great_expectations" or name.startswith("great_expectations."):
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def _result_rows(run: RunInfo, date: dt.date, suite_run: _SuiteRun) -> list[dict[str, Any]]:
