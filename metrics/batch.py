@@ -22,6 +22,9 @@ class TraceBatch:
     - ``relevant_ids``: graded labels by context id, or None when the trace has none.
     - ``relevant_texts``: graded labels by context text; used only where ``relevant_ids`` is None.
     - ``answers``: the generated answer or None; ``references``: acceptable answers (maybe empty).
+    - ``questions``: the user's question per trace, read by the judge metrics; None when the batch was
+      built without them (retrieval and answer metrics never read it; judge metrics then say
+      ``no_question``).
     """
 
     trace_ids: Sequence[str]
@@ -31,6 +34,7 @@ class TraceBatch:
     relevant_texts: Sequence[RelevanceLabels | None]
     answers: Sequence[str | None]
     references: Sequence[Sequence[str]]
+    questions: Sequence[str | None] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.trace_ids)
@@ -38,6 +42,8 @@ class TraceBatch:
             got = len(getattr(self, name))
             if got != n:
                 raise ShapeError(name, f"length {n} (one per trace)", f"length {got}")
+        if self.questions is not None and len(self.questions) != n:
+            raise ShapeError("questions", f"length {n} (one per trace)", f"length {len(self.questions)}")
         for trace_id, ids, texts in zip(self.trace_ids, self.context_ids, self.context_texts, strict=True):
             if len(ids) != len(texts):
                 raise InvalidRecordError(trace_id, "contexts", f"{len(ids)} ids but {len(texts)} texts")
@@ -71,6 +77,7 @@ class TraceBatch:
             relevant_texts=[_labels(r.get("relevant_contexts")) for r in records],
             answers=[r.get("answer") for r in records],  # type: ignore[misc]
             references=[_references(r) for r in records],
+            questions=[q if isinstance(q := r.get("question"), str) else None for r in records],
         )
 
 

@@ -180,11 +180,13 @@ class JudgeContext:
 
 
 class JudgeMetric(Protocol):
-    """A metric that needs the judge. ``name`` is the full name (``aspect_critique:harmfulness``)."""
+    """A metric that needs a model. ``name`` is the full name (``aspect_critique:harmfulness``);
+    ``uses_llm`` is False for metrics that need only an embedding model (no judge calls)."""
 
     name: str
     spec: MetricSpec
     prompt_version: str
+    uses_llm: bool
 
     async def score(self, batch: TraceBatch, index: int, context: JudgeContext) -> Outcome: ...
 

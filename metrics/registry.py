@@ -7,7 +7,24 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from metrics import average_precision, exact_match, f1, ndcg, precision, recall, reciprocal_rank
+from metrics import (
+    answer_correctness,
+    answer_relevancy,
+    aspect_critique,
+    average_precision,
+    context_precision,
+    context_recall,
+    context_relevance,
+    exact_match,
+    f1,
+    faithfulness,
+    llm_judge,
+    ndcg,
+    precision,
+    recall,
+    reciprocal_rank,
+    semantic_similarity,
+)
 from metrics._arrays import RankingArrays, ranking_arrays
 from metrics._spec import MetricResult, MetricSpec
 from metrics.batch import TraceBatch
@@ -58,6 +75,17 @@ def _definitions() -> dict[str, MetricDefinition]:
         (exact_match.EXACT, "answers", exact_match.score_exact),
         (exact_match.NORMALIZED, "answers", exact_match.score_normalized),
         (f1.SPEC, "answers", f1.score),
+        # Judge metrics: the scorer is a JudgeFactory; run them with metrics.judge.judge_batch.
+        (faithfulness.SPEC, "judge", faithfulness.create),
+        (answer_relevancy.SPEC, "judge", answer_relevancy.create),
+        (context_precision.WITH_REFERENCE, "judge", context_precision.create_with_reference),
+        (context_precision.WITHOUT_REFERENCE, "judge", context_precision.create_without_reference),
+        (context_recall.SPEC, "judge", context_recall.create),
+        (context_relevance.SPEC, "judge", context_relevance.create),
+        (answer_correctness.SPEC, "judge", answer_correctness.create),
+        (aspect_critique.SPEC, "judge", aspect_critique.create),
+        (llm_judge.SPEC, "judge", llm_judge.create),
+        (semantic_similarity.SPEC, "judge", semantic_similarity.create),
     ]
     return {spec.name: MetricDefinition(spec, needs, scorer) for spec, needs, scorer in entries}
 

@@ -8,7 +8,7 @@ import json
 import posixpath
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,6 +18,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from metrics import Status
+from tasks._fingerprint import digest
 from tasks.load import QuarantinedRecord, StagedPartition
 from tasks.score import ScoredBatch
 from tasks.storage import filesystem, redact_url, storage_errors
@@ -62,6 +63,8 @@ class PartitionScores:
     n_records: int
     n_files: int
     n_batches: int
+    prompt_versions: dict[str, str] = field(default_factory=dict)
+    judge_model: str | None = None
 
 
 def assemble_partition(
@@ -95,6 +98,7 @@ def assemble_partition(
     ]
     names = list(scored[0].results) if scored else []
     versions = scored[0].versions if scored else {}
+    prompt_versions = scored[0].prompt_versions if scored else {}
     return PartitionScores(
         date=staged.date,
         trace_ids=trace_ids[keep],
@@ -106,6 +110,8 @@ def assemble_partition(
         n_records=staged.n_valid + len(staged.quarantined),
         n_files=len(staged.files),
         n_batches=len(staged.batches),
+        prompt_versions=prompt_versions,
+        judge_model=next((b.judge_model for b in scored if b.judge_model), None),
     )
 
 
@@ -184,12 +190,14 @@ def build_publication(
 def assemble_scores(
     staged: StagedPartition,
     scored: list[ScoredBatch],
+    judged: list[ScoredBatch],
     excluded: list[QuarantinedRecord],
     quarantine_copy_url: str | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> PartitionScores:
-    """De-duplicate and drop excluded rows; keep a JSONL copy of everything quarantined next to the run."""
-    scores = assemble_partition(staged, scored, excluded)
+    """Join retrieval and judge results per batch, de-duplicate, drop excluded rows, copy the quarantine."""
+    batches = [plain.merged(judge) for plain, judge in zip(scored, judged, strict=True)] if judged else scored
+    scores = assemble_partition(staged, batches, excluded)
     if quarantine_copy_url is not None:
         write_quarantine_copy(quarantine_copy_url, scores.quarantined, storage_options)
     return scores
@@ -217,14 +225,19 @@ def publish_partition(warehouse_url: str, publication: Publication) -> int:
     return publication.scores.num_rows
 
 
-def describe_run(source: str, config: dict[str, Any], config_hash: str) -> RunInfo:
-    """Identity of this run: the Prefect flow run id when there is one."""
+def describe_run(source: str, config: dict[str, Any], config_hash: str, judge: dict[str, Any] | None = None) -> RunInfo:
+    """Identity of this run (the Prefect flow run id when there is one) and everything that shapes its scores.
+
+    The judge model and prompt versions are part of the configuration hash: scores of another judge
+    are never taken for the same configuration.
+    """
     from prefect.runtime import flow_run
 
+    judge = judge or {}
     return RunInfo(
         run_id=str(flow_run.id or uuid.uuid4()),
         source=redact_url(source),
-        config_hash=config_hash,
-        config=config,
+        config_hash=digest(config_hash, json.dumps(judge, sort_keys=True))[:16] if judge else config_hash,
+        config={**config, "judge": judge} if judge else config,
         started_at=dt.datetime.now(dt.UTC),
     )

@@ -6,6 +6,7 @@ import datetime as dt
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -50,6 +51,9 @@ class RunSummary:
     quarantine_reasons: dict[str, int]
     failed_expectations: dict[str, int] = field(default_factory=dict)
     data_docs: str | None = None
+    judge_model: str | None = None
+    judge_usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    skipped_metrics: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -64,6 +68,7 @@ def summarize(
     n_batches_cached: int,
     validations: pa.Table | None = None,
     data_docs: str | None = None,
+    judge_usage: dict[str, dict[str, Any]] | None = None,
 ) -> RunSummary:
     rows = []
     for metric, values in scores.values.items():
@@ -100,6 +105,9 @@ def summarize(
         ),
         failed_expectations=_failed_expectations(validations),
         data_docs=data_docs,
+        judge_model=scores.judge_model,
+        judge_usage=judge_usage or {},
+        skipped_metrics=list(run.config.get("judge", {}).get("skipped", [])),
     )
 
 
@@ -131,11 +139,12 @@ def summarize_run(
     n_batches_cached: int,
     publication: Publication,
     docs_dir: str | None = None,
+    judge_usage: dict[str, dict[str, Any]] | None = None,
 ) -> RunSummary:
     """Summarise the published partition and attach it to the flow run as table and markdown artifacts."""
     index = Path(docs_dir) / "scores_out" / "index.html" if docs_dir else None
     docs = index.parent.parent.as_uri() if index is not None and index.exists() else None
-    summary = summarize(scores, run, warehouse, n_batches_cached, publication.validations, docs)
+    summary = summarize(scores, run, warehouse, n_batches_cached, publication.validations, docs, judge_usage)
     date = summary.partition_date.isoformat()
     create_table_artifact(
         key=f"ragpulse-summary-{date}",
@@ -172,6 +181,7 @@ def summarize_run(
             f"- batches: {summary.n_batches} ({summary.n_batches_cached} from cache)\n"
             f"- warehouse: `{summary.warehouse}`\n\n"
             + (f"| quarantine reason | records |\n|---|---|\n{quarantine_lines}\n\n" if quarantine_lines else "")
+            + _judge_section(summary)
             + "## Data-quality checks\n\n"
             + (f"Great Expectations data docs: {summary.data_docs}\n\n" if summary.data_docs else "")
             + f"| suite | expectation | column | result | unexpected |\n|---|---|---|---|---|\n{validation_lines}\n"
@@ -187,6 +197,32 @@ def summarize_run(
         summary.n_batches,
     )
     return summary
+
+
+def _usd(cost: float | None) -> str:
+    return "unpriced" if cost is None else f"{cost:.4f}"
+
+
+def _judge_section(summary: RunSummary) -> str:
+    """Markdown on the judge: skipped metrics and how to enable them, calls, tokens and estimated cost."""
+    text = ""
+    if summary.skipped_metrics:
+        text += (
+            f"**Skipped (no judge configured):** {', '.join(summary.skipped_metrics)}. Set `RAGPULSE_JUDGE_MODEL` "
+            "(and `RAGPULSE_JUDGE_BASE_URL` for a server other than OpenAI, the key in `OPENAI_API_KEY` or a "
+            "Prefect Secret block) to score them.\n\n"
+        )
+    if summary.judge_usage:
+        rows = "\n".join(
+            f"| {metric} | {u['http_calls']} | {u['cache_hits']} | {u['prompt_tokens']} | {u['completion_tokens']} "
+            f"| {u['failures']} | {_usd(u['estimated_cost_usd'])} |"
+            for metric, u in summary.judge_usage.items()
+        )
+        text += (
+            f"## Judge `{summary.judge_model}`\n\n| metric | calls | cache hits | prompt tokens | completion tokens "
+            f"| failures | est. cost (USD) |\n|---|---|---|---|---|---|---|\n{rows}\n\n"
+        )
+    return text
 
 
 def report_rejected_scores(date: dt.date, run_id: str, failures: list[str]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ from tasks.storage import filesystem, storage_errors
 __all__ = [
     "ScoredBatch",
     "count_cached",
+    "fresh_usage",
     "read_staged",
     "read_trace_batch",
     "score_batch",
@@ -43,6 +44,22 @@ class ScoredBatch:
     source_lines: NDArray[np.int64]
     results: dict[str, MetricResult]
     versions: dict[str, str]
+    prompt_versions: dict[str, str] = field(default_factory=dict)
+    judge_model: str | None = None
+    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def merged(self, other: ScoredBatch) -> ScoredBatch:
+        """The same traces with ``other``'s metrics added (judge results beside retrieval results)."""
+        if not np.array_equal(self.trace_ids, other.trace_ids):
+            raise ValueError("cannot merge scores of different batches")
+        return replace(
+            self,
+            results={**self.results, **other.results},
+            versions={**self.versions, **other.versions},
+            prompt_versions={**self.prompt_versions, **other.prompt_versions},
+            judge_model=self.judge_model or other.judge_model,
+            usage={**self.usage, **other.usage},
+        )
 
 
 def scoring_fingerprint() -> str:
@@ -122,6 +139,7 @@ def read_trace_batch(table: pa.Table) -> TraceBatch:
         relevant_texts=[_labels(pairs) for pairs in table.column("relevant_contexts").to_pylist()],
         answers=table.column("answer").to_pylist(),
         references=references,
+        questions=table.column("question").to_pylist(),
     )
 
 
@@ -129,8 +147,20 @@ def _labels(pairs: list[dict[str, Any]] | None) -> dict[str, float] | None:
     return None if pairs is None else {pair["key"]: pair["gain"] for pair in pairs}
 
 
-def count_cached(futures: Sequence[Any]) -> int:
-    """How many scoring tasks were answered from the cache (Prefect's 'Cached' state), once all finished."""
-    for future in futures:
-        future.wait()
-    return sum(future.state.name == "Cached" for future in futures)
+def count_cached(*per_batch: Sequence[Any]) -> int:
+    """Batches whose every scoring task (one list of futures per kind, batch-aligned) came from the cache.
+
+    An empty list (a kind with nothing to do) does not count against a batch.
+    """
+    for futures in per_batch:
+        for future in futures:
+            future.wait()
+    kinds = [futures for futures in per_batch if futures]
+    return sum(all(f.state.name == "Cached" for f in batch) for batch in zip(*kinds, strict=True)) if kinds else 0
+
+
+def fresh_usage(futures: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """Judge usage of this run: batches answered from the task cache cost nothing now, so they count zero."""
+    from tasks.judge import merge_usage
+
+    return merge_usage(*(f.result().usage for f in futures if f.state.name != "Cached"))

@@ -393,7 +393,12 @@ def check_scores(
 ) -> tuple[pa.Table, list[str]]:
     """Run the output suites; returns their result rows and a description of each failed expectation."""
     scores = publication.scores
-    frame = scores.select(["partition_date", "trace_id", "metric", "value", "status", "reason"]).to_pandas()
+    # Text columns as categories: GX filters the whole frame for every row condition, and pandas 3's
+    # Arrow-backed strings made each filter copy them (measured 2.2-2.7x faster on 1M rows, see bench/).
+    table = scores.select(["partition_date", "trace_id", "metric", "value", "status", "reason"])
+    frame = pa.table(
+        {name: table[name] if name == "value" else table[name].dictionary_encode() for name in table.column_names}
+    ).to_pandas()
     runs = [
         _run_suite(
             load_suite(suite_path or DEFAULT_SUITES["scores_out"]),

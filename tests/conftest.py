@@ -27,6 +27,21 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@pytest.fixture(scope="session")
+def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One Prefect test server for the session (start-up takes 20-30 s here; 120 s allowed), with results
+    in a temporary folder so cached results never leak between test runs."""
+    from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, get_current_settings, temporary_settings
+    from prefect.testing.utilities import prefect_test_harness
+
+    results = tmp_path_factory.mktemp("prefect-results")
+    with (
+        temporary_settings({PREFECT_RESULTS_LOCAL_STORAGE_PATH: results}),
+        prefect_test_harness(server_startup_timeout=120),
+    ):
+        yield str(get_current_settings().api.url)
+
+
 @dataclass(frozen=True)
 class S3Endpoint:
     url: str

@@ -16,6 +16,8 @@ Builder = Callable[..., Any]
 def _requests() -> list[MetricRequest]:
     requests: list[MetricRequest] = []
     for name, definition in REGISTRY.items():
+        if definition.needs == "judge":  # scored through metrics.judge.judge_batch, tested with a FakeJudge
+            continue
         if not definition.spec.requires_k:
             requests.append(MetricRequest(name))
         if definition.spec.takes_k:

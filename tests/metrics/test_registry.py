@@ -36,13 +36,28 @@ FAMILIES = [
     "answer_exact_match_normalized",
     "answer_f1",
 ]
+JUDGE_FAMILIES = [
+    "faithfulness",
+    "answer_relevancy",
+    "context_precision",
+    "context_precision_without_reference",
+    "context_recall",
+    "context_relevance",
+    "answer_correctness",
+    "aspect_critique",
+    "llm_judge",
+    "answer_semantic_similarity",
+]
 
 
 def test_registry_holds_every_family_keyed_by_spec_name() -> None:
-    assert list(REGISTRY) == FAMILIES
+    assert list(REGISTRY) == FAMILIES + JUDGE_FAMILIES
     for name, definition in REGISTRY.items():
         assert definition.spec.name == name
-        assert definition.needs == ("answers" if name.startswith("answer_") else "ranking")
+        if name in JUDGE_FAMILIES:
+            assert definition.needs == "judge"
+        else:
+            assert definition.needs == ("answers" if name.startswith("answer_") else "ranking")
 
 
 @pytest.mark.parametrize("name", DEFAULT_METRICS)

@@ -186,7 +186,7 @@ def test_failure_rate_above_threshold_is_caught() -> None:
     )
 
 
-def test_a_failed_output_suite_publishes_nothing_but_records_validations(tmp_path: Path) -> None:
+def test_a_failed_output_suite_publishes_nothing_but_records_validations(tmp_path: Path, prefect_api: str) -> None:
     url = f"duckdb:///{tmp_path}/w.duckdb"
     good = _scores()
     DuckDBWarehouse(url).publish(build_publication(good, RUN, list(good.values), n_batches_cached=0))

@@ -1,0 +1,251 @@
+"""Shared pieces of the judge metrics: one trace's inputs, prompt layout, reply schemas, strict reply
+reading and cosine similarity. Pure: no I/O, no model, no retries.
+
+Prompt layout, the same for every metric: a ``system`` message holding the metric's fixed
+instructions (with the reply's JSON shape), and one ``user`` message holding this trace's inputs as
+labelled blocks. Contexts are numbered ``[1]``, ``[2]``, ... in rank order and sent once per call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from metrics.batch import TraceBatch
+from metrics.errors import ShapeError
+from metrics.judge import Embedder, VerdictParseError, load_json_object
+
+__all__ = [
+    "Input",
+    "ReplyReader",
+    "Trace",
+    "array_schema",
+    "clipped_cosines",
+    "definition_digest",
+    "embed_similarities",
+    "format_contexts",
+    "format_numbered",
+    "object_schema",
+    "user_message",
+]
+
+Input = Literal["question", "answer", "contexts", "reference"]
+"""A trace input a judge metric can need; a missing one makes the metric ``not_applicable``."""
+
+_MISSING: dict[str, str] = {
+    "question": "no_question",
+    "answer": "no_answer",
+    "contexts": "no_contexts",
+    "reference": "no_reference",
+}
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The inputs of one trace that judge metrics read; a missing question, answer or reference is "".
+
+    ``reference`` is the first non-blank acceptable answer (the trace's ``reference`` field when it
+    has one): judge metrics compare against one reference, to keep one call per trace.
+    """
+
+    trace_id: str
+    question: str
+    answer: str
+    contexts: tuple[str, ...]
+    reference: str
+
+    @classmethod
+    def of(cls, batch: TraceBatch, index: int) -> Trace:
+        questions = batch.questions
+        return cls(
+            trace_id=batch.trace_ids[index],
+            question=(None if questions is None else questions[index]) or "",
+            answer=batch.answers[index] or "",
+            contexts=tuple(batch.context_texts[index]),
+            reference=next((r for r in batch.references[index] if r.strip()), ""),
+        )
+
+    def missing(self, *needs: Input) -> str | None:
+        """The reason for the first input in ``needs`` this trace lacks, or None when it has them all.
+
+        A blank (or null) question, answer or reference is missing; so is an empty context list.
+        >>> Trace("q1", "Why?", "  ", (), "").missing("question", "answer", "contexts")
+        'no_answer'
+        """
+        present = {
+            "question": bool(self.question.strip()),
+            "answer": bool(self.answer.strip()),
+            "contexts": bool(self.contexts),
+            "reference": bool(self.reference.strip()),
+        }
+        return next((_MISSING[need] for need in needs if not present[need]), None)
+
+
+def format_contexts(contexts: Sequence[str]) -> str:
+    """Contexts as numbered blocks, rank 1 first.
+
+    >>> print(format_contexts(["Paris is in France.", "Rome is in Italy."]))
+    [1] Paris is in France.
+    [2] Rome is in Italy.
+    """
+    return "\n".join(f"[{rank}] {text.strip()}" for rank, text in enumerate(contexts, start=1))
+
+
+def format_numbered(items: Sequence[str]) -> str:
+    """Statements or claims as a numbered list, one per line (inner white space collapsed).
+
+    >>> print(format_numbered(["Paris is  the capital.", "It has\\n2M people."]))
+    1. Paris is the capital.
+    2. It has 2M people.
+    """
+    return "\n".join(f"{number}. {' '.join(item.split())}" for number, item in enumerate(items, start=1))
+
+
+def user_message(*blocks: tuple[str, str]) -> str:
+    """The user message: ``Label:`` blocks; a one-line value follows its label, a longer one goes below it.
+
+    >>> print(user_message(("Question", "Why?"), ("Contexts", "[1] a\\n[2] b")))
+    Question: Why?
+    <BLANKLINE>
+    Contexts:
+    [1] a
+    [2] b
+    """
+    parts = [f"{label}:\n{value}" if "\n" in value else f"{label}: {value}" for label, value in blocks]
+    return "\n\n".join(parts)
+
+
+def object_schema(properties: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """A closed JSON Schema object whose properties are all required (what strict structured output needs)."""
+    return {
+        "type": "object",
+        "properties": {key: dict(value) for key, value in properties.items()},
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
+def array_schema(items: Mapping[str, Any], length: int | None = None) -> dict[str, Any]:
+    """A JSON Schema array, of exactly ``length`` items when given."""
+    schema: dict[str, Any] = {"type": "array", "items": dict(items)}
+    if length is not None:
+        schema.update(minItems=length, maxItems=length)
+    return schema
+
+
+def definition_digest(definition: Any) -> str:
+    """A short, stable hash of a JSON-able definition, for prompt versions of config-defined prompts.
+
+    >>> definition_digest({"b": 1, "a": [1, 2]}) == definition_digest({"a": [1, 2], "b": 1})
+    True
+    """
+    text = json.dumps(definition, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class ReplyReader:
+    """Strict reading of one judge reply: every getter raises :class:`VerdictParseError` naming the field.
+
+    Extra keys are ignored; missing keys, wrong types, out-of-range values and wrong lengths are not.
+    The problem text names the field, because it is sent back to the judge in the repair request.
+    """
+
+    raw: str
+    record_id: str
+
+    def error(self, field: str, problem: str) -> VerdictParseError:
+        return VerdictParseError(self.record_id, field, self.raw, f"{field} {problem}")
+
+    def root(self) -> dict[str, Any]:
+        return load_json_object(self.raw, record_id=self.record_id)
+
+    def get(self, obj: Mapping[str, Any], key: str, field: str) -> Any:
+        if key not in obj:
+            raise self.error(field, "is missing")
+        return obj[key]
+
+    def items(self, obj: Mapping[str, Any], key: str, *, length: int | None = None) -> list[Any]:
+        value = self.get(obj, key, key)
+        if not isinstance(value, list):
+            raise self.error(key, f"must be a list, got {_shown(value)}")
+        if length is not None and len(value) != length:
+            raise self.error(key, f"must have exactly {length} items (one per input, in order), got {len(value)}")
+        return value
+
+    def entry(self, value: Any, field: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.error(field, f"must be an object, got {_shown(value)}")
+        return value
+
+    def text(self, obj: Mapping[str, Any], key: str, field: str, *, allow_blank: bool = False) -> str:
+        value = self.get(obj, key, field)
+        if not isinstance(value, str):
+            raise self.error(field, f"must be a string, got {_shown(value)}")
+        if not allow_blank and not value.strip():
+            raise self.error(field, "must not be empty")
+        return value
+
+    def texts(self, obj: Mapping[str, Any], key: str) -> list[str]:
+        values = self.items(obj, key)
+        for position, value in enumerate(values):
+            if not isinstance(value, str):
+                raise self.error(f"{key}[{position}]", f"must be a string, got {_shown(value)}")
+            if not value.strip():
+                raise self.error(f"{key}[{position}]", "must not be empty")
+        return values
+
+    def boolean(self, obj: Mapping[str, Any], key: str, field: str) -> bool:
+        value = self.get(obj, key, field)
+        if not isinstance(value, bool):
+            raise self.error(field, f"must be true or false, got {_shown(value)}")
+        return value
+
+    def flag(self, obj: Mapping[str, Any], key: str, field: str) -> int:
+        """A 0/1 verdict: the integer 0 or 1 (not ``true``/``false``, not ``"1"``)."""
+        value = self.get(obj, key, field)
+        if isinstance(value, bool) or value not in (0, 1) or not isinstance(value, int):
+            raise self.error(field, f"must be 0 or 1, got {_shown(value)}")
+        return int(value)
+
+    def number(self, obj: Mapping[str, Any], key: str, field: str, lower: float, upper: float) -> float:
+        value = self.get(obj, key, field)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not lower <= value <= upper:
+            raise self.error(field, f"must be a number from {lower:g} to {upper:g}, got {_shown(value)}")
+        return float(value)
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def clipped_cosines(rows: NDArray[np.floating[Any]]) -> NDArray[np.float64]:
+    """Cosine similarity of rows 1..n-1 to row 0, clipped to [0, 1]; 0.0 where either row is all zeros.
+
+    >>> clipped_cosines(np.array([[1.0, 0.0], [1.0, 1.0], [-1.0, 0.0], [0.0, 0.0]])).round(4)
+    array([0.7071, 0.    , 0.    ])
+    """
+    matrix = np.asarray(rows, dtype=np.float64)
+    if matrix.ndim != 2 or len(matrix) < 1:
+        raise ShapeError("embeddings", "a 2-d array with one row per text", f"shape {matrix.shape}")
+    norms = np.linalg.norm(matrix, axis=1)
+    dots = matrix[1:] @ matrix[0]
+    scale = norms[1:] * norms[0]
+    cosines = np.divide(dots, scale, out=np.zeros_like(dots), where=scale > 0)
+    clipped: NDArray[np.float64] = np.clip(cosines, 0.0, 1.0)
+    return clipped
+
+
+def embed_similarities(embedder: Embedder, anchor: str, others: Sequence[str]) -> NDArray[np.float64]:
+    """Clipped cosine similarity of each of ``others`` to ``anchor``, embedding all texts in one call."""
+    rows = embedder.embed([anchor, *others])
+    if len(rows) != len(others) + 1:
+        raise ShapeError("embeddings", f"{len(others) + 1} rows (one per text)", f"{len(rows)} rows")
+    return clipped_cosines(rows)

@@ -1,0 +1,136 @@
+"""Answer relevancy: how well questions generated back from the answer match the real question (ragas)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from metrics._prompting import ReplyReader, Trace, embed_similarities, object_schema, user_message
+from metrics._spec import MetricSpec
+from metrics.batch import TraceBatch
+from metrics.errors import ShapeError
+from metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
+
+if TYPE_CHECKING:
+    from metrics.registry import MetricRequest
+
+__all__ = [
+    "DEFAULT_GENERATIONS",
+    "INSTRUCTIONS",
+    "PROMPT_VERSION",
+    "SCHEMA",
+    "SPEC",
+    "AnswerRelevancy",
+    "Generation",
+    "answer_relevancy",
+    "build_request",
+    "create",
+    "parse_generation",
+]
+
+SPEC = MetricSpec(
+    name="answer_relevancy",
+    version="1.0.0",
+    summary="Mean cosine similarity of the question to questions an LLM judge generates from the answer; "
+    "0 when every generation finds the answer noncommittal.",
+)
+PROMPT_VERSION = "answer_relevancy/1"
+DEFAULT_GENERATIONS = 3
+
+INSTRUCTIONS = """\
+Write the question that the given answer responds to, as the user would have asked it. Then rate the \
+answer: "noncommittal" is 1 if it is evasive, vague or declines to answer (e.g. "I don't know", "it \
+depends" with nothing specific), else 0.
+Reply with JSON only: {"question": string, "noncommittal": 0 or 1}"""
+
+SCHEMA = object_schema({"question": {"type": "string"}, "noncommittal": {"type": "integer", "enum": [0, 1]}})
+
+Generation = tuple[str, int]
+"""A generated question and its noncommittal flag (0 or 1)."""
+
+
+def build_request(answer: str, generations: int = DEFAULT_GENERATIONS) -> JudgeRequest:
+    """One request for ``generations`` sampled completions; only the answer is shown, never the question."""
+    return JudgeRequest(
+        metric=SPEC.name,
+        prompt_version=PROMPT_VERSION,
+        step="questions",
+        messages=(("system", INSTRUCTIONS), ("user", user_message(("Answer", answer.strip())))),
+        schema=SCHEMA,
+        n=generations,
+    )
+
+
+def parse_generation(raw: str, record_id: str) -> Generation:
+    """The generated question (may be empty) and the noncommittal flag of one completion.
+
+    >>> parse_generation('{"question": "Where is Paris?", "noncommittal": 0}', "q1")
+    ('Where is Paris?', 0)
+    """
+    reader = ReplyReader(raw, record_id)
+    root = reader.root()
+    return reader.text(root, "question", "question", allow_blank=True).strip(), reader.flag(
+        root, "noncommittal", "noncommittal"
+    )
+
+
+def answer_relevancy(similarities: Sequence[float], noncommittal: Sequence[int]) -> float:
+    """AR = mean_i cos(q, q_i), times 0 when every generation is noncommittal (ragas).
+
+    Only generations with a non-empty question count; with none, AR = 0.0 (as ragas).
+    >>> answer_relevancy([1.0, 0.5, 0.75], [0, 1, 0])
+    0.75
+    >>> answer_relevancy([0.9, 0.7], [1, 1])
+    0.0
+    """
+    if not similarities or all(noncommittal):
+        return 0.0
+    return float(np.mean(similarities))
+
+
+class AnswerRelevancy:
+    """Answer relevancy as defined by ragas: does the answer address the question that was asked?
+
+    The judge sees only the answer and writes, in N sampled completions of one request, the question
+    it answers plus a noncommittal flag. AR = (1/N') Σ cos(E(q), E(q_i)) over the N' generations
+    with a non-empty question, where E is the run's embedder; AR = 0 when all of them flag the
+    answer as noncommittal. Cosines are clipped at 0 (ragas does not clip; a negative cosine would
+    put the score below the [0, 1] range it declares). N = options["answer_relevancy_generations"]
+    (default 3). Not applicable without a question or an answer, or without an embedder
+    (``no_embedder``).
+    """
+
+    name = SPEC.name
+    spec = SPEC
+    prompt_version = PROMPT_VERSION
+    uses_llm = True
+
+    def __init__(self, generations: int = DEFAULT_GENERATIONS) -> None:
+        if isinstance(generations, bool) or not isinstance(generations, int) or generations < 1:
+            raise ShapeError("answer_relevancy_generations", "an integer >= 1", repr(generations))
+        self.generations = generations
+
+    async def score(self, batch: TraceBatch, index: int, context: JudgeContext) -> Outcome:
+        trace = Trace.of(batch, index)
+        if (reason := trace.missing("question", "answer")) is not None:
+            return Outcome.not_applicable(reason)
+        if context.embedder is None:
+            return Outcome.not_applicable("no_embedder")
+        generations = await ask(
+            context.judge,
+            build_request(trace.answer, self.generations),
+            lambda raw: parse_generation(raw, trace.trace_id),
+        )
+        kept = [(question, flag) for question, flag in generations if question]
+        flags = [flag for _, flag in kept]
+        if not kept or all(flags):
+            return Outcome.ok(answer_relevancy([], flags))
+        similarities = embed_similarities(context.embedder, trace.question.strip(), [q for q, _ in kept])
+        return Outcome.ok(answer_relevancy(similarities.tolist(), flags))
+
+
+def create(request: MetricRequest, options: Mapping[str, Any]) -> AnswerRelevancy:
+    """The registry's factory: reads ``answer_relevancy_generations`` (default 3)."""
+    return AnswerRelevancy(options.get("answer_relevancy_generations", DEFAULT_GENERATIONS))

@@ -1,0 +1,60 @@
+"""metrics/context_relevance.py: Haystack's definition, all contexts in one call."""
+
+from __future__ import annotations
+
+import pytest
+
+from metrics import Status
+from metrics.context_relevance import INSTRUCTIONS, ContextRelevance, build_request, create, parse_relevant_statements
+from metrics.judge import PARSE_ERROR, VerdictParseError
+from metrics.registry import MetricRequest
+from tests.metrics.fake_judge import FakeJudge, reply, run, traces
+
+QUESTION = "What is the capital of Italy?"
+CONTEXTS = ["Rome is the capital of Italy. It has 2.8 million inhabitants.", "Madrid is the capital of Spain."]
+KEY = ("context_relevance", "relevant_statements")
+
+
+@pytest.mark.parametrize(
+    ("statements", "expected"), [(["Rome is the capital of Italy."], 1.0), (["a", "b"], 1.0), ([], 0.0)]
+)
+def test_one_if_any_relevant_statement(statements: list[str], expected: float) -> None:
+    judge = FakeJudge({KEY: [reply(relevant_statements=statements)]})
+    (outcome,) = run(ContextRelevance(), traces({"question": QUESTION, "contexts": CONTEXTS}), judge)
+    assert outcome == outcome.ok(expected)
+    (request,) = judge.requests
+    assert request.messages == (
+        ("system", INSTRUCTIONS),
+        ("user", f"Question: {QUESTION}\n\nContexts:\n[1] {CONTEXTS[0]}\n[2] {CONTEXTS[1]}"),
+    )
+    assert request == build_request(QUESTION, CONTEXTS)
+
+
+@pytest.mark.parametrize(
+    ("record", "reason"),
+    [({"question": QUESTION}, "no_contexts"), ({"question": "", "contexts": CONTEXTS}, "no_question")],
+)
+def test_not_applicable(record: dict[str, object], reason: str) -> None:
+    judge = FakeJudge()
+    (outcome,) = run(ContextRelevance(), traces(record), judge)
+    assert (outcome.status, outcome.reason) == (Status.NOT_APPLICABLE, reason)
+    assert judge.requests == []
+
+
+def test_the_answer_is_not_needed() -> None:
+    judge = FakeJudge({KEY: [reply(relevant_statements=[])]})
+    (outcome,) = run(ContextRelevance(), traces({"question": QUESTION, "answer": None, "contexts": CONTEXTS}), judge)
+    assert outcome == outcome.ok(0.0)
+
+
+@pytest.mark.parametrize("bad", [reply(relevant_statements="Rome"), reply(relevant_statements=[1]), "[]"])
+def test_bad_replies_fail_after_one_repair(bad: str) -> None:
+    judge = FakeJudge({KEY: [bad], ("context_relevance", "relevant_statements:repair"): [bad]})
+    (outcome,) = run(ContextRelevance(), traces({"question": QUESTION, "contexts": CONTEXTS}), judge)
+    assert (outcome.status, outcome.reason) == (Status.FAILED, PARSE_ERROR)
+
+
+def test_parser_and_factory() -> None:
+    with pytest.raises(VerdictParseError, match='relevant_statements must be a list, got "Rome"'):
+        parse_relevant_statements(reply(relevant_statements="Rome"), "q1")
+    assert create(MetricRequest("context_relevance"), {}).name == "context_relevance"

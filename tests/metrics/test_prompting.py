@@ -1,0 +1,100 @@
+"""metrics/_prompting.py: trace inputs, prompt layout, strict reply reading, cosine similarity."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from metrics import ShapeError, TraceBatch
+from metrics._prompting import ReplyReader, Trace, clipped_cosines, embed_similarities, object_schema, user_message
+from metrics.judge import VerdictParseError
+from tests.metrics.fake_judge import FakeEmbedder, traces
+
+
+def test_trace_reads_one_batch_row() -> None:
+    batch = traces(
+        {
+            "question": "Q?",
+            "answer": "A.",
+            "contexts": ["c1", "c2"],
+            "reference": " ",
+            "reference_answers": ["R1", "R2"],
+        }
+    )
+    assert Trace.of(batch, 0) == Trace("t1", "Q?", "A.", ("c1", "c2"), "R1")
+    assert Trace.of(batch, 0).missing("question", "answer", "contexts", "reference") is None
+
+
+def test_missing_inputs_in_the_order_asked() -> None:
+    trace = Trace.of(traces({"question": "", "answer": None}), 0)
+    assert trace.missing("question", "answer") == "no_question"
+    assert trace.missing("answer", "question") == "no_answer"
+    assert trace.missing("contexts") == "no_contexts"
+    assert trace.missing("reference") == "no_reference"
+
+
+def test_questions_come_from_the_records_and_are_optional() -> None:
+    batch = traces({"question": "Q?"}, {})
+    assert batch.questions == ["Q?", None]
+    fields = {name: getattr(batch, name) for name in batch.__dataclass_fields__ if name != "questions"}
+    assert TraceBatch(**fields).questions is None
+    with pytest.raises(ShapeError, match=r"argument 'questions': expected length 2 \(one per trace\), got length 1"):
+        TraceBatch(**fields, questions=["Q?"])
+
+
+def test_layout() -> None:
+    assert user_message(("Question", "Q?"), ("Answer", "line 1\nline 2")) == "Question: Q?\n\nAnswer:\nline 1\nline 2"
+    schema = object_schema({"a": {"type": "string"}, "b": {"type": "integer"}})
+    assert schema == {
+        "type": "object",
+        "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+        "additionalProperties": False,
+    }
+
+
+@pytest.mark.parametrize(
+    ("raw", "read", "problem"),
+    [
+        ('{"x": 1}', lambda r, o: r.items(o, "y"), "y is missing"),
+        ('{"x": 1}', lambda r, o: r.items(o, "x"), "x must be a list, got 1"),
+        ('{"x": [1]}', lambda r, o: r.items(o, "x", length=2), "x must have exactly 2 items"),
+        ('{"x": 1}', lambda r, o: r.text(o, "x", "x"), "x must be a string, got 1"),
+        ('{"x": ""}', lambda r, o: r.text(o, "x", "x"), "x must not be empty"),
+        ('{"x": 1}', lambda r, o: r.boolean(o, "x", "x"), "x must be true or false, got 1"),
+        ('{"x": true}', lambda r, o: r.flag(o, "x", "x"), "x must be 0 or 1, got true"),
+        ('{"x": 1.0}', lambda r, o: r.flag(o, "x", "x"), "x must be 0 or 1, got 1.0"),
+        ('{"x": 2}', lambda r, o: r.number(o, "x", "x", 0, 1), "x must be a number from 0 to 1, got 2"),
+        ('{"x": NaN}', lambda r, o: r.number(o, "x", "x", 0, 1), "x must be a number from 0 to 1, got NaN"),
+    ],
+)
+def test_reply_reader_is_strict(raw: str, read: object, problem: str) -> None:
+    reader = ReplyReader(raw, "q7")
+    with pytest.raises(VerdictParseError) as info:
+        read(reader, reader.root())  # type: ignore[operator]
+    assert info.value.problem.startswith(problem)
+    assert info.value.record_id == "q7" and info.value.raw == raw
+
+
+def test_reply_reader_accepts_valid_values_and_ignores_extra_keys() -> None:
+    reader = ReplyReader('{"flag": 0, "ok": false, "n": 3, "extra": {}}', "q1")
+    root = reader.root()
+    assert (reader.flag(root, "flag", "flag"), reader.boolean(root, "ok", "ok")) == (0, False)
+    assert reader.number(root, "n", "n", 1, 5) == 3.0
+
+
+def test_cosines() -> None:
+    rows = np.array([[3.0, 4.0], [3.0, 4.0], [-3.0, -4.0], [4.0, -3.0], [0.0, 0.0]])
+    np.testing.assert_allclose(clipped_cosines(rows), [1.0, 0.0, 0.0, 0.0], atol=1e-15)
+    embedder = FakeEmbedder({"a": [1.0, 0.0], "b": [1.0, 1.0]})
+    np.testing.assert_allclose(embed_similarities(embedder, "a", ["b", "a"]), [2**-0.5, 1.0])
+    assert embedder.calls == [["a", "b", "a"]]
+
+
+def test_an_embedder_returning_the_wrong_rows_is_a_bug() -> None:
+    class Short:
+        def embed(self, texts: object) -> np.ndarray:
+            return np.ones((1, 3))
+
+    with pytest.raises(ShapeError, match="argument 'embeddings': expected 3 rows"):
+        embed_similarities(Short(), "a", ["b", "c"])
