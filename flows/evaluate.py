@@ -9,10 +9,11 @@ from prefect import flow, unmapped
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from metrics import DEFAULT_METRICS
+from tasks.judging import judge_score_batch, judge_settings, load_judge_options, plan_judging
 from tasks.load import list_partition, stage_partition
 from tasks.publish import assemble_scores, describe_run, publish_partition
 from tasks.report import RunSummary, summarize_run
-from tasks.score import count_cached, score_batch, score_cache_policy
+from tasks.score import count_cached, fresh_usage, score_batch, score_cache_policy
 from tasks.settings import RunSettings
 from tasks.validate import TraceLimits, validate_scores, validate_traces
 from tasks.workdir import local_docs_dir, lock_directory, result_storage, run_dir, staged_dir
@@ -33,15 +34,25 @@ def evaluate_partition(
     input_suite: str | None = None,
     output_suite: str | None = None,
     limits: TraceLimits | None = None,
+    judge_model: str | None = None,
+    judge_base_url: str | None = None,
+    judge_config: str | None = None,
+    sample_rate: float = 1.0,
 ) -> RunSummary:
-    """Read ``<source>/dt=<date>/``, score it in cached parallel batches, validate, publish to ``warehouse``."""
+    """Read ``<source>/dt=<date>/``, score it in cached parallel batches, validate, publish to ``warehouse``.
+
+    Judge metrics need ``judge_model`` (or RAGPULSE_JUDGE_MODEL); without one they are skipped and the
+    run says so. The API key only ever comes from the environment or a Prefect Secret block.
+    """
     settings = RunSettings(
         source=source, warehouse=warehouse, work_dir=work_dir, batch_size=batch_size,
         metrics=tuple(metrics or DEFAULT_METRICS), storage_options=storage_options or {},
         max_failure_rate=max_failure_rate, input_suite=input_suite, output_suite=output_suite,
     )  # fmt: skip
-    names = list(settings.metrics)
-    run = describe_run(source, settings.model_dump(mode="json"), settings.fingerprint())
+    judge = judge_settings(work_dir, model=judge_model, base_url=judge_base_url)
+    options = load_judge_options(judge_config)
+    plan = plan_judging(settings.metrics, judge.model, options)
+    run = describe_run(source, settings.model_dump(mode="json"), settings.fingerprint(), plan.describe())
     storage = result_storage(work_dir, storage_options)
     outputs = run_dir(work_dir, date, run.run_id)
     docs = local_docs_dir(work_dir, date, run.run_id)
@@ -55,15 +66,21 @@ def evaluate_partition(
     scoring = score_batch.with_options(
         cache_policy=score_cache_policy(lock_directory(work_dir)), result_storage=storage
     )
-    futures = scoring.map(staged.batches, metric_names=unmapped(names), work_storage_options=unmapped(storage_options))
-    n_cached = count_cached(futures)
+    futures = scoring.map(
+        staged.batches, metric_names=unmapped(plan.plain), work_storage_options=unmapped(storage_options)
+    )
+    judged = judge_score_batch.with_options(result_storage=storage).map(
+        plan.batches(staged), metric_names=unmapped(plan.judged), judge_settings=unmapped(judge),
+        options=unmapped(options), sample_rate=unmapped(sample_rate), work_storage_options=unmapped(storage_options),
+    )  # fmt: skip
+    n_cached = count_cached(futures, judged)
     excluded = traces_checked.result().excluded
-    scores = assemble_scores(staged, futures, excluded, f"{outputs}/quarantine.jsonl", storage_options)
+    scores = assemble_scores(staged, futures, judged, excluded, f"{outputs}/quarantine.jsonl", storage_options)
     publication = validate_scores(
-        warehouse, scores, run, names, n_cached, traces_checked, max_failure_rate, output_suite, docs
+        warehouse, scores, run, plan.names, n_cached, traces_checked, max_failure_rate, output_suite, docs
     )
     publish_partition(warehouse, publication)
-    return summarize_run(scores, run, warehouse, n_cached, publication, docs)
+    return summarize_run(scores, run, warehouse, n_cached, publication, docs, fresh_usage(judged))
 
 
 if __name__ == "__main__":

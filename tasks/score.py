@@ -18,7 +18,7 @@ from prefect.locking.filesystem import FileSystemLockManager
 from prefect.transactions import IsolationLevel
 
 import metrics
-from metrics import MetricResult, TraceBatch, compute, parse_metrics
+from metrics import MetricRequest, MetricResult, TraceBatch, compute
 from tasks._fingerprint import code_fingerprint, digest
 from tasks.load import BatchRef
 from tasks.storage import filesystem, storage_errors
@@ -68,7 +68,7 @@ def scoring_fingerprint() -> str:
 
 
 def _score_key(context: TaskRunContext, params: dict[str, Any]) -> str:
-    requests = parse_metrics(params["metric_names"])
+    requests = [MetricRequest.parse(name) for name in params["metric_names"]]
     return "score-batch-" + digest(
         params["batch"].content_hash, sorted((r.name, r.version) for r in requests), scoring_fingerprint()
     )
@@ -94,7 +94,7 @@ def score_batch(
     """Compute the requested metrics for one staged batch. Pure scoring: never retried."""
     table = read_staged(batch, work_storage_options)
     traces = read_trace_batch(table)
-    requests = parse_metrics(metric_names)
+    requests = [MetricRequest.parse(name) for name in metric_names]  # may be none: judge metrics only
     results = compute(traces, requests)
     get_run_logger().info("scored %d traces x %d metrics", len(traces), len(results))
     return ScoredBatch(
@@ -150,11 +150,12 @@ def _labels(pairs: list[dict[str, Any]] | None) -> dict[str, float] | None:
 def count_cached(*per_batch: Sequence[Any]) -> int:
     """Batches whose every scoring task (one list of futures per kind, batch-aligned) came from the cache.
 
-    An empty list (a kind with nothing to do) does not count against a batch.
+    Raises the first scoring failure: a batch that could not be scored must fail the run, never reach
+    the publish as missing. An empty list (a kind with nothing to do) does not count against a batch.
     """
     for futures in per_batch:
         for future in futures:
-            future.wait()
+            future.result()
     kinds = [futures for futures in per_batch if futures]
     return sum(all(f.state.name == "Cached" for f in batch) for batch in zip(*kinds, strict=True)) if kinds else 0
 

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-_PREFIXES = ("AWS_", "RAGPULSE_", "FSSPEC_S3_")
+pytest_plugins = ["tests.judge_server"]
+
+_PREFIXES = ("AWS_", "RAGPULSE_", "FSSPEC_S3_", "OPENAI_")
 
 
 @pytest.fixture(autouse=True)

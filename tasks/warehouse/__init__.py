@@ -3,13 +3,21 @@
 Publishing a partition is one transaction: the partition's rows for the run's metrics and its
 quarantine rows are replaced, and a row is added to ``runs``. Re-running a date replaces, never
 duplicates; a failed publish leaves the previous rows as they were.
+
+Backends, one module each: ``duckdb`` (embedded default), ``postgres`` (SQLAlchemy 2 + psycopg 3,
+COPY and advisory locks) and ``parquet`` (a Hive-partitioned Parquet lake on S3 or local disk,
+committed through per-partition manifests). Table layout, constraints and migrations shared by all
+of them live in ``_schema``; see docs/warehouses.md.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
-from typing import Protocol
+import importlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import Any, Protocol, cast
 
 import pyarrow as pa
 
@@ -21,6 +29,7 @@ __all__ = [
     "SCORES_SCHEMA",
     "VALIDATIONS_SCHEMA",
     "Publication",
+    "TableNames",
     "Warehouse",
     "open_warehouse",
 ]
@@ -108,6 +117,7 @@ class Warehouse(Protocol):
     scores for the publication's metrics and its quarantine rows, and appends the run and its
     validation results. ``record_validations`` appends validation results of a run that
     published nothing (its output failed validation), leaving every other table untouched.
+    ``url`` never carries a password.
     """
 
     url: str
@@ -117,10 +127,90 @@ class Warehouse(Protocol):
     def record_validations(self, validations: pa.Table) -> None: ...
 
 
-def open_warehouse(url: str) -> Warehouse:
-    """The warehouse for ``url``: ``duckdb:///path.duckdb`` (or a plain ``*.duckdb`` path)."""
-    if url.startswith("duckdb://") or (url.endswith((".duckdb", ".db")) and "://" not in url):
-        from tasks.warehouse.duckdb import DuckDBWarehouse
+# Lower-case only (PostgreSQL folds unquoted names) and short enough for index names derived from it.
+_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
 
-        return DuckDBWarehouse(url)
-    raise ConfigError(f"unsupported warehouse URL {url!r}; use duckdb:///path/to/file.duckdb")
+
+@dataclass(frozen=True)
+class TableNames:
+    """Physical table names (SQL tables, or the lake's top-level folders), checked so SQL is never built from
+    an unchecked string. ``meta`` holds the schema version (the lake's ``_<meta>/`` folder holds its manifests).
+    """
+
+    scores: str = "scores"
+    quarantine: str = "quarantine"
+    runs: str = "runs"
+    validations: str = "validations"
+    meta: str = "ragpulse_schema"
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if not isinstance(value, str) or not _IDENTIFIER.match(value):
+                raise ConfigError(
+                    f"table name {item.name}={value!r} is invalid; use 1-40 lower-case letters, digits or "
+                    "underscores, not starting with a digit"
+                )
+        names = [getattr(self, item.name) for item in fields(self)]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"table names must be distinct, got {names}")
+
+    @classmethod
+    def with_prefix(cls, prefix: str) -> TableNames:
+        """The default names behind ``prefix``, e.g. ``rp_scores``: several warehouses in one schema or bucket."""
+        return cls(**{item.name: f"{prefix}{item.default}" for item in fields(cls)})
+
+
+# scheme -> "module:class"; each backend takes (url, *, tables) and implements Warehouse.
+_BACKENDS = {
+    "duckdb": "tasks.warehouse.duckdb:DuckDBWarehouse",
+    "postgresql": "tasks.warehouse.postgres:PostgresWarehouse",
+    "postgres": "tasks.warehouse.postgres:PostgresWarehouse",
+    "s3": "tasks.warehouse.parquet:ParquetLake",
+    "s3a": "tasks.warehouse.parquet:ParquetLake",
+    "file": "tasks.warehouse.parquet:ParquetLake",
+}
+_SECRET_SCHEME = "secret://"
+
+
+def open_warehouse(url: str, *, tables: TableNames | None = None) -> Warehouse:
+    """The warehouse for ``url``, chosen by its scheme.
+
+    - ``duckdb:///path.duckdb`` or a plain ``*.duckdb``/``*.db`` path: one DuckDB file (the default);
+    - ``postgresql://user@host:5432/db?schema=name`` (or ``postgresql+psycopg://``): PostgreSQL;
+      the password comes from ``PGPASSWORD``/``~/.pgpass`` rather than the URL;
+    - ``s3://bucket/prefix``, ``file:///dir`` or any other plain path: a Hive-partitioned Parquet lake;
+    - ``secret://block-name``: the URL stored in that Prefect Secret block, so it may carry a password.
+    """
+    if url.startswith(_SECRET_SCHEME):
+        url = _secret_url(url.removeprefix(_SECRET_SCHEME))
+    if not url.strip():
+        raise ConfigError("empty warehouse URL; use duckdb:///path/to/file.duckdb, postgresql://... or s3://...")
+    scheme = url.split("://", 1)[0].split("+", 1)[0].lower() if "://" in url else None
+    if scheme is None:
+        scheme = "duckdb" if url.endswith((".duckdb", ".db")) else "file"
+    target = _BACKENDS.get(scheme)
+    if target is None:
+        # Only the scheme: an unknown URL's credentials could sit anywhere in it.
+        raise ConfigError(
+            f"unsupported warehouse URL scheme {scheme!r}; use duckdb:///path/to/file.duckdb, "
+            "postgresql://user@host/db, s3://bucket/prefix, file:///directory or secret://block-name"
+        )
+    module, _, name = target.partition(":")
+    backend: Callable[..., Warehouse] = getattr(importlib.import_module(module), name)
+    return backend(url, tables=tables or TableNames())
+
+
+def _secret_url(block_name: str) -> str:
+    """Resolve ``secret://name`` through a Prefect Secret block, so the credentials live in Prefect, not config."""
+    from prefect.blocks.system import Secret
+
+    try:
+        value = cast("Secret[Any]", Secret.load(block_name)).get()
+    except ValueError:
+        raise ConfigError(
+            f"no Prefect Secret block named {block_name!r} (warehouse URL secret://{block_name})"
+        ) from None
+    if not isinstance(value, str) or value.startswith(_SECRET_SCHEME):
+        raise ConfigError(f"Prefect Secret block {block_name!r} must hold a warehouse URL string")
+    return value

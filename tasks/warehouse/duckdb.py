@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from pathlib import Path
@@ -10,69 +11,36 @@ import duckdb
 import pyarrow as pa
 
 from tasks.errors import ConfigError, WarehouseError, WarehouseLockedError
-from tasks.warehouse import Publication
+from tasks.warehouse import Publication, TableNames
+from tasks.warehouse._schema import META, PUBLISHED_AT, SCHEMA_VERSION, TABLES, TableSpec, pending_migrations
 
-__all__ = ["SCHEMA_VERSION", "DuckDBWarehouse", "duckdb_path"]
+__all__ = ["DuckDBWarehouse", "duckdb_path"]
 
-SCHEMA_VERSION = 1
+_log = logging.getLogger(__name__)
 
-# No primary keys: delete-then-insert of a partition is ~20x faster without one here; uniqueness
-# is guaranteed by publishing and checked by tests.
-_DDL = """
-CREATE TABLE IF NOT EXISTS ragpulse_schema (version INTEGER NOT NULL, applied_at TIMESTAMPTZ NOT NULL);
-CREATE TABLE IF NOT EXISTS scores (
-    partition_date DATE NOT NULL,
-    trace_id VARCHAR NOT NULL,
-    metric VARCHAR NOT NULL,
-    value DOUBLE,
-    status VARCHAR NOT NULL CHECK (status IN ('ok', 'not_applicable', 'failed')),
-    reason VARCHAR,
-    metric_version VARCHAR NOT NULL,
-    run_id VARCHAR NOT NULL,
-    computed_at TIMESTAMPTZ NOT NULL,
-    CHECK ((status = 'ok') = (value IS NOT NULL))
-);
-CREATE TABLE IF NOT EXISTS quarantine (
-    partition_date DATE NOT NULL,
-    run_id VARCHAR NOT NULL,
-    source_file VARCHAR NOT NULL,
-    line BIGINT NOT NULL,
-    trace_id VARCHAR,
-    field VARCHAR NOT NULL,
-    reason VARCHAR NOT NULL,
-    raw VARCHAR,
-    quarantined_at TIMESTAMPTZ NOT NULL
-);
-CREATE TABLE IF NOT EXISTS validations (
-    run_id VARCHAR NOT NULL,
-    partition_date DATE NOT NULL,
-    suite VARCHAR NOT NULL,
-    expectation VARCHAR NOT NULL,
-    column_name VARCHAR,
-    success BOOLEAN NOT NULL,
-    element_count BIGINT,
-    unexpected_count BIGINT,
-    details VARCHAR,
-    validated_at TIMESTAMPTZ NOT NULL
-);
-CREATE TABLE IF NOT EXISTS runs (
-    run_id VARCHAR NOT NULL,
-    partition_date DATE NOT NULL,
-    source VARCHAR NOT NULL,
-    config_hash VARCHAR NOT NULL,
-    config VARCHAR NOT NULL,
-    metrics VARCHAR NOT NULL,
-    n_files BIGINT NOT NULL,
-    n_records BIGINT NOT NULL,
-    n_traces BIGINT NOT NULL,
-    n_quarantined BIGINT NOT NULL,
-    n_batches BIGINT NOT NULL,
-    n_batches_cached BIGINT NOT NULL,
-    n_scores BIGINT NOT NULL,
-    started_at TIMESTAMPTZ NOT NULL,
-    finished_at TIMESTAMPTZ NOT NULL
-);
-"""
+_TYPES = {
+    pa.date32(): "DATE",
+    pa.string(): "VARCHAR",
+    pa.float64(): "DOUBLE",
+    pa.int32(): "INTEGER",
+    pa.int64(): "BIGINT",
+    pa.bool_(): "BOOLEAN",
+    pa.timestamp("us", tz="UTC"): "TIMESTAMPTZ",
+}
+
+
+def _quote(name: str) -> str:
+    """A quoted identifier; every name reaching here is a spec constant or passed TableNames' strict check."""
+    return f'"{name}"'
+
+
+def _create_table(spec: TableSpec, name: str) -> str:
+    # No primary keys: delete-then-insert of a partition is ~20x faster without one here; uniqueness
+    # is guaranteed by publishing and checked by tests.
+    parts = [f"{_quote(f.name)} {_TYPES[f.type]}{' NOT NULL' if f.name in spec.required else ''}" for f in spec.schema]
+    parts += [f"CHECK ({check.sql})" for check in spec.checks]
+    return f"CREATE TABLE IF NOT EXISTS {_quote(name)} ({', '.join(parts)})"
+
 
 # One writer per process; DuckDB's file lock keeps other processes out.
 _WRITE_LOCK = threading.Lock()
@@ -90,9 +58,10 @@ def duckdb_path(url: str) -> Path:
 class DuckDBWarehouse:
     """Publishes into one DuckDB file."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, tables: TableNames | None = None) -> None:
         self.url = url
         self.path = duckdb_path(url)
+        self.tables = tables or TableNames()
 
     def connect(self, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
         """Open the file, waiting a little for another process's publish to finish."""
@@ -128,17 +97,40 @@ class DuckDBWarehouse:
             try:
                 self._ensure_schema(con)
                 con.register("incoming_validations", validations)
-                con.execute("INSERT INTO validations BY NAME SELECT * FROM incoming_validations")
+                con.execute(f"INSERT INTO {self._table('validations')} BY NAME SELECT * FROM incoming_validations")
             finally:
                 con.close()
 
-    @staticmethod
-    def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
-        con.execute(_DDL)
-        if con.execute("SELECT count(*) FROM ragpulse_schema").fetchall() == [(0,)]:
-            con.execute("INSERT INTO ragpulse_schema VALUES (?, now())", [SCHEMA_VERSION])
+    def _table(self, key: str) -> str:
+        return _quote(getattr(self.tables, key))
+
+    def _ensure_schema(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Create missing tables at the current shape, then apply the migrations the file has not seen yet."""
+        meta = self._table("meta")
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute(_create_table(META, self.tables.meta))
+            for key, spec in TABLES.items():
+                con.execute(_create_table(spec, getattr(self.tables, key)))
+            row = con.execute(f"SELECT max(version) FROM {meta}").fetchone()
+            version = row[0] if row else None
+            if version is None:
+                con.execute(f"INSERT INTO {meta} VALUES (?, now())", [SCHEMA_VERSION])
+            else:
+                for migration in pending_migrations(version):
+                    con.execute(
+                        f"ALTER TABLE {self._table(migration.table)} ADD COLUMN IF NOT EXISTS "
+                        f"{_quote(migration.column)} {_TYPES[migration.field.type]}"
+                    )
+                    con.execute(f"INSERT INTO {meta} VALUES (?, now())", [migration.version])
+                    _log.info("migrated warehouse %s to schema version %d", self.path, migration.version)
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        con.execute("COMMIT")
 
     def _publish(self, con: duckdb.DuckDBPyConnection, publication: Publication) -> None:
+        scores, quarantine = self._table("scores"), self._table("quarantine")
         con.register("incoming_scores", publication.scores)
         con.register("incoming_quarantine", publication.quarantine)
         con.register("incoming_run", publication.run)
@@ -146,14 +138,16 @@ class DuckDBWarehouse:
         con.execute("BEGIN TRANSACTION")
         try:
             con.execute(
-                "DELETE FROM scores WHERE partition_date = ? AND list_contains(?, metric)",
+                f"DELETE FROM {scores} WHERE partition_date = ? AND list_contains(?, metric)",
                 [publication.partition_date, publication.metrics],
             )
-            con.execute("INSERT INTO scores BY NAME SELECT * FROM incoming_scores")
-            con.execute("DELETE FROM quarantine WHERE partition_date = ?", [publication.partition_date])
-            con.execute("INSERT INTO quarantine BY NAME SELECT * FROM incoming_quarantine")
-            con.execute("INSERT INTO runs BY NAME SELECT * FROM incoming_run")
-            con.execute("INSERT INTO validations BY NAME SELECT * FROM incoming_validations")
+            con.execute(f"INSERT INTO {scores} BY NAME SELECT * FROM incoming_scores")
+            con.execute(f"DELETE FROM {quarantine} WHERE partition_date = ?", [publication.partition_date])
+            con.execute(f"INSERT INTO {quarantine} BY NAME SELECT * FROM incoming_quarantine")
+            con.execute(
+                f"INSERT INTO {self._table('runs')} BY NAME SELECT *, now() AS {PUBLISHED_AT} FROM incoming_run"
+            )
+            con.execute(f"INSERT INTO {self._table('validations')} BY NAME SELECT * FROM incoming_validations")
         except duckdb.Error as exc:
             # Roll back explicitly: COMMIT after an error would silently roll back in DuckDB 2.
             con.execute("ROLLBACK")

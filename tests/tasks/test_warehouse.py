@@ -1,4 +1,6 @@
-"""DuckDB publishing: replace-not-duplicate, all-or-nothing, and a clear message when the file is locked."""
+"""DuckDB publishing: replace-not-duplicate, all-or-nothing, a clear message when the file is locked, migration of
+files from the first release; and choosing a warehouse by URL. Semantics shared with the other backends are in
+test_warehouse_contract.py."""
 
 from __future__ import annotations
 
@@ -20,8 +22,10 @@ from tasks.errors import ConfigError, WarehouseError, WarehouseLockedError
 from tasks.load import QuarantinedRecord, StagedPartition
 from tasks.publish import PartitionScores, RunInfo, assemble_partition, build_publication
 from tasks.score import ScoredBatch
-from tasks.warehouse import open_warehouse
+from tasks.warehouse import TableNames, open_warehouse
 from tasks.warehouse.duckdb import DuckDBWarehouse, duckdb_path
+from tasks.warehouse.parquet import ParquetLake
+from tasks.warehouse.postgres import PostgresWarehouse
 
 DAY = dt.date(2026, 11, 1)
 
@@ -180,7 +184,73 @@ def test_duckdb_urls(url: str, expected: Path) -> None:
     assert duckdb_path(url) == expected
 
 
-@pytest.mark.parametrize("url", ["duckdb:///", "mysql://host/db", "s3://bucket/scores"])
+@pytest.mark.parametrize(
+    ("url", "backend"),
+    [
+        ("duckdb:///rel/x.duckdb", DuckDBWarehouse),
+        ("x.db", DuckDBWarehouse),
+        ("postgresql://ragpulse@db.internal/analytics", PostgresWarehouse),
+        ("postgresql+psycopg://ragpulse:pw@db.internal/analytics?schema=scores", PostgresWarehouse),
+        ("s3://bucket/scores", ParquetLake),
+        ("file:///data/lake", ParquetLake),
+        ("data/lake", ParquetLake),
+    ],
+)
+def test_the_url_chooses_the_backend(url: str, backend: type) -> None:
+    warehouse = open_warehouse(url)
+    assert isinstance(warehouse, backend)
+    assert "pw" not in warehouse.url
+
+
+@pytest.mark.parametrize("url", ["", "duckdb:///", "mysql://host/db", "gs://bucket/scores"])
 def test_unsupported_or_empty_warehouse_urls_are_config_errors(url: str) -> None:
     with pytest.raises(ConfigError, match="warehouse URL"):
         open_warehouse(url)
+
+
+# What the first release (schema version 1, before the validations table) created.
+_RELEASE_1_DDL = """
+CREATE TABLE ragpulse_schema (version INTEGER NOT NULL, applied_at TIMESTAMPTZ NOT NULL);
+CREATE TABLE scores (
+    partition_date DATE NOT NULL, trace_id VARCHAR NOT NULL, metric VARCHAR NOT NULL, value DOUBLE,
+    status VARCHAR NOT NULL CHECK (status IN ('ok', 'not_applicable', 'failed')), reason VARCHAR,
+    metric_version VARCHAR NOT NULL, run_id VARCHAR NOT NULL, computed_at TIMESTAMPTZ NOT NULL,
+    CHECK ((status = 'ok') = (value IS NOT NULL))
+);
+CREATE TABLE quarantine (
+    partition_date DATE NOT NULL, run_id VARCHAR NOT NULL, source_file VARCHAR NOT NULL, line BIGINT NOT NULL,
+    trace_id VARCHAR, field VARCHAR NOT NULL, reason VARCHAR NOT NULL, raw VARCHAR, quarantined_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE runs (
+    run_id VARCHAR NOT NULL, partition_date DATE NOT NULL, source VARCHAR NOT NULL, config_hash VARCHAR NOT NULL,
+    config VARCHAR NOT NULL, metrics VARCHAR NOT NULL, n_files BIGINT NOT NULL, n_records BIGINT NOT NULL,
+    n_traces BIGINT NOT NULL, n_quarantined BIGINT NOT NULL, n_batches BIGINT NOT NULL,
+    n_batches_cached BIGINT NOT NULL, n_scores BIGINT NOT NULL, started_at TIMESTAMPTZ NOT NULL,
+    finished_at TIMESTAMPTZ NOT NULL
+);
+INSERT INTO ragpulse_schema VALUES (1, now());
+"""
+
+
+def test_a_file_from_the_first_release_is_migrated_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "w.duckdb"
+    old = build_publication(_scores(5), _run("r1"), ["m1", "m2"], n_batches_cached=0)
+    with duckdb.connect(str(path)) as con:
+        con.execute(_RELEASE_1_DDL)
+        for table, rows in (("scores", old.scores), ("quarantine", old.quarantine), ("runs", old.run)):
+            con.register("incoming", rows)
+            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
+            con.unregister("incoming")
+    before = _rows(path, "SELECT * FROM scores ORDER BY ALL")
+    _publish(DuckDBWarehouse(f"duckdb:///{path}"), _scores(3, day=DAY + dt.timedelta(days=1)), "r2", ["m1", "m2"])
+    assert _rows(path, "SELECT * FROM scores WHERE run_id = 'r1' ORDER BY ALL") == before
+    assert _rows(path, "SELECT run_id, published_at IS NULL FROM runs ORDER BY 1") == [("r1", True), ("r2", False)]
+    assert _rows(path, "SELECT version FROM ragpulse_schema ORDER BY 1") == [(1,), (2,)]
+    assert _rows(path, "SELECT count(*) FROM validations") == [(0,)]
+
+
+def test_table_names_can_carry_a_prefix(tmp_path: Path) -> None:
+    warehouse = DuckDBWarehouse(f"duckdb:///{tmp_path}/w.duckdb", tables=TableNames.with_prefix("rp_"))
+    _publish(warehouse, _scores(2), "r1", ["m1", "m2"])
+    tables = _rows(warehouse.path, "SELECT table_name FROM information_schema.tables ORDER BY 1")
+    assert tables == [("rp_quarantine",), ("rp_ragpulse_schema",), ("rp_runs",), ("rp_scores",), ("rp_validations",)]

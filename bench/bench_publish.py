@@ -1,0 +1,295 @@
+"""Publishing throughput: N score rows into DuckDB, PostgreSQL and the Parquet lake (local disk, S3), side by side.
+
+One seeded publication is built before any clock starts, with ``tasks.publish.build_publication`` as a run
+builds it: N/10 traces x 10 metrics (N score rows, 2 % of them not_applicable with a NULL value), 100
+quarantined records and the run row. Each backend then, through ``open_warehouse(url).publish``:
+
+- ``first``: publishes it into an empty warehouse;
+- ``replace``: publishes the same partition again ``--repeat`` times, the steady state of a daily re-run
+  (PostgreSQL and DuckDB delete and insert; the lake writes new files, commits, deletes the old ones).
+
+Rows/s is N / wall seconds of one publish. PostgreSQL works in its own server process, so the client's CPU
+time is shown apart, with the seconds each phase took (COPY into staging; DELETE; INSERT from staging; the
+rest is schema checks and locks). S3 is moto's server on loopback (real HTTP through s3fs, in this process):
+it shows the request pattern's cost, not AWS's bandwidth. After each backend the partition's row count is
+checked.
+
+    python bench/bench_publish.py                                   # N = 1,000,000, every backend
+    python bench/bench_publish.py --n 100000 --repeat 1 --backends duckdb,parquet-file
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import gc
+import importlib.metadata
+import json
+import os
+import platform
+import socket
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import sqlalchemy as sa
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from metrics import Status
+from tasks.load import QuarantinedRecord
+from tasks.publish import PartitionScores, RunInfo, build_publication
+from tasks.storage import filesystem
+from tasks.warehouse import Publication, open_warehouse
+from tasks.warehouse.parquet import ParquetLake
+from tasks.warehouse.postgres import PostgresWarehouse
+
+DAY = dt.date(2026, 11, 1)
+METRICS = [f"metric_{i}" for i in range(10)]
+PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
+BACKENDS = ("duckdb", "postgresql", "parquet-file", "parquet-s3")
+
+
+def make_publication(n_rows: int, seed: int) -> Publication:
+    rng = np.random.default_rng(seed)
+    n = n_rows // len(METRICS)
+    values = {m: rng.random(n) for m in METRICS}
+    status = {m: np.where(rng.random(n) < 0.02, Status.NOT_APPLICABLE, Status.OK).astype(np.int8) for m in METRICS}
+    for m in METRICS:
+        values[m][status[m] != Status.OK] = np.nan
+    reasons = {m: np.where(status[m] != Status.OK, "no_relevance_labels", None).astype(object) for m in METRICS}
+    scores = PartitionScores(
+        date=DAY,
+        trace_ids=np.array([f"req-{i:08x}" for i in range(n)], dtype=object),
+        values=values,
+        status=status,
+        reasons=reasons,
+        versions=dict.fromkeys(METRICS, "1.0.0"),
+        quarantined=[
+            QuarantinedRecord(f"s3://logs/dt={DAY}/part-0.jsonl", i, None, "<record>", "invalid JSON", "{" * 200)
+            for i in range(100)
+        ],
+        n_records=n + 100,
+        n_files=10,
+        n_batches=n // 5000 + 1,
+    )
+    run = RunInfo("bench-run", "s3://logs/rag", "0123456789abcdef", {"batch_size": 5000}, dt.datetime.now(dt.UTC))
+    return build_publication(scores, run, METRICS, n_batches_cached=0)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def target(backend: str, workdir: Path, pg_url: str) -> Iterator[tuple[str, Callable[[], int]]]:
+    """The URL of an empty warehouse of ``backend`` and a function counting its scores rows; cleaned up after."""
+    if backend == "duckdb":
+        import duckdb
+
+        path = workdir / "bench.duckdb"
+
+        def count_duckdb() -> int:
+            with duckdb.connect(str(path), read_only=True) as con:
+                row = con.execute("SELECT count(*) FROM scores").fetchone()
+                return int(row[0]) if row else 0
+
+        yield f"duckdb:///{path}", count_duckdb
+    elif backend == "postgresql":
+        import psycopg
+        from psycopg import sql
+
+        schema = f"ragpulse_bench_{uuid.uuid4().hex[:8]}"
+
+        def count_postgres() -> int:
+            with psycopg.connect(PG_DSN) as con:
+                row = con.execute(
+                    sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, "scores"))
+                ).fetchone()
+                return int(row[0]) if row else 0
+
+        try:
+            yield f"{pg_url}?schema={schema}", count_postgres
+        finally:
+            with psycopg.connect(PG_DSN, autocommit=True) as con:
+                con.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    elif backend == "parquet-file":
+        url = str(workdir / "lake")
+        yield url, lambda: lake_rows(url)
+    else:
+        from moto.server import ThreadedMotoServer
+
+        port = free_port()
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        server.start()
+        env = {
+            "AWS_ACCESS_KEY_ID": "bench",
+            "AWS_SECRET_ACCESS_KEY": "bench",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{port}",
+        }
+        saved = {name: os.environ.get(name) for name in env}
+        os.environ.update(env)
+        try:
+            import s3fs
+
+            s3fs.S3FileSystem(skip_instance_cache=True).mkdir("ragpulse-bench")
+            yield "s3://ragpulse-bench/lake", lambda: lake_rows("s3://ragpulse-bench/lake")
+        finally:
+            server.stop()
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+
+def lake_rows(url: str) -> int:
+    rows = 0
+    for location in ParquetLake(url).live_files("scores"):
+        fs, path = filesystem(location)
+        rows += pq.read_metadata(path, filesystem=fs).num_rows
+    return rows
+
+
+def timed_publish(url: str, publication: Publication) -> dict[str, Any]:
+    warehouse = open_warehouse(url)
+    phases = instrument(warehouse) if isinstance(warehouse, PostgresWarehouse) else None
+    gc.collect()
+    wall, cpu = time.perf_counter(), time.process_time()
+    warehouse.publish(publication)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    timing: dict[str, Any] = {"wall_s": round(wall, 3), "client_cpu_s": round(cpu, 3)}
+    if phases is not None:
+        timing["phases_s"] = {name: round(seconds, 3) for name, seconds in sorted(phases.items())}
+    return timing
+
+
+def instrument(warehouse: PostgresWarehouse) -> dict[str, float]:
+    """Seconds per phase of a PostgreSQL publish: COPY into staging, then each SQL verb (DELETE, INSERT...)."""
+    phases: dict[str, float] = defaultdict(float)
+    started: list[float] = []
+
+    @sa.event.listens_for(warehouse._engine, "before_cursor_execute")
+    def before(*_: Any) -> None:
+        started.append(time.perf_counter())
+
+    @sa.event.listens_for(warehouse._engine, "after_cursor_execute")
+    def after(_conn: Any, _cursor: Any, statement: str, *__: Any) -> None:
+        phases[statement.split(None, 1)[0].lower()] += time.perf_counter() - started.pop()
+
+    bulk_load = warehouse._bulk_load
+
+    def copy(*args: Any) -> None:
+        began = time.perf_counter()
+        bulk_load(*args)
+        phases["copy"] += time.perf_counter() - began
+
+    warehouse._bulk_load = copy  # type: ignore[method-assign]
+    return phases
+
+
+def version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def postgres_version() -> str | None:
+    import psycopg
+
+    with contextlib.suppress(psycopg.Error), psycopg.connect(PG_DSN) as con:
+        row = con.execute("SHOW server_version").fetchone()
+        return str(row[0]) if row else None
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=1_000_000, help="score rows (default 1,000,000)")
+    parser.add_argument("--repeat", type=int, default=3, help="replacing publishes per backend (default 3)")
+    parser.add_argument("--backends", default=",".join(BACKENDS), help=f"comma-separated subset of {BACKENDS}")
+    parser.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "publish.json")
+    args = parser.parse_args()
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    unknown = sorted(set(backends) - set(BACKENDS))
+    if unknown:
+        parser.error(f"unknown backends {unknown}; choose from {BACKENDS}")
+
+    started = time.perf_counter()
+    publication = make_publication(args.n, args.seed)
+    n_rows = publication.scores.num_rows
+    print(f"publication: {n_rows:,} score rows built in {time.perf_counter() - started:.1f} s", flush=True)
+    load = {"before": os.getloadavg()[0]}
+    results = []
+    for backend in backends:
+        with tempfile.TemporaryDirectory() as tmp, target(backend, Path(tmp), args.pg_url) as (url, count):
+            first = timed_publish(url, publication)
+            replace = [timed_publish(url, publication) for _ in range(args.repeat)]
+            stored = count()
+        if stored != n_rows:
+            raise SystemExit(f"{backend}: {stored:,} score rows stored, {n_rows:,} published")
+        walls = [r["wall_s"] for r in replace]
+        row = {
+            "backend": backend,
+            "first": {**first, "rows_per_s": round(n_rows / first["wall_s"])},
+            "replace": replace,
+            "replace_median_rows_per_s": round(n_rows / statistics.median(walls)) if walls else None,
+            "replace_best_rows_per_s": round(n_rows / min(walls)) if walls else None,
+        }
+        results.append(row)
+        print(
+            f"{backend:>13}: first {row['first']['rows_per_s']:>9,} rows/s ({first['wall_s']:.2f} s, client CPU "
+            f"{first['client_cpu_s']:.2f} s); replace median {row['replace_median_rows_per_s'] or 0:>9,} rows/s, "
+            f"best {row['replace_best_rows_per_s'] or 0:>9,} rows/s",
+            flush=True,
+        )
+    load["after"] = os.getloadavg()[0]
+    environment = {
+        "python": platform.python_version(),
+        **{name: version(name) for name in ("duckdb", "pyarrow", "sqlalchemy", "psycopg", "s3fs", "moto")},
+        "postgresql_server": postgres_version() if "postgresql" in backends else None,
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "load_average_1min": load,
+        "platform": platform.platform(),
+    }
+    result = {
+        "benchmark": "publish",
+        "n_score_rows": n_rows,
+        "n_traces": n_rows // len(METRICS),
+        "metrics": len(METRICS),
+        "repeat": args.repeat,
+        "seed": args.seed,
+        "results": results,
+        "environment": environment,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"environment: {environment}\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

