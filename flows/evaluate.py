@@ -76,11 +76,12 @@ def evaluate_partition(
     n_cached = count_cached(futures, judged)
     excluded = traces_checked.result().excluded
     scores = assemble_scores(staged, futures, judged, excluded, f"{outputs}/quarantine.jsonl", storage_options)
+    usage = fresh_usage(judged)
     publication = validate_scores(
-        warehouse, scores, run, plan.names, n_cached, traces_checked, max_failure_rate, output_suite, docs
+        warehouse, scores, run, plan.names, n_cached, traces_checked, max_failure_rate, output_suite, docs, usage
     )
     publish_partition(warehouse, publication)
-    return summarize_run(scores, run, warehouse, n_cached, publication, docs, fresh_usage(judged))
+    return summarize_run(scores, run, warehouse, n_cached, publication, docs, usage)
 
 
 if __name__ == "__main__":

@@ -119,9 +119,27 @@ def _concat(arrays: Sequence[NDArray[Any]], dtype: Any) -> NDArray[Any]:
     return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.array([], dtype=dtype)
 
 
+def _judge_of(scores: PartitionScores, metric: str) -> str | None:
+    """The judge model behind a metric's scores: only metrics with a prompt were judged by it."""
+    return scores.judge_model if metric in scores.prompt_versions else None
+
+
+def _total_cost(usage: Mapping[str, Mapping[str, Any]] | None) -> float | None:
+    """Estimated USD of the run's judge calls; None without calls or when any model is unpriced."""
+    costs = [u.get("estimated_cost_usd") for u in (usage or {}).values()]
+    return None if not costs or any(c is None for c in costs) else float(sum(costs))
+
+
 def build_publication(
-    scores: PartitionScores, run: RunInfo, metrics: Sequence[str], *, n_batches_cached: int
+    scores: PartitionScores,
+    run: RunInfo,
+    metrics: Sequence[str],
+    *,
+    n_batches_cached: int,
+    judge_usage: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Publication:
+    """The tables one run publishes. Judge-made scores carry the judge model and prompt version, so a change
+    of judge is never mistaken for a change of quality; the run row carries the judge's usage and cost."""
     now = dt.datetime.now(dt.UTC)
     n = len(scores.trace_ids)
     tables = []
@@ -139,6 +157,8 @@ def build_publication(
                     "metric_version": pa.array([scores.versions[metric]] * n, pa.string()),
                     "run_id": pa.array([run.run_id] * n, pa.string()),
                     "computed_at": pa.array([now] * n, pa.timestamp("us", tz="UTC")),
+                    "judge_model": pa.array([_judge_of(scores, metric)] * n, pa.string()),
+                    "prompt_version": pa.array([scores.prompt_versions.get(metric)] * n, pa.string()),
                 },
                 schema=SCORES_SCHEMA,
             )
@@ -179,6 +199,9 @@ def build_publication(
                 "n_scores": score_table.num_rows,
                 "started_at": run.started_at,
                 "finished_at": now,
+                "judge_model": scores.judge_model,
+                "judge_usage": json.dumps(judge_usage, sort_keys=True) if judge_usage else None,
+                "estimated_cost_usd": _total_cost(judge_usage),
             }
         ],
         schema=RUNS_SCHEMA,

@@ -435,9 +435,10 @@ def validate_scores(
     max_failure_rate: float,
     suite_path: str | None = None,
     docs_dir: str | None = None,
+    judge_usage: dict[str, dict[str, Any]] | None = None,
 ) -> Publication:
     """Output gate: the publication to write, or OutputValidationError (and nothing published)."""
-    publication = build_publication(scores, run, metrics, n_batches_cached=n_batches_cached)
+    publication = build_publication(scores, run, metrics, n_batches_cached=n_batches_cached, judge_usage=judge_usage)
     results, failures = check_scores(
         publication, run, n_traces=len(scores.trace_ids), max_failure_rate=max_failure_rate,
         suite_path=suite_path, docs_dir=Path(docs_dir) if docs_dir else None,

@@ -45,6 +45,8 @@ SCORES_SCHEMA = pa.schema(
         ("metric_version", pa.string()),
         ("run_id", pa.string()),
         ("computed_at", pa.timestamp("us", tz="UTC")),
+        ("judge_model", pa.string()),
+        ("prompt_version", pa.string()),
     ]
 )
 
@@ -79,6 +81,9 @@ RUNS_SCHEMA = pa.schema(
         ("n_scores", pa.int64()),
         ("started_at", pa.timestamp("us", tz="UTC")),
         ("finished_at", pa.timestamp("us", tz="UTC")),
+        ("judge_model", pa.string()),
+        ("judge_usage", pa.string()),
+        ("estimated_cost_usd", pa.float64()),
     ]
 )
 

@@ -16,6 +16,7 @@ from tasks.errors import WarehouseError
 from tasks.warehouse import QUARANTINE_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, VALIDATIONS_SCHEMA
 
 __all__ = [
+    "JUDGE_RUN_COLUMNS",
     "META",
     "MIGRATIONS",
     "PUBLISHED_AT",
@@ -25,6 +26,7 @@ __all__ = [
     "AddColumn",
     "Check",
     "TableSpec",
+    "completes_version",
     "conform",
     "pending_migrations",
     "violation",
@@ -34,6 +36,8 @@ __all__ = [
 STATUSES = ("ok", "not_applicable", "failed")
 # Filled by the warehouse as the run's rows become visible: orders re-runs of a partition by commit, not by finish.
 PUBLISHED_AT = "published_at"
+# Judge columns of runs: NULL for runs without judge metrics and for rows written before schema v3.
+JUDGE_RUN_COLUMNS = frozenset({"judge_model", "judge_usage", "estimated_cost_usd"})
 
 
 @dataclass(frozen=True)
@@ -105,7 +109,7 @@ TABLES: dict[str, TableSpec] = {
     "runs": TableSpec(
         "runs",
         RUNS_SCHEMA.append(pa.field(PUBLISHED_AT, pa.timestamp("us", tz="UTC"))),
-        frozenset(RUNS_SCHEMA.names),
+        frozenset(RUNS_SCHEMA.names) - JUDGE_RUN_COLUMNS,
         stamped=(PUBLISHED_AT,),
     ),
     "validations": TableSpec(
@@ -124,7 +128,13 @@ META = TableSpec(
 )
 
 # Additive only: a column is added as NULL for existing rows, nothing is rewritten or dropped in SQL.
-MIGRATIONS: tuple[AddColumn, ...] = (AddColumn(2, "runs", PUBLISHED_AT),)
+MIGRATIONS: tuple[AddColumn, ...] = (
+    AddColumn(2, "runs", PUBLISHED_AT),
+    # v3: which judge and prompt produced a score, and what the run's judge calls cost.
+    AddColumn(3, "scores", "judge_model"),
+    AddColumn(3, "scores", "prompt_version"),
+    *(AddColumn(3, "runs", column) for column in sorted(JUDGE_RUN_COLUMNS)),
+)
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
 
@@ -135,6 +145,12 @@ def pending_migrations(version: int) -> tuple[AddColumn, ...]:
             f"the warehouse is at schema version {version}, newer than this ragpulse's {SCHEMA_VERSION}; upgrade it"
         )
     return tuple(m for m in MIGRATIONS if m.version > version)
+
+
+def completes_version(migration: AddColumn) -> bool:
+    """Whether ``migration`` is the last step of its version: the version is recorded once, after it."""
+    later = [m for m in MIGRATIONS if m.version == migration.version]
+    return later[-1] == migration
 
 
 def conform(spec: TableSpec, table: pa.Table) -> pa.Table:

@@ -24,7 +24,16 @@ from metrics.errors import RagpulseError
 from tasks.errors import WarehouseError
 from tasks.storage import redact_url
 from tasks.warehouse import Publication, TableNames
-from tasks.warehouse._schema import META, PUBLISHED_AT, SCHEMA_VERSION, TABLES, TableSpec, conform, pending_migrations
+from tasks.warehouse._schema import (
+    META,
+    PUBLISHED_AT,
+    SCHEMA_VERSION,
+    TABLES,
+    TableSpec,
+    completes_version,
+    conform,
+    pending_migrations,
+)
 
 __all__ = ["SqlWarehouse"]
 
@@ -182,8 +191,11 @@ class SqlWarehouse(abc.ABC):
                             f"ADD COLUMN {preparer.quote(migration.column)} {column_type}"
                         )
                     )
-                conn.execute(meta.insert().values(version=migration.version, applied_at=sa.func.current_timestamp()))
-                _log.info("migrated warehouse %s to schema version %d", self.url, migration.version)
+                if completes_version(migration):
+                    conn.execute(
+                        meta.insert().values(version=migration.version, applied_at=sa.func.current_timestamp())
+                    )
+                    _log.info("migrated warehouse %s to schema version %d", self.url, migration.version)
 
     @contextmanager
     def _errors(self, action: str) -> Iterator[None]:

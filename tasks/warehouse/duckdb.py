@@ -12,7 +12,15 @@ import pyarrow as pa
 
 from tasks.errors import ConfigError, WarehouseError, WarehouseLockedError
 from tasks.warehouse import Publication, TableNames
-from tasks.warehouse._schema import META, PUBLISHED_AT, SCHEMA_VERSION, TABLES, TableSpec, pending_migrations
+from tasks.warehouse._schema import (
+    META,
+    PUBLISHED_AT,
+    SCHEMA_VERSION,
+    TABLES,
+    TableSpec,
+    completes_version,
+    pending_migrations,
+)
 
 __all__ = ["DuckDBWarehouse", "duckdb_path"]
 
@@ -122,8 +130,9 @@ class DuckDBWarehouse:
                         f"ALTER TABLE {self._table(migration.table)} ADD COLUMN IF NOT EXISTS "
                         f"{_quote(migration.column)} {_TYPES[migration.field.type]}"
                     )
-                    con.execute(f"INSERT INTO {meta} VALUES (?, now())", [migration.version])
-                    _log.info("migrated warehouse %s to schema version %d", self.path, migration.version)
+                    if completes_version(migration):
+                        con.execute(f"INSERT INTO {meta} VALUES (?, now())", [migration.version])
+                        _log.info("migrated warehouse %s to schema version %d", self.path, migration.version)
         except BaseException:
             con.execute("ROLLBACK")
             raise

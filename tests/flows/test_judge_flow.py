@@ -99,6 +99,15 @@ def test_judge_metrics_are_scored_cached_and_never_leak_the_key(
     calls = judge_env.calls
     assert calls > 0 and summary.judge_model == "judge-small"
     assert summary.judge_usage["faithfulness"]["http_calls"] > 0
+    stamped = _rows(warehouse, "SELECT metric, judge_model, prompt_version FROM scores GROUP BY ALL ORDER BY 1")
+    assert stamped == [
+        ("aspect_critique:coherence", "judge-small", stamped[0][2]),
+        ("context_recall", "judge-small", "context_recall/1"),
+        ("document_mrr", None, None),
+        ("faithfulness", "judge-small", "faithfulness/1"),
+    ]
+    run_usage = _rows(warehouse, "SELECT judge_model, judge_usage FROM runs")
+    assert run_usage[0][0] == "judge-small" and json.loads(run_usage[0][1])["faithfulness"]["http_calls"] > 0
 
     # A fresh work dir misses the task cache, but every call is answered by the shared call cache.
     again = evaluate_partition(work_dir=str(tmp_path / "work-2"), **common)

@@ -238,14 +238,17 @@ def test_a_file_from_the_first_release_is_migrated_in_place(tmp_path: Path) -> N
     with duckdb.connect(str(path)) as con:
         con.execute(_RELEASE_1_DDL)
         for table, rows in (("scores", old.scores), ("quarantine", old.quarantine), ("runs", old.run)):
-            con.register("incoming", rows)
+            release_1_columns = [d[0] for d in con.execute(f"SELECT * FROM {table} LIMIT 0").description]
+            con.register("incoming", rows.select(release_1_columns))
             con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
             con.unregister("incoming")
     before = _rows(path, "SELECT * FROM scores ORDER BY ALL")
     _publish(DuckDBWarehouse(f"duckdb:///{path}"), _scores(3, day=DAY + dt.timedelta(days=1)), "r2", ["m1", "m2"])
-    assert _rows(path, "SELECT * FROM scores WHERE run_id = 'r1' ORDER BY ALL") == before
+    after = "SELECT * EXCLUDE (judge_model, prompt_version) FROM scores WHERE run_id = 'r1' ORDER BY ALL"
+    assert _rows(path, after) == before
     assert _rows(path, "SELECT run_id, published_at IS NULL FROM runs ORDER BY 1") == [("r1", True), ("r2", False)]
-    assert _rows(path, "SELECT version FROM ragpulse_schema ORDER BY 1") == [(1,), (2,)]
+    assert _rows(path, "SELECT version FROM ragpulse_schema ORDER BY 1") == [(1,), (2,), (3,)]
+    assert _rows(path, "SELECT DISTINCT judge_model, prompt_version FROM scores") == [(None, None)]
     assert _rows(path, "SELECT count(*) FROM validations") == [(0,)]
 
 

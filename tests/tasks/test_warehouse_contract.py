@@ -401,6 +401,7 @@ def test_statuses_match_the_metric_statuses() -> None:
 
 
 def test_migrations_are_additive_and_consecutive() -> None:
-    assert [m.version for m in MIGRATIONS] == list(range(2, SCHEMA_VERSION + 1))
+    versions = [m.version for m in MIGRATIONS]
+    assert versions == sorted(versions) and sorted(set(versions)) == list(range(2, SCHEMA_VERSION + 1))
     for migration in MIGRATIONS:
         assert migration.field.nullable and migration.column not in TABLES[migration.table].required

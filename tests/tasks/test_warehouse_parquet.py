@@ -36,6 +36,8 @@ def _publication(day: dt.date, run_id: str, n: int = 4) -> Publication:
             "metric_version": ["1.0.0"] * 2 * n,
             "run_id": [run_id] * 2 * n,
             "computed_at": pa.array([NOW] * 2 * n, pa.timestamp("us", tz="UTC")),
+            "judge_model": pa.nulls(2 * n, pa.string()),
+            "prompt_version": pa.nulls(2 * n, pa.string()),
         },
         schema=SCORES_SCHEMA,
     )

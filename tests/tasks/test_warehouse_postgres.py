@@ -28,6 +28,7 @@ from tasks.warehouse import (
     Publication,
     open_warehouse,
 )
+from tasks.warehouse._schema import SCHEMA_VERSION
 from tasks.warehouse.postgres import PostgresWarehouse
 
 PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
@@ -65,6 +66,8 @@ def _publication(
             "metric_version": ["1.0.0"] * n,
             "run_id": [run_id] * n,
             "computed_at": pa.array([NOW] * n, pa.timestamp("us", tz="UTC")),
+            "judge_model": pa.array(["judge-small"] * n, pa.string()),
+            "prompt_version": pa.array(["m/1"] * n, pa.string()),
         },
         schema=SCORES_SCHEMA,
     )
@@ -175,7 +178,7 @@ def test_tables_are_created_with_constraints_indexes_and_a_version(schema: str) 
         "SELECT conname FROM pg_constraint WHERE contype = 'c' AND connamespace = %s::regnamespace", schema, (schema,)
     )
     assert sorted(checks) == [("scores_check0",), ("scores_check1",)]
-    assert [row[0] for row in _query("SELECT version FROM ragpulse_schema", schema)] == [2]
+    assert [row[0] for row in _query("SELECT version FROM ragpulse_schema", schema)] == [SCHEMA_VERSION]
 
 
 @pytest.mark.parametrize("scheme", ["postgres", "postgresql", "postgresql+psycopg"])
