@@ -77,6 +77,12 @@ def evaluate(
     task_runner: Annotated[str | None, typer.Option(help="thread (default) or dask.")] = None,
     dask_address: Annotated[str | None, typer.Option(help="Existing Dask scheduler for --task-runner dask.")] = None,
     max_workers: Annotated[int | None, typer.Option(help="Parallel scoring tasks (threads or Dask workers).")] = None,
+    judge_model: Annotated[
+        str | None, typer.Option(help="Judge model for LLM metrics (else RAGPULSE_JUDGE_MODEL; none = skipped).")
+    ] = None,
+    judge_base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of the judge.")] = None,
+    judge_config: Annotated[str | None, typer.Option(help="TOML/JSON judge options (aspects, custom judges).")] = None,
+    sample: Annotated[float | None, typer.Option(help="Share of traces the judge scores, e.g. 0.1.")] = None,
     config: ConfigOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON on stdout.")] = False,
 ) -> None:
@@ -96,11 +102,13 @@ def evaluate(
             task_runner=task_runner,
             dask_address=dask_address,
             max_workers=max_workers,
+            judge_config=judge_config,
+            sample_rate=sample,
         )
         if settings.source is None:
             raise _fail("no trace source: pass --source, set RAGPULSE_SOURCE or `source` in ragpulse.toml")
         _announce_api()
-        summary = _run_partition(settings, partition)
+        summary = _run_partition(settings, partition, judge_model=judge_model, judge_base_url=judge_base_url)
     except RagpulseError as exc:
         raise _fail(str(exc)) from None
     if as_json:
@@ -109,7 +117,9 @@ def evaluate(
         _print_summaries([summary])
 
 
-def _run_partition(settings: Any, partition: dt.date) -> RunSummary:
+def _run_partition(
+    settings: Any, partition: dt.date, *, judge_model: str | None = None, judge_base_url: str | None = None
+) -> RunSummary:
     from flows.evaluate import evaluate_partition
     from flows.runners import build_task_runner
     from tasks.validate import TraceLimits
@@ -135,6 +145,10 @@ def _run_partition(settings: Any, partition: dt.date) -> RunSummary:
         input_suite=settings.input_suite,
         output_suite=settings.output_suite,
         limits=limits,
+        judge_model=judge_model,
+        judge_base_url=judge_base_url,
+        judge_config=settings.judge_config,
+        sample_rate=settings.sample_rate,
     )
 
 
@@ -216,6 +230,20 @@ def _print_summaries(summaries: list[RunSummary]) -> None:
         cells = ["-" if s.metrics[index].n_ok == 0 else f"{s.metrics[index].mean:.2f}" for s in summaries]
         means.add_row(metric.metric, *cells, f"{summaries[-1].metrics[index].coverage:.0%}")
     out.print(means)
+    skipped = sorted({name for s in summaries for name in s.skipped_metrics})
+    if skipped:
+        console.print(
+            f"[yellow]Skipped (no judge configured): {', '.join(skipped)}.[/yellow] Set RAGPULSE_JUDGE_MODEL (and "
+            "RAGPULSE_JUDGE_BASE_URL for a server other than OpenAI; the key in OPENAI_API_KEY) or pass --judge-model."
+        )
+    usage = [u for s in summaries for u in s.judge_usage.values()]
+    if usage:
+        cost = [u["estimated_cost_usd"] for u in usage]
+        priced = "unpriced" if any(c is None for c in cost) else f"~${sum(cost):.4f}"
+        console.print(
+            f"Judge: {sum(u['http_calls'] for u in usage)} calls, {sum(u['cache_hits'] for u in usage)} cache hits, "
+            f"{sum(u['prompt_tokens'] for u in usage)} prompt tokens, cost {priced}."
+        )
 
 
 @app.command("metrics")

@@ -51,6 +51,12 @@ class RunSettings(BaseSettings):
     max_answer_chars: int = Field(default=32_000, ge=1)
     max_contexts: int = Field(default=200, ge=0)
     max_context_chars: int = Field(default=100_000, ge=1)
+    sample_rate: float = Field(
+        default=1.0, gt=0.0, le=1.0, description="Share of traces the judge metrics score, chosen by trace_id."
+    )
+    judge_config: str | None = Field(
+        default=None, description="TOML/JSON file of judge options: aspects, custom llm_judges, weights, models."
+    )
     storage_options: dict[str, Any] = Field(
         default_factory=dict, description="Extra fsspec options for the source, e.g. endpoint_url for MinIO."
     )

@@ -44,6 +44,8 @@ def test_metrics_lists_every_family() -> None:
         (["--date", "2026-11-01", "--source", "x", "--batch-size", "0"], "batch_size: Input should be greater"),
         (["--date", "2026-11-01", "--source", "x", "--task-runner", "spark"], "task_runner: Input should be 'thread'"),
         (["--date", "01/11/2026", "--source", "x"], "--date must be a date like"),
+        (["--date", "2026-11-01", "--source", "x", "--sample", "1.5"], "sample_rate: Input should be less than"),
+        (["--date", "2026-11-01", "--source", "x", "--metrics", "aspect_critique"], "expected a variant"),
         (["--date", "2026-11-01"], "no trace source: pass --source"),
     ],
 )
