@@ -28,6 +28,8 @@ test: setup
 bench: setup
 	$(BIN)/python bench/bench_metrics.py
 	$(BIN)/python bench/bench_flow.py
+	$(BIN)/python bench/bench_validation.py
+	$(BIN)/python bench/bench_publish.py
 
 clean:
 	rm -rf $(VENV) ragpulse-demo .ragpulse ragpulse.duckdb
