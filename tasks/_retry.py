@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from prefect.tasks import exponential_backoff
+
 from tasks.errors import StorageError
 
-__all__ = ["only_transient"]
+__all__ = ["IO_RETRIES", "only_transient"]
 
 
 def only_transient(task: Any, task_run: Any, state: Any) -> bool:
@@ -18,3 +20,12 @@ def only_transient(task: Any, task_run: Any, state: Any) -> bool:
     except Exception:
         return False
     return False
+
+
+IO_RETRIES: dict[str, Any] = {
+    "retries": 3,
+    "retry_delay_seconds": exponential_backoff(backoff_factor=2),
+    "retry_jitter_factor": 0.5,
+    "retry_condition_fn": only_transient,
+}
+"""Task options of every storage-touching task: a few retries, with backoff and jitter, of transient errors only."""

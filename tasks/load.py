@@ -23,12 +23,11 @@ import pyarrow.parquet as pq
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
-from prefect.tasks import exponential_backoff
 
 from metrics.errors import InvalidRecordError
 from tasks import traces
 from tasks._fingerprint import code_fingerprint, digest
-from tasks._retry import only_transient
+from tasks._retry import IO_RETRIES
 from tasks.storage import SourceFile, filesystem, list_partition_files, storage_errors
 from tasks.traces import STAGED_SCHEMA, parse_record
 
@@ -70,15 +69,7 @@ class StagedPartition:
         return sum(batch.n_rows for batch in self.batches)
 
 
-@task(
-    name="list-partition",
-    cache_policy=NO_CACHE,
-    persist_result=False,
-    retries=3,
-    retry_delay_seconds=exponential_backoff(2),
-    retry_jitter_factor=0.5,
-    retry_condition_fn=only_transient,
-)
+@task(name="list-partition", cache_policy=NO_CACHE, persist_result=False, **IO_RETRIES)
 def list_partition(source: str, date: dt.date, storage_options: dict[str, Any] | None = None) -> list[SourceFile]:
     """List the partition's trace files (never cached: new files must be seen)."""
     files = list_partition_files(source, date, storage_options)
@@ -94,15 +85,7 @@ def _stage_key(context: TaskRunContext, params: dict[str, Any]) -> str:
     )
 
 
-@task(
-    name="stage-partition",
-    cache_key_fn=_stage_key,
-    persist_result=True,
-    retries=3,
-    retry_delay_seconds=exponential_backoff(2),
-    retry_jitter_factor=0.5,
-    retry_condition_fn=only_transient,
-)
+@task(name="stage-partition", cache_key_fn=_stage_key, persist_result=True, **IO_RETRIES)
 def stage_partition(
     date: dt.date,
     files: list[SourceFile],
