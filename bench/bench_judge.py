@@ -215,7 +215,7 @@ def build_traces(count: int, seed: int) -> list[dict[str, Any]]:
 class HashEmbedder:
     """A near-free stand-in for MiniLM (hash-seeded unit vectors): isolates the judge engine from model CPU."""
 
-    def embed(self, texts: Any) -> Any:
+    async def embed(self, texts: Any) -> Any:
         import numpy as np
 
         from tests.judge_server import pseudo_embedding
@@ -356,7 +356,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "judge.json"))
     args = parser.parse_args()
 
-    from tasks.embed import SentenceTransformerEmbedder
+    from tasks.embed import OffLoopEmbedder
 
     traces = build_traces(args.n + 16, args.seed)
     warm, traces = traces[:16], traces[16:]
@@ -377,14 +377,14 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             # Warm-up (not timed): model load, imports, first client and connections, on other traces.
-            embedder = SentenceTransformerEmbedder()
-            embedder.embed(["warm-up"])
+            embedder = OffLoopEmbedder()
+            embedder.local.embed(["warm-up"])
             run_ragpulse(warm, _judge(server.base_url, args.concurrency, None), embedder)
             server.reset()
 
             cache_url = str(Path(tmp) / "judge-cache")
             judge = _judge(server.base_url, args.concurrency, cache_url)
-            seconds, results = run_ragpulse(traces, judge, SentenceTransformerEmbedder())
+            seconds, results = run_ragpulse(traces, judge, OffLoopEmbedder())
             records, max_in_flight = server.records()
             table = per_metric(records, args.n)
             calls_per_trace = table["total"]["chat_calls"]
@@ -404,7 +404,7 @@ def main() -> None:
             server.reset()
 
             again = _judge(server.base_url, args.concurrency, cache_url)
-            seconds2, results2 = run_ragpulse(traces, again, SentenceTransformerEmbedder())
+            seconds2, results2 = run_ragpulse(traces, again, OffLoopEmbedder())
             records2, _ = server.records()
             report["ragpulse_cached_rerun"] = {
                 "seconds": seconds2,

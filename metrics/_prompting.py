@@ -243,9 +243,9 @@ def clipped_cosines(rows: NDArray[np.floating[Any]]) -> NDArray[np.float64]:
     return clipped
 
 
-def embed_similarities(embedder: Embedder, anchor: str, others: Sequence[str]) -> NDArray[np.float64]:
+async def embed_similarities(embedder: Embedder, anchor: str, others: Sequence[str]) -> NDArray[np.float64]:
     """Clipped cosine similarity of each of ``others`` to ``anchor``, embedding all texts in one call."""
-    rows = embedder.embed([anchor, *others])
+    rows = await embedder.embed([anchor, *others])
     if len(rows) != len(others) + 1:
         raise ShapeError("embeddings", f"{len(others) + 1} rows (one per text)", f"{len(rows)} rows")
     return clipped_cosines(rows)

@@ -197,7 +197,8 @@ class AnswerCorrectness:
             )
             f1 = factual_f1(counts)
         if w_s > 0 and context.embedder is not None:
-            similarity = float(embed_similarities(context.embedder, trace.answer.strip(), [trace.reference.strip()])[0])
+            similarities = await embed_similarities(context.embedder, trace.answer.strip(), [trace.reference.strip()])
+            similarity = float(similarities[0])
         return Outcome.ok(answer_correctness(f1, similarity, self.weights))
 
 

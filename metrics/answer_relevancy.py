@@ -127,7 +127,7 @@ class AnswerRelevancy:
         flags = [flag for _, flag in kept]
         if not kept or all(flags):
             return Outcome.ok(answer_relevancy([], flags))
-        similarities = embed_similarities(context.embedder, trace.question.strip(), [q for q, _ in kept])
+        similarities = await embed_similarities(context.embedder, trace.question.strip(), [q for q, _ in kept])
         return Outcome.ok(answer_relevancy(similarities.tolist(), flags))
 
 

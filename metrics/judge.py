@@ -87,9 +87,11 @@ class JudgeClient(Protocol):
 
 
 class Embedder(Protocol):
-    """Encodes texts into rows of an array (any norm); cosine similarity is taken by the metric."""
+    """Encodes texts into rows of an array (any norm); cosine similarity is taken by the metric.
 
-    def embed(self, texts: Sequence[str]) -> NDArray[np.floating[Any]]: ...
+    Async so that a local model can encode off the event loop while the judge's calls go on."""
+
+    async def embed(self, texts: Sequence[str]) -> NDArray[np.floating[Any]]: ...
 
 
 class JudgeCallError(RagpulseError):

@@ -95,7 +95,7 @@ class SemanticSimilarity:
         if self.mode == "bi_encoder":
             if context.embedder is None:
                 return Outcome.not_applicable("no_embedder")
-            return Outcome.ok(float(embed_similarities(context.embedder, answer, references).max()))
+            return Outcome.ok(float((await embed_similarities(context.embedder, answer, references)).max()))
         scorer = context.options.get("pair_scorer")
         if scorer is None:
             return Outcome.not_applicable("no_pair_scorer")

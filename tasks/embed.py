@@ -27,6 +27,7 @@ on first use only, never by ``import tasks.embed``.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -48,6 +49,7 @@ __all__ = [
     "CrossEncoderScorer",
     "EmbeddingCacheInfo",
     "ModelKind",
+    "OffLoopEmbedder",
     "SentenceTransformerEmbedder",
     "clear_model_cache",
     "resolve_model",
@@ -370,6 +372,20 @@ class SentenceTransformerEmbedder:
                 show_progress_bar=False,
             )
         return np.asarray(encoded, dtype=np.float32)
+
+
+class OffLoopEmbedder:
+    """The async ``metrics.judge.Embedder`` that judge metrics await: a local embedder run in a worker
+    thread, so the event loop keeps the judge's HTTP calls going while the model encodes."""
+
+    def __init__(self, model: str = DEFAULT_EMBEDDING_MODEL, **options: Any) -> None:
+        self.local = SentenceTransformerEmbedder(model, **options)
+
+    def __repr__(self) -> str:
+        return f"OffLoopEmbedder({self.local!r})"
+
+    async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        return await asyncio.to_thread(self.local.embed, texts)
 
 
 def _check_texts(texts: Sequence[str]) -> list[str]:

@@ -33,6 +33,7 @@ from tasks.load import BatchRef, StagedPartition
 from tasks.score import ScoredBatch, read_staged, read_trace_batch
 
 if TYPE_CHECKING:
+    from tasks.embed import OffLoopEmbedder
     from tasks.judge import JudgeSettings
 
 __all__ = [
@@ -138,13 +139,13 @@ def _judge_key(context: TaskRunContext, params: dict[str, Any]) -> str:
     )
 
 
-def _embedder(options: Mapping[str, Any], judge_metrics: Sequence[JudgeMetric]) -> Any:
-    from tasks.embed import DEFAULT_EMBEDDING_MODEL, SentenceTransformerEmbedder
+def _embedder(options: Mapping[str, Any], judge_metrics: Sequence[JudgeMetric]) -> OffLoopEmbedder | None:
+    from tasks.embed import DEFAULT_EMBEDDING_MODEL, OffLoopEmbedder
 
     needs_embeddings = {"answer_relevancy", "answer_correctness", "answer_semantic_similarity"}
     if not any(m.spec.name in needs_embeddings for m in judge_metrics):
         return None
-    return SentenceTransformerEmbedder(str(options.get("embedding_model", DEFAULT_EMBEDDING_MODEL)))
+    return OffLoopEmbedder(str(options.get("embedding_model", DEFAULT_EMBEDDING_MODEL)))
 
 
 def _context_options(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -208,7 +209,7 @@ async def judge_score_batch(
             for t in [*(subset.questions or []), *subset.answers, *(r for refs in subset.references for r in refs)]
             if t
         ]
-        await asyncio.to_thread(embedder.prefetch, texts)
+        await asyncio.to_thread(embedder.local.prefetch, texts)
     context = JudgeContext(judge=client, embedder=embedder, options=_context_options(options))  # type: ignore[arg-type]
     try:
         raw = await judge_batch(subset, judge_metrics, context)

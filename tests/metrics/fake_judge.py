@@ -101,7 +101,7 @@ class FakeEmbedder:
         self.vectors = {text: np.asarray(vector, dtype=np.float64) for text, vector in vectors.items()}
         self.calls: list[list[str]] = []
 
-    def embed(self, texts: Sequence[str]) -> NDArray[np.float64]:
+    async def embed(self, texts: Sequence[str]) -> NDArray[np.float64]:
         self.calls.append(list(texts))
         missing = [text for text in texts if text not in self.vectors]
         if missing:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 import pytest
 
@@ -87,14 +89,14 @@ def test_cosines() -> None:
     rows = np.array([[3.0, 4.0], [3.0, 4.0], [-3.0, -4.0], [4.0, -3.0], [0.0, 0.0]])
     np.testing.assert_allclose(clipped_cosines(rows), [1.0, 0.0, 0.0, 0.0], atol=1e-15)
     embedder = FakeEmbedder({"a": [1.0, 0.0], "b": [1.0, 1.0]})
-    np.testing.assert_allclose(embed_similarities(embedder, "a", ["b", "a"]), [2**-0.5, 1.0])
+    np.testing.assert_allclose(asyncio.run(embed_similarities(embedder, "a", ["b", "a"])), [2**-0.5, 1.0])
     assert embedder.calls == [["a", "b", "a"]]
 
 
 def test_an_embedder_returning_the_wrong_rows_is_a_bug() -> None:
     class Short:
-        def embed(self, texts: object) -> np.ndarray:
+        async def embed(self, texts: object) -> np.ndarray:
             return np.ones((1, 3))
 
     with pytest.raises(ShapeError, match="argument 'embeddings': expected 3 rows"):
-        embed_similarities(Short(), "a", ["b", "c"])
+        asyncio.run(embed_similarities(Short(), "a", ["b", "c"]))

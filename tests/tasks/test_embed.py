@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pickle
@@ -346,3 +347,27 @@ def test_logits_become_probabilities() -> None:
     np.testing.assert_allclose(to_unit(two, model="m"), [*softmax[:, 1], 0.0])
     with pytest.raises(ConfigError, match="'nli' emits 3 labels"):
         to_unit(np.zeros((2, 3)), model="nli")
+
+
+def test_off_loop_embedder_encodes_in_a_worker_thread_and_matches_the_local_model() -> None:
+    from tasks.embed import OffLoopEmbedder
+
+    embedder = OffLoopEmbedder()
+    loop_thread: list[int] = []
+    encode_thread: list[int] = []
+    local_embed = embedder.local.embed
+
+    def spy(texts: list[str]) -> np.ndarray:
+        encode_thread.append(threading.get_ident())
+        return local_embed(texts)
+
+    embedder.local.embed = spy  # type: ignore[method-assign]
+
+    async def main() -> np.ndarray:
+        loop_thread.append(threading.get_ident())
+        return await embedder.embed(["The cat sits on the mat", "A dog"])
+
+    rows = asyncio.run(main())
+    assert rows.shape == (2, 384)
+    assert encode_thread and encode_thread[0] != loop_thread[0]
+    np.testing.assert_allclose(rows, local_embed(["The cat sits on the mat", "A dog"]), atol=1e-6)
