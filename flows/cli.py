@@ -165,6 +165,10 @@ def demo(
     from tasks.settings import load_settings
     from tasks.storage import partition_dates
 
+    if not os.environ.get("PREFECT_API_URL"):
+        # The ephemeral API keeps its database under PREFECT_HOME; one inside the demo folder cannot
+        # collide with a database another Prefect version migrated (seen: alembic "No such revision").
+        os.environ.setdefault("PREFECT_HOME", str((directory / ".prefect").resolve()))
     traces = directory / "traces"
     dates = partition_dates(str(traces))
     if not dates:

@@ -15,8 +15,9 @@ runner = CliRunner()
 
 
 @pytest.fixture(autouse=True)
-def _restore_cli_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def _restore_cli_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The CLI sets Prefect defaults in os.environ; pin them so each test restores the environment."""
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / ".prefect"))
     for name, value in {
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
