@@ -8,8 +8,8 @@ neither metric alone. Changing the prompt below changes both metrics' prompt ver
 
 from __future__ import annotations
 
-from metrics._prompting import ReplyReader, array_schema, object_schema, user_message
-from metrics.judge import JudgeRequest
+from metrics._prompting import ReplyReader, Trace, array_schema, object_schema, user_message
+from metrics.judge import JudgeClient, JudgeRequest, ask
 
 __all__ = [
     "PROMPT_VERSION",
@@ -17,6 +17,7 @@ __all__ = [
     "STATEMENTS_INSTRUCTIONS",
     "STATEMENTS_METRIC",
     "STEP",
+    "answer_statements",
     "build_statements_request",
     "parse_statements",
 ]
@@ -63,3 +64,13 @@ def parse_statements(raw: str, record_id: str) -> list[str]:
     """
     reader = ReplyReader(raw, record_id)
     return [" ".join(s.split()) for s in reader.texts(reader.root(), "statements")]
+
+
+async def answer_statements(judge: JudgeClient, trace: Trace) -> list[str]:
+    """The answer's statements, asked with the one request both metrics share."""
+    (statements,) = await ask(
+        judge,
+        build_statements_request(trace.question, trace.answer),
+        lambda raw: parse_statements(raw, trace.trace_id),
+    )
+    return statements

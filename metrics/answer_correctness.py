@@ -18,7 +18,7 @@ from metrics._prompting import (
     user_message,
 )
 from metrics._spec import MetricSpec
-from metrics._statements import build_statements_request, parse_statements
+from metrics._statements import answer_statements
 from metrics.batch import TraceBatch
 from metrics.errors import ShapeError
 from metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
@@ -183,11 +183,7 @@ class AnswerCorrectness:
             return Outcome.not_applicable("no_embedder")
         f1 = similarity = 0.0
         if w_f > 0:
-            (statements,) = await ask(
-                context.judge,
-                build_statements_request(trace.question, trace.answer),
-                lambda raw: parse_statements(raw, trace.trace_id),
-            )
+            statements = await answer_statements(context.judge, trace)
             if not statements:
                 return Outcome.not_applicable("no_statements")
             (counts,) = await ask(

@@ -15,7 +15,7 @@ from metrics._prompting import (
     user_message,
 )
 from metrics._spec import MetricSpec
-from metrics._statements import build_statements_request, parse_statements
+from metrics._statements import answer_statements
 from metrics.batch import TraceBatch
 from metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
 
@@ -116,11 +116,7 @@ class Faithfulness:
         trace = Trace.of(batch, index)
         if (reason := trace.missing("question", "answer", "contexts")) is not None:
             return Outcome.not_applicable(reason)
-        (statements,) = await ask(
-            context.judge,
-            build_statements_request(trace.question, trace.answer),
-            lambda raw: parse_statements(raw, trace.trace_id),
-        )
+        statements = await answer_statements(context.judge, trace)
         if not statements:
             return Outcome.not_applicable("no_statements")
         (supported,) = await ask(
