@@ -48,6 +48,7 @@ def evaluate_partition(
         source=source, warehouse=warehouse, work_dir=work_dir, batch_size=batch_size,
         metrics=tuple(metrics or DEFAULT_METRICS), storage_options=storage_options or {},
         max_failure_rate=max_failure_rate, input_suite=input_suite, output_suite=output_suite,
+        sample_rate=sample_rate, judge_config=judge_config,
     )  # fmt: skip
     judge = judge_settings(work_dir, model=judge_model, base_url=judge_base_url)
     options = load_judge_options(judge_config)

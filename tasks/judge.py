@@ -47,7 +47,7 @@ from metrics.judge import JudgeCallError, JudgeRequest
 from tasks._ratelimit import EndpointLimiter, GlobalRateLimit, limiter_for
 from tasks.errors import ConfigError
 from tasks.judge_cache import CachedCall, JudgeCache, cache_key, plain_json
-from tasks.storage import redact_url
+from tasks.storage import redact_url, reject_credentials
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -137,10 +137,7 @@ class JudgeSettings(BaseSettings):
     @field_validator("cache_storage_options")
     @classmethod
     def _no_storage_secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
-        leaked = sorted(k for k in value if k.lower() in {"key", "secret", "token", "password"})
-        if leaked:
-            raise ValueError(f"cache_storage_options must not carry credentials ({', '.join(leaked)})")
-        return value
+        return reject_credentials(value, "cache_storage_options")
 
     @property
     def enabled(self) -> bool:

@@ -76,11 +76,10 @@ def judge_settings(work_dir: str, *, model: str | None = None, base_url: str | N
     """Judge settings from RAGPULSE_JUDGE_* env vars with the flow's overrides (validated); the call cache
     defaults to ``<work_dir>/judge-cache``."""
     from tasks.judge import JudgeSettings
-    from tasks.workdir import is_local
+    from tasks.workdir import work_root
 
     overrides = {k: v for k, v in {"model": model, "base_url": base_url}.items() if v is not None}
-    root = str(Path(work_dir.removeprefix("file://")).expanduser().resolve()) if is_local(work_dir) else work_dir
-    return JudgeSettings(**overrides).with_default_cache(root)
+    return JudgeSettings(**overrides).with_default_cache(work_root(work_dir))
 
 
 def load_judge_options(path: str | None) -> dict[str, Any]:

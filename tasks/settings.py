@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from metrics import DEFAULT_METRICS, parse_metrics
 from metrics.errors import RagpulseError
 from tasks.errors import ConfigError
+from tasks.storage import reject_credentials
 
 __all__ = ["CONFIG_ENV", "RunSettings", "load_settings"]
 
@@ -79,15 +80,7 @@ class RunSettings(BaseSettings):
     @field_validator("storage_options")
     @classmethod
     def _no_secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
-        leaked = sorted(
-            k for k in value if k.lower() in {"key", "secret", "token", "password", "aws_secret_access_key"}
-        )
-        if leaked:
-            raise ValueError(
-                f"storage_options must not carry credentials ({', '.join(leaked)}); "
-                "use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile instead"
-            )
-        return value
+        return reject_credentials(value, "storage_options")
 
     def fingerprint(self) -> str:
         """Hash of what can change scores (metric names and versions); stamped on each run."""

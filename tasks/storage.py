@@ -29,6 +29,7 @@ __all__ = [
     "list_partition_files",
     "partition_dates",
     "redact_url",
+    "reject_credentials",
     "storage_errors",
 ]
 
@@ -47,6 +48,20 @@ class SourceFile:
     @property
     def name(self) -> str:
         return posixpath.basename(self.url)
+
+
+_CREDENTIAL_KEYS = frozenset({"key", "secret", "token", "password", "aws_secret_access_key"})
+
+
+def reject_credentials(options: Mapping[str, Any], setting: str) -> dict[str, Any]:
+    """fsspec options as given, or ValueError when they carry credentials (those belong in the environment)."""
+    leaked = sorted(k for k in options if k.lower() in _CREDENTIAL_KEYS)
+    if leaked:
+        raise ValueError(
+            f"{setting} must not carry credentials ({', '.join(leaked)}); "
+            "use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile instead"
+        )
+    return dict(options)
 
 
 def redact_url(url: str) -> str:

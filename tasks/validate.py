@@ -451,7 +451,4 @@ def validate_scores(
             f"dt={scores.date}: score table failed {len(failures)} expectation(s); nothing was published and the "
             "previous rows stay as they were:\n- " + "\n- ".join(failures)
         )
-    return Publication(
-        publication.partition_date, publication.metrics, publication.scores, publication.quarantine,
-        publication.run, validations,
-    )  # fmt: skip
+    return dataclasses.replace(publication, validations=validations)

@@ -12,7 +12,7 @@ from prefect.filesystems import RemoteFileSystem, WritableFileSystem
 from tasks._fingerprint import digest
 from tasks.storage import filesystem
 
-__all__ = ["is_local", "local_docs_dir", "lock_directory", "result_storage", "run_dir", "staged_dir"]
+__all__ = ["is_local", "local_docs_dir", "lock_directory", "result_storage", "run_dir", "staged_dir", "work_root"]
 
 
 def is_local(work_dir: str) -> bool:
@@ -21,6 +21,11 @@ def is_local(work_dir: str) -> bool:
 
 def _local_path(work_dir: str) -> Path:
     return Path(work_dir.removeprefix("file://")).expanduser().resolve()
+
+
+def work_root(work_dir: str) -> str:
+    """The work dir as an absolute path (local) or its URL without a trailing slash (remote)."""
+    return str(_local_path(work_dir)) if is_local(work_dir) else work_dir.rstrip("/")
 
 
 def result_storage(work_dir: str, storage_options: Mapping[str, Any] | None = None) -> Path | WritableFileSystem:
@@ -43,15 +48,14 @@ def lock_directory(work_dir: str) -> Path | None:
 
 def staged_dir(work_dir: str, storage_options: Mapping[str, Any] | None = None) -> str:
     """URL of the content-addressed staged batches."""
-    fs, root = filesystem(str(_local_path(work_dir)) if is_local(work_dir) else work_dir, storage_options)
+    fs, root = filesystem(work_root(work_dir), storage_options)
     url = f"{root}/staged"
     return url if is_local(work_dir) else fs.unstrip_protocol(url)
 
 
 def run_dir(work_dir: str, date: dt.date, run_id: str) -> str:
     """Where one run's files go (quarantine copy, data docs): ``<work_dir>/runs/dt=<date>/<run_id>``."""
-    base = str(_local_path(work_dir)) if is_local(work_dir) else work_dir.rstrip("/")
-    return f"{base}/runs/dt={date.isoformat()}/{run_id}"
+    return f"{work_root(work_dir)}/runs/dt={date.isoformat()}/{run_id}"
 
 
 def local_docs_dir(work_dir: str, date: dt.date, run_id: str) -> str | None:
