@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from metrics.drift import ALERTING, DriftThresholds, Sample, Verdict, compare, mean_difference_interval
+
+
+def _scores(rng: np.random.Generator, n: int, mean: float, spread: float = 0.2) -> np.ndarray:
+    return np.clip(rng.normal(mean, spread, n), 0.0, 1.0)
+
+
+def _sample(values: np.ndarray, *, failed: int = 0, missing: int = 0, partitions: int = 1) -> Sample:
+    return Sample(values, failed, len(values) + failed + missing, partitions)
+
+
+def test_noise_alone_does_not_alert() -> None:
+    rng = np.random.default_rng(1)
+    verdicts = []
+    for _ in range(60):
+        baseline = _sample(_scores(rng, 7 * 300, 0.7), failed=rng.binomial(2100, 0.02), partitions=7)
+        current = _sample(_scores(rng, 300, 0.7), failed=rng.binomial(300, 0.02))
+        verdicts.append(compare(baseline, current).verdict)
+    assert not ALERTING.intersection(verdicts)
+    assert verdicts.count(Verdict.STABLE) == len(verdicts)
+
+
+def test_a_quality_drop_is_degraded_with_an_interval_below_zero() -> None:
+    rng = np.random.default_rng(2)
+    result = compare(_sample(_scores(rng, 2100, 0.7), partitions=7), _sample(_scores(rng, 300, 0.55)))
+    assert result.verdict is Verdict.DEGRADED
+    assert result.ci_low < result.delta < result.ci_high < 0
+    assert result.delta == pytest.approx(-0.15, abs=0.04)
+    assert result.p_value < 1e-6
+    assert result.detail.startswith("mean 0.6") and "-> 0.5" in result.detail
+
+
+def test_direction_follows_the_metric() -> None:
+    rng = np.random.default_rng(3)
+    baseline, current = _sample(_scores(rng, 2000, 0.2), partitions=5), _sample(_scores(rng, 300, 0.4))
+    assert compare(baseline, current).verdict is Verdict.IMPROVED
+    assert compare(baseline, current, higher_is_better=False).verdict is Verdict.DEGRADED
+
+
+def test_a_significant_but_tiny_shift_is_stable() -> None:
+    rng = np.random.default_rng(4)
+    baseline = _sample(_scores(rng, 200_000, 0.70, 0.1), partitions=7)
+    current = _sample(_scores(rng, 50_000, 0.69, 0.1))
+    result = compare(baseline, current)
+    assert result.p_value < 0.01 and result.ci_high < 0
+    assert result.verdict is Verdict.STABLE
+
+
+def test_failure_rate_and_coverage_changes() -> None:
+    rng = np.random.default_rng(5)
+    baseline = _sample(_scores(rng, 2000, 0.7), failed=20, partitions=7)
+    failing = compare(baseline, _sample(_scores(rng, 270, 0.7), failed=30))
+    assert failing.verdict is Verdict.FAILURE_RATE_UP
+    assert "failure rate 1.0% -> 10.0%" in failing.detail
+    uncovered = compare(baseline, _sample(_scores(rng, 200, 0.7), missing=100))
+    assert uncovered.verdict is Verdict.COVERAGE_DOWN
+    both = compare(baseline, _sample(_scores(rng, 200, 0.5), failed=100))
+    assert both.verdict is Verdict.DEGRADED
+    assert "failure rate" in both.detail and "coverage" in both.detail
+
+
+def test_too_little_data_is_never_an_alarm() -> None:
+    rng = np.random.default_rng(6)
+    few_days = compare(_sample(_scores(rng, 600, 0.9), partitions=2), _sample(_scores(rng, 300, 0.1)))
+    assert few_days.verdict is Verdict.INSUFFICIENT_DATA
+    assert "2 baseline partition(s), 3 needed" in few_days.detail
+    few_traces = compare(_sample(_scores(rng, 600, 0.9), partitions=3), _sample(_scores(rng, 10, 0.1)))
+    assert few_traces.verdict is Verdict.INSUFFICIENT_DATA
+    assert math.isnan(few_traces.delta)
+    nothing = compare(Sample(np.array([]), 0, 0, 0), _sample(_scores(rng, 300, 0.5)))
+    assert nothing.verdict is Verdict.NO_BASELINE
+
+
+def test_few_ok_scores_still_compare_failure_rates() -> None:
+    rng = np.random.default_rng(7)
+    baseline = _sample(_scores(rng, 900, 0.8), partitions=3)
+    result = compare(baseline, _sample(_scores(rng, 10, 0.8), failed=90))
+    assert result.verdict is Verdict.FAILURE_RATE_UP
+    assert "mean not compared: 10 ok scores, 30 needed" in result.detail
+
+
+def test_bootstrap_and_normal_intervals_agree_on_large_samples() -> None:
+    rng = np.random.default_rng(8)
+    baseline, current = _scores(rng, 3000, 0.6), _scores(rng, 2000, 0.55)
+    boot = mean_difference_interval(baseline, current, bootstrap_limit=10_000, seed=3)
+    normal = mean_difference_interval(baseline, current, bootstrap_limit=100)
+    assert boot == pytest.approx(normal, abs=0.004)
+    assert boot == mean_difference_interval(baseline, current, bootstrap_limit=10_000, seed=3)
+
+
+def test_bootstrap_interval_covers_a_zero_difference_at_about_its_level() -> None:
+    rng = np.random.default_rng(9)
+    covered = 0
+    for trial in range(200):
+        low, high = mean_difference_interval(_scores(rng, 60, 0.5), _scores(rng, 40, 0.5), n_resamples=500, seed=trial)
+        covered += low <= 0 <= high
+    assert 0.88 <= covered / 200 <= 0.99
+
+
+def test_constant_scores_compare_without_errors() -> None:
+    result = compare(_sample(np.ones(100), partitions=4), _sample(np.ones(50)))
+    assert result.verdict is Verdict.STABLE
+    assert result.p_value == 1.0 and result.delta == 0.0
+
+
+@pytest.mark.parametrize("bad", [{"confidence": 1.0}, {"min_samples": 1}, {"min_delta": -0.1}])
+def test_thresholds_are_checked(bad: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        DriftThresholds(**bad)  # type: ignore[arg-type]
