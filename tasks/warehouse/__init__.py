@@ -1,8 +1,10 @@
 """Warehouses that receive score tables. One interface, one set of semantics, chosen by URL.
 
-Publishing a partition is one transaction: the partition's rows for the run's metrics and its
-quarantine rows are replaced, and a row is added to ``runs``. Re-running a date replaces, never
-duplicates; a failed publish leaves the previous rows as they were.
+Publishing a partition is one transaction: the partition's rows for the run's metrics, its
+quarantine rows and its trace excerpts are replaced, and a row is added to ``runs``. Re-running a
+date replaces, never duplicates; a failed publish leaves the previous rows as they were. Drift
+results replace a partition's drift rows the same way; alert deliveries are appended to a ledger.
+Every table reads back through ``Warehouse.read``, filtered by date and metric in the backend.
 
 Backends, one module each: ``duckdb`` (embedded default), ``postgres`` (SQLAlchemy 2 + psycopg 3,
 COPY and advisory locks) and ``parquet`` (a Hive-partitioned Parquet lake on S3 or local disk,
@@ -15,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol, cast
 
@@ -24,9 +26,12 @@ import pyarrow as pa
 from tasks.errors import ConfigError
 
 __all__ = [
+    "ALERTS_SCHEMA",
+    "DRIFT_SCHEMA",
     "QUARANTINE_SCHEMA",
     "RUNS_SCHEMA",
     "SCORES_SCHEMA",
+    "TRACES_SCHEMA",
     "VALIDATIONS_SCHEMA",
     "Publication",
     "TableNames",
@@ -102,6 +107,70 @@ VALIDATIONS_SCHEMA = pa.schema(
     ]
 )
 
+# One row per published trace, cut to excerpts (the full trace stays at source_file:source_line): for drill-down
+# from a score to its trace, and for segmenting scores by metadata.
+TRACES_SCHEMA = pa.schema(
+    [
+        ("partition_date", pa.date32()),
+        ("trace_id", pa.string()),
+        ("run_id", pa.string()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("question", pa.string()),
+        ("answer", pa.string()),
+        ("contexts", pa.string()),  # JSON list of {"id", "text", "score"}
+        ("metadata", pa.string()),  # JSON object, as staged
+        ("source_file", pa.string()),
+        ("source_line", pa.int64()),
+    ]
+)
+
+# One row per (partition, metric, segment): the partition's scores against a baseline window of earlier ones.
+DRIFT_SCHEMA = pa.schema(
+    [
+        ("partition_date", pa.date32()),
+        ("metric", pa.string()),
+        ("segment", pa.string()),  # "all" or "<key>=<value>", e.g. "metadata.app=support-bot"
+        ("judge_model", pa.string()),
+        ("prompt_version", pa.string()),
+        ("baseline_start", pa.date32()),
+        ("baseline_end", pa.date32()),
+        ("baseline_partitions", pa.int64()),
+        ("baseline_n", pa.int64()),
+        ("current_n", pa.int64()),
+        ("baseline_mean", pa.float64()),
+        ("current_mean", pa.float64()),
+        ("delta", pa.float64()),
+        ("ci_low", pa.float64()),
+        ("ci_high", pa.float64()),
+        ("p_value", pa.float64()),
+        ("baseline_failure_rate", pa.float64()),
+        ("current_failure_rate", pa.float64()),
+        ("baseline_coverage", pa.float64()),
+        ("current_coverage", pa.float64()),
+        ("verdict", pa.string()),
+        ("detail", pa.string()),
+        ("run_id", pa.string()),
+        ("computed_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+# Append-only ledger, one row per delivery outcome: what was alerted where, so an alert is not sent twice.
+ALERTS_SCHEMA = pa.schema(
+    [
+        ("alert_key", pa.string()),
+        ("partition_date", pa.date32()),
+        ("metric", pa.string()),
+        ("segment", pa.string()),
+        ("verdict", pa.string()),
+        ("channel", pa.string()),
+        ("status", pa.string()),
+        ("attempts", pa.int64()),
+        ("error", pa.string()),
+        ("sent_at", pa.timestamp("us", tz="UTC")),
+        ("run_id", pa.string()),
+    ]
+)
+
 
 @dataclass(frozen=True)
 class Publication:
@@ -113,16 +182,21 @@ class Publication:
     quarantine: pa.Table
     run: pa.Table
     validations: pa.Table = field(default_factory=VALIDATIONS_SCHEMA.empty_table)
+    traces: pa.Table = field(default_factory=TRACES_SCHEMA.empty_table)
 
 
 class Warehouse(Protocol):
     """A score-table destination.
 
     ``publish`` is atomic and idempotent per (partition, metric): it replaces the partition's
-    scores for the publication's metrics and its quarantine rows, and appends the run and its
-    validation results. ``record_validations`` appends validation results of a run that
+    scores for the publication's metrics, its quarantine rows and its traces, and appends the run
+    and its validation results. ``record_validations`` appends validation results of a run that
     published nothing (its output failed validation), leaving every other table untouched.
-    ``url`` never carries a password.
+    ``publish_drift`` replaces a partition's drift rows as a whole, atomically; ``record_alerts``
+    appends to the alert ledger. ``read`` returns a table's rows with
+    ``start <= partition_date <= end`` (either bound optional), only ``metrics`` when given,
+    projected to ``columns``, typed by the table's schema; a warehouse or table that does not exist
+    yet reads as empty, and reading never creates anything. ``url`` never carries a password.
     """
 
     url: str
@@ -130,6 +204,20 @@ class Warehouse(Protocol):
     def publish(self, publication: Publication) -> None: ...
 
     def record_validations(self, validations: pa.Table) -> None: ...
+
+    def publish_drift(self, partition_date: dt.date, drift: pa.Table) -> None: ...
+
+    def record_alerts(self, alerts: pa.Table) -> None: ...
+
+    def read(
+        self,
+        table: str,
+        *,
+        start: dt.date | None = None,
+        end: dt.date | None = None,
+        columns: Sequence[str] | None = None,
+        metrics: Sequence[str] | None = None,
+    ) -> pa.Table: ...
 
 
 # Lower-case only (PostgreSQL folds unquoted names) and short enough for index names derived from it.
@@ -146,6 +234,9 @@ class TableNames:
     quarantine: str = "quarantine"
     runs: str = "runs"
     validations: str = "validations"
+    traces: str = "traces"
+    drift: str = "drift"
+    alerts: str = "alerts"
     meta: str = "ragpulse_schema"
 
     def __post_init__(self) -> None:

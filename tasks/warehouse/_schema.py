@@ -6,16 +6,26 @@ or rejected the same way everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import datetime as dt
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tasks.errors import WarehouseError
-from tasks.warehouse import QUARANTINE_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, VALIDATIONS_SCHEMA
+from tasks.errors import ConfigError, WarehouseError
+from tasks.warehouse import (
+    ALERTS_SCHEMA,
+    DRIFT_SCHEMA,
+    QUARANTINE_SCHEMA,
+    RUNS_SCHEMA,
+    SCORES_SCHEMA,
+    TRACES_SCHEMA,
+    VALIDATIONS_SCHEMA,
+)
 
 __all__ = [
+    "ALERT_STATUSES",
     "JUDGE_RUN_COLUMNS",
     "META",
     "MIGRATIONS",
@@ -23,9 +33,14 @@ __all__ = [
     "SCHEMA_VERSION",
     "STATUSES",
     "TABLES",
+    "VERDICTS",
     "AddColumn",
+    "AddTable",
     "Check",
+    "Migration",
+    "Query",
     "TableSpec",
+    "check_partition",
     "completes_version",
     "conform",
     "pending_migrations",
@@ -36,6 +51,17 @@ __all__ = [
 STATUSES = ("ok", "not_applicable", "failed")
 # Filled by the warehouse as the run's rows become visible: orders re-runs of a partition by commit, not by finish.
 PUBLISHED_AT = "published_at"
+# Drift verdicts and alert delivery outcomes; a new one needs a migration of its check.
+VERDICTS = (
+    "stable",
+    "degraded",
+    "improved",
+    "failure_rate_up",
+    "coverage_down",
+    "insufficient_data",
+    "no_baseline",
+)
+ALERT_STATUSES = ("sent", "failed")
 # Judge columns of runs: NULL for runs without judge metrics and for rows written before schema v3.
 JUDGE_RUN_COLUMNS = frozenset({"judge_model", "judge_usage", "estimated_cost_usd"})
 
@@ -83,16 +109,30 @@ class AddColumn:
         return TABLES[self.table].schema.field(self.column)
 
 
+@dataclass(frozen=True)
+class AddTable:
+    """Schema version ``version`` added table ``table``; an existing warehouse starts it empty."""
+
+    version: int
+    table: str
+
+
+Migration = AddColumn | AddTable
+
+
+def _in(column: str, values: tuple[str, ...]) -> Check:
+    """``column IN (values)``, in SQL and in pyarrow."""
+    listed = ", ".join(f"'{value}'" for value in values)
+    return Check(f"{column} IN ({listed})", lambda t: pc.is_in(t[column], value_set=pa.array(values)))
+
+
 TABLES: dict[str, TableSpec] = {
     "scores": TableSpec(
         "scores",
         SCORES_SCHEMA,
         frozenset({"partition_date", "trace_id", "metric", "status", "metric_version", "run_id", "computed_at"}),
         checks=(
-            Check(
-                "status IN ('ok', 'not_applicable', 'failed')",
-                lambda t: pc.is_in(t["status"], value_set=pa.array(STATUSES)),
-            ),
+            _in("status", STATUSES),
             Check(
                 "(status = 'ok') = (value IS NOT NULL)",
                 lambda t: pc.equal(pc.equal(t["status"], "ok"), pc.is_valid(t["value"])),
@@ -117,6 +157,36 @@ TABLES: dict[str, TableSpec] = {
         VALIDATIONS_SCHEMA,
         frozenset({"run_id", "partition_date", "suite", "expectation", "success", "validated_at"}),
     ),
+    "traces": TableSpec(
+        "traces",
+        TRACES_SCHEMA,
+        frozenset({"partition_date", "trace_id", "run_id", "source_file", "source_line"}),
+        partition_index="brin",
+    ),
+    "drift": TableSpec(
+        "drift",
+        DRIFT_SCHEMA,
+        frozenset(
+            {
+                "partition_date",
+                "metric",
+                "segment",
+                "baseline_partitions",
+                "baseline_n",
+                "current_n",
+                "verdict",
+                "run_id",
+                "computed_at",
+            }
+        ),
+        checks=(_in("verdict", VERDICTS),),
+    ),
+    "alerts": TableSpec(
+        "alerts",
+        ALERTS_SCHEMA,
+        frozenset(ALERTS_SCHEMA.names) - {"error"},
+        checks=(_in("status", ALERT_STATUSES),),
+    ),
 }
 
 # The schema version table of SQL backends: one row per version applied.
@@ -127,18 +197,23 @@ META = TableSpec(
     partition_index="",
 )
 
-# Additive only: a column is added as NULL for existing rows, nothing is rewritten or dropped in SQL.
-MIGRATIONS: tuple[AddColumn, ...] = (
+# Additive only: a column is added as NULL for existing rows, a table starts empty; nothing is rewritten or dropped
+# in SQL.
+MIGRATIONS: tuple[Migration, ...] = (
     AddColumn(2, "runs", PUBLISHED_AT),
     # v3: which judge and prompt produced a score, and what the run's judge calls cost.
     AddColumn(3, "scores", "judge_model"),
     AddColumn(3, "scores", "prompt_version"),
     *(AddColumn(3, "runs", column) for column in sorted(JUDGE_RUN_COLUMNS)),
+    # v4: drift monitoring: trace excerpts to segment and drill into, drift results, the alert ledger.
+    AddTable(4, "traces"),
+    AddTable(4, "drift"),
+    AddTable(4, "alerts"),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
 
-def pending_migrations(version: int) -> tuple[AddColumn, ...]:
+def pending_migrations(version: int) -> tuple[Migration, ...]:
     """Migrations a warehouse at ``version`` still needs; refuses a warehouse newer than this code."""
     if version > SCHEMA_VERSION:
         raise WarehouseError(
@@ -147,7 +222,7 @@ def pending_migrations(version: int) -> tuple[AddColumn, ...]:
     return tuple(m for m in MIGRATIONS if m.version > version)
 
 
-def completes_version(migration: AddColumn) -> bool:
+def completes_version(migration: Migration) -> bool:
     """Whether ``migration`` is the last step of its version: the version is recorded once, after it."""
     later = [m for m in MIGRATIONS if m.version == migration.version]
     return later[-1] == migration
@@ -161,6 +236,75 @@ def conform(spec: TableSpec, table: pa.Table) -> pa.Table:
     if missing or unexpected:
         raise WarehouseError(f"{spec.key} rows do not match its schema: missing {missing}, unexpected {unexpected}")
     return table.select(target.names).cast(target)
+
+
+def check_partition(spec: TableSpec, rows: pa.Table, day: dt.date) -> None:
+    """Refuse rows of another partition than ``day``: a replace of one partition must not touch another."""
+    if rows.num_rows and not pc.all(pc.equal(rows["partition_date"], pa.scalar(day, pa.date32()))).as_py():
+        raise WarehouseError(f"{spec.key} rows of another partition than dt={day}; nothing was written")
+
+
+@dataclass(frozen=True)
+class Query:
+    """A checked ``Warehouse.read`` request: which table, dates (inclusive, either open), columns and metrics."""
+
+    spec: TableSpec
+    start: dt.date | None
+    end: dt.date | None
+    columns: tuple[str, ...]
+    metrics: tuple[str, ...] | None
+
+    @classmethod
+    def of(
+        cls,
+        table: str,
+        *,
+        start: dt.date | None,
+        end: dt.date | None,
+        columns: Sequence[str] | None,
+        metrics: Sequence[str] | None,
+    ) -> Query:
+        spec = TABLES.get(table)
+        if spec is None:
+            raise ConfigError(f"unknown warehouse table {table!r}; use one of {sorted(TABLES)}")
+        # A bare string would be taken as a sequence of one-letter metrics.
+        if isinstance(metrics, str) or isinstance(columns, str):
+            raise ConfigError("columns and metrics are sequences of names, not one string")
+        names = tuple(columns) if columns is not None else tuple(spec.schema.names)
+        unknown = sorted(set(names) - set(spec.schema.names))
+        if unknown:
+            raise ConfigError(f"table {table!r} has no column(s) {unknown}; its columns are {spec.schema.names}")
+        if metrics is not None and "metric" not in spec.schema.names:
+            raise ConfigError(f"table {table!r} has no metric column to filter by")
+        return cls(spec, start, end, names, tuple(metrics) if metrics is not None else None)
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The result's schema: the table's columns, in the order asked for."""
+        return pa.schema([self.spec.schema.field(name) for name in self.columns])
+
+    def empty(self) -> pa.Table:
+        return self.schema.empty_table()
+
+    def filter(self) -> pc.Expression | None:
+        """The row filter as a pyarrow expression, for Parquet readers to push down; None for all rows."""
+        conditions = []
+        if self.start is not None:
+            conditions.append(pc.field("partition_date") >= pa.scalar(self.start, pa.date32()))
+        if self.end is not None:
+            conditions.append(pc.field("partition_date") <= pa.scalar(self.end, pa.date32()))
+        if self.metrics is not None:
+            conditions.append(pc.field("metric").isin(pa.array(self.metrics, pa.string())))
+        if not conditions:
+            return None
+        expression = conditions[0]
+        for condition in conditions[1:]:
+            expression = expression & condition
+        return expression
+
+    def covers(self, day: dt.date) -> bool:
+        """Whether partition ``day`` is in the date range."""
+        return (self.start is None or day >= self.start) and (self.end is None or day <= self.end)
 
 
 def violation(spec: TableSpec, table: pa.Table) -> str | None:

@@ -29,6 +29,7 @@ from tasks.warehouse._schema import (
     PUBLISHED_AT,
     SCHEMA_VERSION,
     TABLES,
+    AddColumn,
     TableSpec,
     completes_version,
     conform,
@@ -180,10 +181,11 @@ class SqlWarehouse(abc.ABC):
                 conn.execute(meta.insert().values(version=SCHEMA_VERSION, applied_at=sa.func.current_timestamp()))
                 return
             preparer = conn.dialect.identifier_preparer
+            # Tables a migration adds were created above, at their current shape.
             for migration in pending_migrations(version):
                 table = self._tables[migration.table]
                 present = {c["name"] for c in sa.inspect(conn).get_columns(table.name, schema=self.schema)}
-                if migration.column not in present:
+                if isinstance(migration, AddColumn) and migration.column not in present:
                     column_type = _TYPES[migration.field.type].compile(dialect=conn.dialect)
                     conn.execute(
                         sa.text(

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -17,8 +21,12 @@ from tasks.warehouse._schema import (
     PUBLISHED_AT,
     SCHEMA_VERSION,
     TABLES,
+    AddColumn,
+    Query,
     TableSpec,
+    check_partition,
     completes_version,
+    conform,
     pending_migrations,
 )
 
@@ -50,7 +58,8 @@ def _create_table(spec: TableSpec, name: str) -> str:
     return f"CREATE TABLE IF NOT EXISTS {_quote(name)} ({', '.join(parts)})"
 
 
-# One writer per process; DuckDB's file lock keeps other processes out.
+# One writer per process; DuckDB's file lock keeps other processes out. Reads take it too: DuckDB refuses a
+# read-only connection to a file this process has open for writing.
 _WRITE_LOCK = threading.Lock()
 _LOCK_WAIT_SECONDS = 30.0
 
@@ -90,7 +99,7 @@ class DuckDBWarehouse:
                 time.sleep(0.5)
 
     def publish(self, publication: Publication) -> None:
-        """Replace the partition's rows for the run's metrics and its quarantine rows, in one transaction."""
+        """Replace the partition's rows for the run's metrics, its quarantine rows and traces, in one transaction."""
         with _WRITE_LOCK:
             con = self.connect()
             try:
@@ -109,8 +118,99 @@ class DuckDBWarehouse:
             finally:
                 con.close()
 
+    def publish_drift(self, partition_date: dt.date, drift: pa.Table) -> None:
+        """Replace the partition's drift rows as a whole, in one transaction."""
+        rows = conform(TABLES["drift"], drift)
+        check_partition(TABLES["drift"], rows, partition_date)
+        with self._writing(f"publishing drift of dt={partition_date}") as con:
+            con.register("incoming_drift", rows)
+            con.execute(f"DELETE FROM {self._table('drift')} WHERE partition_date = ?", [partition_date])
+            con.execute(f"INSERT INTO {self._table('drift')} BY NAME SELECT * FROM incoming_drift")
+
+    def record_alerts(self, alerts: pa.Table) -> None:
+        """Append delivery outcomes to the alert ledger."""
+        rows = conform(TABLES["alerts"], alerts)
+        with self._writing("recording alerts") as con:
+            con.register("incoming_alerts", rows)
+            con.execute(f"INSERT INTO {self._table('alerts')} BY NAME SELECT * FROM incoming_alerts")
+
+    def read(
+        self,
+        table: str,
+        *,
+        start: dt.date | None = None,
+        end: dt.date | None = None,
+        columns: Sequence[str] | None = None,
+        metrics: Sequence[str] | None = None,
+    ) -> pa.Table:
+        """The table's rows in the date range (and of ``metrics``), filtered by DuckDB; never creates the file."""
+        query = Query.of(table, start=start, end=end, columns=columns, metrics=metrics)
+        with _WRITE_LOCK:
+            if not self.path.exists():
+                return query.empty()
+            con = self.connect(read_only=True)
+            try:
+                return self._read(con, query)
+            except duckdb.Error as exc:
+                raise WarehouseError(f"reading {table} from {self.path} failed: {exc}") from exc
+            finally:
+                con.close()
+
+    def _read(self, con: duckdb.DuckDBPyConnection, query: Query) -> pa.Table:
+        name = getattr(self.tables, query.spec.key)
+        present = {
+            row[0]
+            for row in con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = ? AND table_schema = 'main'",
+                [name],
+            ).fetchall()
+        }
+        if not present:
+            return query.empty()
+        # Columns a later migration adds read as NULL from a file that has not been migrated yet.
+        selected = [
+            _quote(f.name) if f.name in present else f"NULL::{_TYPES[f.type]} AS {_quote(f.name)}" for f in query.schema
+        ]
+        conditions: list[str] = ["true"]
+        params: list[Any] = []
+        if query.start is not None:
+            conditions.append("partition_date >= ?")
+            params.append(query.start)
+        if query.end is not None:
+            conditions.append("partition_date <= ?")
+            params.append(query.end)
+        if query.metrics is not None:
+            conditions.append("list_contains(?, metric)")
+            params.append(list(query.metrics))
+        result = con.sql(
+            f"SELECT {', '.join(selected)} FROM {_quote(name)} WHERE {' AND '.join(conditions)}", params=params
+        ).to_arrow_table()
+        return result.cast(query.schema)
+
     def _table(self, key: str) -> str:
         return _quote(getattr(self.tables, key))
+
+    @contextmanager
+    def _writing(self, action: str) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection inside one transaction, committed if the block succeeds; DuckDB errors become
+        WarehouseError after a rollback."""
+        with _WRITE_LOCK:
+            con = self.connect()
+            try:
+                self._ensure_schema(con)
+                con.execute("BEGIN TRANSACTION")
+                try:
+                    yield con
+                except duckdb.Error as exc:
+                    # Roll back explicitly: COMMIT after an error would silently roll back in DuckDB 2.
+                    con.execute("ROLLBACK")
+                    raise WarehouseError(f"{action} on {self.path} failed, previous rows kept: {exc}") from exc
+                except BaseException:
+                    con.execute("ROLLBACK")
+                    raise
+                con.execute("COMMIT")
+            finally:
+                con.close()
 
     def _ensure_schema(self, con: duckdb.DuckDBPyConnection) -> None:
         """Create missing tables at the current shape, then apply the migrations the file has not seen yet."""
@@ -125,11 +225,13 @@ class DuckDBWarehouse:
             if version is None:
                 con.execute(f"INSERT INTO {meta} VALUES (?, now())", [SCHEMA_VERSION])
             else:
+                # Tables a migration adds were created above, at their current shape.
                 for migration in pending_migrations(version):
-                    con.execute(
-                        f"ALTER TABLE {self._table(migration.table)} ADD COLUMN IF NOT EXISTS "
-                        f"{_quote(migration.column)} {_TYPES[migration.field.type]}"
-                    )
+                    if isinstance(migration, AddColumn):
+                        con.execute(
+                            f"ALTER TABLE {self._table(migration.table)} ADD COLUMN IF NOT EXISTS "
+                            f"{_quote(migration.column)} {_TYPES[migration.field.type]}"
+                        )
                     if completes_version(migration):
                         con.execute(f"INSERT INTO {meta} VALUES (?, now())", [migration.version])
                         _log.info("migrated warehouse %s to schema version %d", self.path, migration.version)
@@ -139,9 +241,10 @@ class DuckDBWarehouse:
         con.execute("COMMIT")
 
     def _publish(self, con: duckdb.DuckDBPyConnection, publication: Publication) -> None:
-        scores, quarantine = self._table("scores"), self._table("quarantine")
+        scores, quarantine, traces = self._table("scores"), self._table("quarantine"), self._table("traces")
         con.register("incoming_scores", publication.scores)
         con.register("incoming_quarantine", publication.quarantine)
+        con.register("incoming_traces", conform(TABLES["traces"], publication.traces))
         con.register("incoming_run", publication.run)
         con.register("incoming_validations", publication.validations)
         con.execute("BEGIN TRANSACTION")
@@ -153,6 +256,8 @@ class DuckDBWarehouse:
             con.execute(f"INSERT INTO {scores} BY NAME SELECT * FROM incoming_scores")
             con.execute(f"DELETE FROM {quarantine} WHERE partition_date = ?", [publication.partition_date])
             con.execute(f"INSERT INTO {quarantine} BY NAME SELECT * FROM incoming_quarantine")
+            con.execute(f"DELETE FROM {traces} WHERE partition_date = ?", [publication.partition_date])
+            con.execute(f"INSERT INTO {traces} BY NAME SELECT * FROM incoming_traces")
             con.execute(
                 f"INSERT INTO {self._table('runs')} BY NAME SELECT *, now() AS {PUBLISHED_AT} FROM incoming_run"
             )

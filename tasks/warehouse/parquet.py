@@ -316,8 +316,10 @@ class ParquetLake:
             version = SCHEMA_VERSION
         if version != SCHEMA_VERSION:
             for migration in pending_migrations(version):
-                for day in self.partitions():
-                    self._migrate(day, migration)
+                # A new table needs nothing: manifests without it list no files for it.
+                if isinstance(migration, AddColumn):
+                    for day in self.partitions():
+                        self._migrate(day, migration)
                 _log.info("migrated warehouse %s to schema version %d", self.url, migration.version)
             self._put(path, current)
         self._schema_checked = True

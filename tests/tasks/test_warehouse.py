@@ -247,7 +247,7 @@ def test_a_file_from_the_first_release_is_migrated_in_place(tmp_path: Path) -> N
     after = "SELECT * EXCLUDE (judge_model, prompt_version) FROM scores WHERE run_id = 'r1' ORDER BY ALL"
     assert _rows(path, after) == before
     assert _rows(path, "SELECT run_id, published_at IS NULL FROM runs ORDER BY 1") == [("r1", True), ("r2", False)]
-    assert _rows(path, "SELECT version FROM ragpulse_schema ORDER BY 1") == [(1,), (2,), (3,)]
+    assert _rows(path, "SELECT version FROM ragpulse_schema ORDER BY 1") == [(1,), (2,), (3,), (4,)]
     assert _rows(path, "SELECT DISTINCT judge_model, prompt_version FROM scores") == [(None, None)]
     assert _rows(path, "SELECT count(*) FROM validations") == [(0,)]
 
@@ -256,4 +256,13 @@ def test_table_names_can_carry_a_prefix(tmp_path: Path) -> None:
     warehouse = DuckDBWarehouse(f"duckdb:///{tmp_path}/w.duckdb", tables=TableNames.with_prefix("rp_"))
     _publish(warehouse, _scores(2), "r1", ["m1", "m2"])
     tables = _rows(warehouse.path, "SELECT table_name FROM information_schema.tables ORDER BY 1")
-    assert tables == [("rp_quarantine",), ("rp_ragpulse_schema",), ("rp_runs",), ("rp_scores",), ("rp_validations",)]
+    assert [name for (name,) in tables] == [
+        "rp_alerts",
+        "rp_drift",
+        "rp_quarantine",
+        "rp_ragpulse_schema",
+        "rp_runs",
+        "rp_scores",
+        "rp_traces",
+        "rp_validations",
+    ]

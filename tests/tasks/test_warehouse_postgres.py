@@ -173,11 +173,14 @@ def test_tables_are_created_with_constraints_indexes_and_a_version(schema: str) 
         "quarantine_partition_date_idx": False,
         "runs_partition_date_idx": False,
         "validations_partition_date_idx": False,
+        "traces_partition_date_idx": True,
+        "drift_partition_date_idx": False,
+        "alerts_partition_date_idx": False,
     }
     checks = _query(
         "SELECT conname FROM pg_constraint WHERE contype = 'c' AND connamespace = %s::regnamespace", schema, (schema,)
     )
-    assert sorted(checks) == [("scores_check0",), ("scores_check1",)]
+    assert sorted(checks) == [("alerts_check0",), ("drift_check0",), ("scores_check0",), ("scores_check1",)]
     assert [row[0] for row in _query("SELECT version FROM ragpulse_schema", schema)] == [SCHEMA_VERSION]
 
 
