@@ -1,0 +1,479 @@
+"""The HTML report: aggregation, ranking, the baseline band, escaping, edge cases, and the page in a real browser."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import subprocess
+from dataclasses import dataclass, field, replace
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from tasks.html_report import (
+    MetricPoint,
+    ReportData,
+    _band,
+    aggregate,
+    build_report,
+    render_report,
+    worst_traces,
+    write_report,
+)
+from tasks.warehouse import open_warehouse
+
+CHROMIUM = Path("/usr/bin/chromium")
+# Read at import: the autouse clean_environ fixture drops RAGPULSE_* variables before each test runs.
+REQUIRE_BROWSER = os.environ.get("RAGPULSE_REQUIRE_BROWSER") == "1"
+
+SCRIPT = "<script>alert(1)</script>"
+DATES = [dt.date(2026, 11, d) for d in (1, 2, 3, 5, 6, 7)]  # 4 Nov missing: the x axis keeps the gap
+METRICS = ["answer_f1", "document_mrr", "faithfulness"]
+NOW = dt.datetime(2026, 11, 8, 6, 0, tzinfo=dt.UTC)
+
+
+# ---------------------------------------------------------------- a small DOM
+
+
+@dataclass
+class Node:
+    tag: str
+    attrs: dict[str, str]
+    children: list[Node] = field(default_factory=list)
+    text: str = ""
+
+    def find_all(self, tag: str, **attrs: str) -> list[Node]:
+        """Descendants with ``tag`` whose attributes match; ``class_`` matches one class among several."""
+        found = []
+        for child in self.children:
+            if child.tag == tag and all(
+                value in child.attrs.get("class", "").split() if name == "class_" else child.attrs.get(name) == value
+                for name, value in attrs.items()
+            ):
+                found.append(child)
+            found.extend(child.find_all(tag, **attrs))
+        return found
+
+    def all_text(self) -> str:
+        return self.text + "".join(child.all_text() for child in self.children)
+
+
+class _TreeBuilder(HTMLParser):
+    VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.root = Node("#document", {})
+        self.stack = [self.root]
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        node = Node(tag, {name: value or "" for name, value in attrs})
+        self.stack[-1].children.append(node)
+        if tag not in self.VOID:
+            self.stack.append(node)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.stack[-1].children.append(Node(tag, {name: value or "" for name, value in attrs}))
+
+    def handle_endtag(self, tag: str) -> None:
+        for i in range(len(self.stack) - 1, 0, -1):
+            if self.stack[i].tag == tag:
+                del self.stack[i:]
+                return
+
+    def handle_data(self, data: str) -> None:
+        self.stack[-1].children.append(Node("#text", {}, text=data))
+
+
+def parse(page: str) -> Node:
+    builder = _TreeBuilder()
+    builder.feed(page)
+    builder.close()
+    return builder.root
+
+
+# ---------------------------------------------------------------- synthetic warehouse contents
+
+
+def _value(date_index: int, metric_index: int, trace: int) -> float:
+    """Deterministic scores in [0, 1]; answer_f1 drops on the last partition."""
+    base = 0.55 + 0.1 * metric_index + 0.02 * ((trace * 7 + date_index * 3) % 10)
+    if metric_index == 0 and date_index == len(DATES) - 1:
+        base -= 0.3
+    return round(min(base, 1.0), 4)
+
+
+def scores_table(dates: list[dt.date] = DATES, n_traces: int = 10) -> pa.Table:
+    """Score rows in the scores schema: faithfulness failed for trace 9, not applicable for trace 8."""
+    rows = []
+    for di, date in enumerate(dates):
+        for mi, metric in enumerate(METRICS):
+            for t in range(n_traces):
+                status = "ok"
+                if metric == "faithfulness" and t == 9:
+                    status = "failed"
+                elif metric == "faithfulness" and t == 8:
+                    status = "not_applicable"
+                value = _value(di, mi, t) if status == "ok" else None
+                if t == 0 and di == len(dates) - 1 and status == "ok":
+                    value = 0.01  # the trace with the script in its question is the worst
+                rows.append(
+                    {
+                        "partition_date": date,
+                        "trace_id": f"t-{di}-{t}",
+                        "metric": metric,
+                        "value": value,
+                        "status": status,
+                        "reason": {"failed": "rate_limited_after_6_retries", "not_applicable": "no_answer"}.get(status),
+                        "metric_version": "1.0.0",
+                        "run_id": f"run-{date}",
+                        "computed_at": NOW,
+                        "judge_model": "judge-test" if metric == "faithfulness" else None,
+                        "prompt_version": "1" if metric == "faithfulness" else None,
+                    }
+                )
+    return pa.Table.from_pylist(rows)
+
+
+def traces_table(date: dt.date, di: int, n_traces: int = 10) -> pa.Table:
+    rows = [
+        {
+            "partition_date": date,
+            "trace_id": f"t-{di}-{t}",
+            "question": SCRIPT if t == 0 else f"question {t} about <b>bold</b> & more",
+            "answer": f'answer {t} "quoted" </details><img src=x onerror=alert(2)>',
+            "contexts": json.dumps([{"id": f"doc-{t}", "text": f"context {t} </script>", "score": 0.5}]),
+            "metadata": json.dumps({"app": "bot"}),
+            "run_id": f"run-{date}",
+            "timestamp": NOW,
+            "source_file": f"dt={date}/part-0.jsonl",
+            "source_line": t + 1,
+        }
+        for t in range(n_traces)
+    ]
+    return pa.Table.from_pylist(rows)
+
+
+def drift_rows() -> list[dict[str, object]]:
+    """answer_f1 degraded on the last partition, document_mrr improved on the 5th, bands from the 4th on."""
+    rows: list[dict[str, object]] = []
+    for di, date in enumerate(DATES[3:], start=3):
+        for metric in METRICS:
+            verdict = "stable"
+            current, baseline = 0.66, 0.66
+            if metric == "answer_f1" and date == DATES[-1]:
+                verdict, current = "degraded", 0.36
+            if metric == "document_mrr" and di == 4:
+                verdict = "improved"
+            delta = current - baseline
+            rows.append(
+                {
+                    "partition_date": date,
+                    "metric": metric,
+                    "segment": "all",
+                    "judge_model": None,
+                    "prompt_version": None,
+                    "baseline_start": DATES[0],
+                    "baseline_end": DATES[di - 1],
+                    "baseline_partitions": di,
+                    "baseline_n": 10 * di,
+                    "current_n": 10,
+                    "baseline_mean": baseline,
+                    "current_mean": current,
+                    "delta": delta,
+                    "ci_low": delta - 0.05,
+                    "ci_high": delta + 0.07,
+                    "p_value": 0.001 if verdict != "stable" else 0.6,
+                    "baseline_failure_rate": 0.0,
+                    "current_failure_rate": 0.0,
+                    "baseline_coverage": 1.0,
+                    "current_coverage": 1.0,
+                    "verdict": verdict,
+                    "detail": f"{metric} <em>detail</em>",
+                    "run_id": f"drift-{date}",
+                    "computed_at": NOW,
+                }
+            )
+    rows.append({**rows[-1], "segment": "metadata.app=bot", "verdict": "insufficient_data"})
+    return rows
+
+
+def report_data(n_worst: int = 5) -> ReportData:
+    scores = scores_table()
+    latest = scores.filter(pc.equal(scores["partition_date"], DATES[-1]))
+    return ReportData(
+        warehouse="duckdb:///scores.duckdb",
+        start=DATES[-1] - dt.timedelta(days=29),
+        end=DATES[-1],
+        generated_at=NOW,
+        points=aggregate(scores),
+        drift=drift_rows(),
+        worst=worst_traces(latest, traces_table(DATES[-1], len(DATES) - 1), n=n_worst),
+        judge_models=["judge-test"],
+    )
+
+
+def publish_warehouse(url: str) -> None:
+    """Publish the synthetic partitions, their traces and drift rows through the warehouse API."""
+    from tasks.warehouse import DRIFT_SCHEMA, QUARANTINE_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, TRACES_SCHEMA, Publication
+
+    warehouse = open_warehouse(url)
+    scores = scores_table()
+    drift = pa.Table.from_pylist(drift_rows(), DRIFT_SCHEMA)
+    for di, date in enumerate(DATES):
+        run = (
+            {name: None for name in RUNS_SCHEMA.names}
+            | {
+                "run_id": f"run-{date}",
+                "partition_date": date,
+                "source": "file:///traces",
+                "config_hash": "c0ffee",
+                "config": "{}",
+                "metrics": ",".join(METRICS),
+                "started_at": NOW,
+                "finished_at": NOW,
+                "judge_model": "judge-test",
+            }
+            | {name: 10 for name in RUNS_SCHEMA.names if name.startswith("n_")}
+        )
+        warehouse.publish(
+            Publication(
+                partition_date=date,
+                metrics=METRICS,
+                scores=scores.filter(pc.equal(scores["partition_date"], date)).cast(SCORES_SCHEMA),
+                quarantine=QUARANTINE_SCHEMA.empty_table(),
+                run=pa.Table.from_pylist([run], RUNS_SCHEMA),
+                traces=traces_table(date, di).select(TRACES_SCHEMA.names).cast(TRACES_SCHEMA),
+            )
+        )
+        day_drift = drift.filter(pc.equal(drift["partition_date"], date))
+        if day_drift.num_rows:
+            warehouse.publish_drift(date, day_drift)
+
+
+# ---------------------------------------------------------------- unit tests
+
+
+def test_aggregate_counts_rows_and_averages_only_ok_values() -> None:
+    day = dt.date(2026, 1, 1)
+    scores = pa.Table.from_pylist(
+        [
+            {"partition_date": day, "metric": "m", "value": 0.2, "status": "ok"},
+            {"partition_date": day, "metric": "m", "value": 0.6, "status": "ok"},
+            {"partition_date": day, "metric": "m", "value": None, "status": "failed"},
+            {"partition_date": day, "metric": "m", "value": None, "status": "not_applicable"},
+            {"partition_date": day, "metric": "all_failed", "value": None, "status": "failed"},
+        ],
+        schema=pa.schema(
+            [("partition_date", pa.date32()), ("metric", pa.string()), ("value", pa.float64()), ("status", pa.string())]
+        ),
+    )
+    all_failed, m = aggregate(scores)
+    assert (m.n, m.n_ok, m.n_failed) == (4, 2, 1)
+    assert m.mean == pytest.approx(0.4)
+    assert (m.coverage, m.failure_rate) == (0.5, 0.25)
+    assert all_failed.metric == "all_failed" and math.isnan(all_failed.mean) and all_failed.failure_rate == 1.0
+    assert aggregate(scores.slice(0, 0)) == []
+
+
+def test_worst_traces_rank_by_mean_of_ok_scores_or_by_one_metric() -> None:
+    scores = scores_table(DATES[-1:], n_traces=4)
+    traces = traces_table(DATES[-1], 0, n_traces=3)  # t-0-3 has no stored text
+    ranked = worst_traces(scores, traces, n=10)
+    assert ranked[0].trace_id == "t-0-0"
+    assert [t.rank_value for t in ranked] == sorted(t.rank_value for t in ranked)
+    assert {s.metric for s in ranked[0].scores} == set(METRICS)
+    missing = next(t for t in ranked if t.trace_id == "t-0-3")
+    assert missing.question is None and missing.answer is None
+    by_mrr = worst_traces(scores, traces, n=2, metric="document_mrr")
+    mrr = {r["trace_id"]: r["value"] for r in scores.to_pylist() if r["metric"] == "document_mrr"}
+    assert [t.rank_value for t in by_mrr] == sorted(mrr.values())[:2]
+    assert worst_traces(scores, traces, n=0) == []
+
+
+def test_band_holds_the_current_mean_exactly_when_the_interval_holds_zero() -> None:
+    # An asymmetric (bootstrap) interval of the difference: delta -0.10 in [-0.16, -0.01].
+    row = {"baseline_mean": 0.70, "delta": -0.10, "ci_low": -0.16, "ci_high": -0.01}
+    band = _band(row)
+    assert band is not None
+    assert (band.baseline, band.low, band.high) == pytest.approx((0.70, 0.61, 0.76))
+    current = row["baseline_mean"] + row["delta"]
+    assert not band.low <= current <= band.high  # 0 is outside the CI: the mean is outside the band
+    assert _band({**row, "ci_low": math.nan}) is None
+    assert _band({**row, "baseline_mean": None}) is None
+
+
+def test_user_text_is_escaped_and_the_page_has_no_script() -> None:
+    page = render_report(report_data())
+    assert "<script" not in page.lower()
+    assert "<img" not in page and "<b>bold" not in page and "<em>detail" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    dom = parse(page)
+    assert not dom.find_all("script") and not dom.find_all("img")
+    question = dom.find_all("div", class_="question")[0]
+    assert question.all_text() == SCRIPT
+    # Nothing is fetched: no src attributes, no links leaving the page, and a policy forbidding both.
+    assert "default-src 'none'" in page
+    assert all(a.attrs["href"].startswith("#") for a in dom.find_all("a"))
+
+
+def test_one_partition_no_drift_and_a_metric_without_ok_scores() -> None:
+    scores = scores_table(DATES[:1], n_traces=3)
+    failed = [
+        {**r, "value": None, "status": "failed"} if r["metric"] == "faithfulness" else r for r in scores.to_pylist()
+    ]
+    data = ReportData("x.duckdb", DATES[0], DATES[0], NOW, aggregate(pa.Table.from_pylist(failed, scores.schema)))
+    dom = parse(render_report(data))
+    charts = {svg.attrs["data-metric"]: svg for svg in dom.find_all("svg", role="img")}
+    assert sorted(charts) == METRICS
+    assert len(charts["answer_f1"].find_all("circle", class_="point")) == 1
+    assert not charts["answer_f1"].find_all("rect", class_="band")
+    assert not charts["faithfulness"].find_all("polyline")
+    assert "no ok scores" in charts["faithfulness"].all_text()
+    assert "No drift rows" in dom.find_all("section", id="drift")[0].all_text()
+
+
+def test_no_scores_gives_a_clear_page() -> None:
+    page = render_report(ReportData("duckdb:///empty.duckdb", DATES[0], DATES[-1], NOW, []))
+    dom = parse(page)
+    assert "No scores yet" in dom.find_all("section", id="empty")[0].all_text()
+    assert not dom.find_all("svg")
+
+
+def test_metric_points_without_rows_are_nan() -> None:
+    empty = MetricPoint(DATES[0], "m", 0, 0, 0, math.nan)
+    assert math.isnan(empty.coverage) and math.isnan(empty.failure_rate)
+
+
+# ---------------------------------------------------------------- the page in a real browser
+
+
+def _chromium() -> Path:
+    if CHROMIUM.exists():
+        return CHROMIUM
+    if REQUIRE_BROWSER:
+        pytest.fail(f"RAGPULSE_REQUIRE_BROWSER=1 but {CHROMIUM} is missing; apt-get install chromium")
+    pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium); set RAGPULSE_REQUIRE_BROWSER=1 to fail")
+
+
+def dump_dom(page: Path, profile: Path, *extra: str) -> str:
+    """The DOM after Chromium loaded ``page``, headless, offline and with a throwaway profile."""
+    result = subprocess.run(
+        [
+            str(_chromium()),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            *extra,
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return result.stdout
+
+
+@pytest.mark.slow
+def test_report_over_a_warehouse_renders_in_chromium(tmp_path: Path) -> None:
+    url = f"duckdb:///{tmp_path / 'ragpulse.duckdb'}"
+    publish_warehouse(url)
+    page = write_report(url, tmp_path / "out" / "report.html", worst=5)
+    dom = parse(dump_dom(page, tmp_path / "profile"))
+
+    charts = {svg.attrs["data-metric"]: svg for svg in dom.find_all("svg", role="img")}
+    assert sorted(charts) == METRICS
+    for metric, svg in charts.items():
+        points = [p for line in svg.find_all("polyline", class_="trend") for p in line.attrs["points"].split()]
+        assert len(points) == len(DATES), metric
+        assert len(svg.find_all("circle", class_="point")) == len(DATES), metric
+        assert len(svg.find_all("rect", class_="band")) == 3, metric  # drift rows from the 4th partition on
+        assert svg.find_all("title")[0].all_text().startswith(metric)
+    (degraded,) = charts["answer_f1"].find_all("g", class_="drift-marker")
+    assert (degraded.attrs["data-date"], degraded.attrs["data-verdict"]) == (str(DATES[-1]), "degraded")
+    assert "worse" in degraded.attrs["class"].split()
+    (improved,) = charts["document_mrr"].find_all("g", class_="drift-marker")
+    assert (improved.attrs["data-date"], improved.attrs["data-verdict"]) == (str(DATES[4]), "improved")
+    assert not charts["faithfulness"].find_all("g", class_="drift-marker")
+
+    worst = dom.find_all("section", id="worst")[0]
+    rows = worst.find_all("details", class_="trace")
+    assert len(rows) == 5
+    assert rows[0].attrs["data-trace-id"] == "t-5-0"
+    assert rows[0].find_all("div", class_="question")[0].all_text() == SCRIPT
+    assert len(rows[0].find_all("ol", class_="contexts")[0].find_all("li")) == 1
+    assert {tr.find_all("td")[0].all_text() for tr in rows[0].find_all("tbody")[0].find_all("tr")} == set(METRICS)
+
+    drift = dom.find_all("section", id="drift")[0]
+    assert {tr.attrs["data-segment"] for tr in drift.find_all("tr") if "data-segment" in tr.attrs} == {
+        "all",
+        "metadata.app=bot",
+    }
+    failures = dom.find_all("section", id="failures")[0]
+    latest_row = failures.find_all("tr", **{"data-date": str(DATES[-1])})[0]
+    assert "10.0%" in latest_row.all_text()  # faithfulness: 1 failed of 10
+    assert not dom.find_all("script") and not dom.find_all("img")
+
+
+def test_report_data_keeps_segment_for_charts() -> None:
+    """Charts draw the chosen segment's drift rows; the drift table lists all segments."""
+    data = replace(report_data(), segment="metadata.app=bot")
+    dom = parse(render_report(data))
+    assert not dom.find_all("g", class_="drift-marker")
+    assert len(dom.find_all("rect", class_="band")) == 1
+
+
+def test_build_report_reads_the_window_and_metrics_asked_for(tmp_path: Path) -> None:
+    url = f"duckdb:///{tmp_path / 'ragpulse.duckdb'}"
+    publish_warehouse(url)
+    dom = parse(build_report(url, days=3, metrics=["answer_f1", "faithfulness"], rank_metric="answer_f1", worst=2))
+    charts = {svg.attrs["data-metric"]: svg for svg in dom.find_all("svg", role="img")}
+    assert sorted(charts) == ["answer_f1", "faithfulness"]
+    assert [c.attrs["data-date"] for c in charts["answer_f1"].find_all("circle", class_="point")] == [
+        str(d) for d in DATES[-3:]
+    ]
+    assert "judge-test" in dom.find_all("header")[0].all_text()
+    assert [d.attrs["data-trace-id"] for d in dom.find_all("details", class_="trace")] == ["t-5-0", "t-5-5"]
+    earlier = parse(build_report(url, days=2, end=DATES[1]))
+    assert len(earlier.find_all("circle", class_="point")) == 2 * len(METRICS)
+
+
+def test_an_empty_warehouse_gives_a_clear_page_and_creates_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "none.duckdb"
+    page = build_report(f"duckdb:///{db}", end=DATES[-1])
+    assert "No scores yet" in parse(page).find_all("section", id="empty")[0].all_text()
+    assert not db.exists()
+
+
+def test_the_warehouse_password_is_not_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Empty:
+        def read(self, table: str, **_: object) -> pa.Table:
+            return pa.table({"partition_date": pa.array([], pa.date32())})
+
+    monkeypatch.setattr("tasks.html_report.open_warehouse", lambda url: Empty())
+    page = build_report("postgresql://rp:s3cret@db:5432/ragpulse", end=DATES[-1])
+    assert "s3cret" not in page
+    assert "postgresql://rp:***@db:5432/ragpulse" in page
+
+
+def test_a_missing_browser_skips_unless_required(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(globals(), "CHROMIUM", tmp_path / "no-chromium")
+    monkeypatch.setitem(globals(), "REQUIRE_BROWSER", False)
+    with pytest.raises(pytest.skip.Exception, match="not installed"):
+        _chromium()
+    monkeypatch.setitem(globals(), "REQUIRE_BROWSER", True)
+    with pytest.raises(pytest.fail.Exception, match="RAGPULSE_REQUIRE_BROWSER=1"):
+        _chromium()
