@@ -38,17 +38,25 @@ def evaluate_partition(
     judge_base_url: str | None = None,
     judge_config: str | None = None,
     sample_rate: float = 1.0,
+    trace_format: str = "ragpulse",
+    format_options: dict[str, Any] | None = None,
+    partitioning: str = "dt",
+    late_arrival_hours: float = 6.0,
 ) -> RunSummary:
-    """Read ``<source>/dt=<date>/``, score it in cached parallel batches, validate, publish to ``warehouse``.
+    """Read one day of ``source``, score it in cached parallel batches, validate, publish to ``warehouse``.
 
-    Judge metrics need ``judge_model`` (or RAGPULSE_JUDGE_MODEL); without one they are skipped and the
-    run says so. The API key only ever comes from the environment or a Prefect Secret block.
+    The day is ``<source>/dt=<date>/``, or with ``partitioning="event-time"`` the traces whose event time
+    falls on ``date`` (UTC) among files modified up to ``late_arrival_hours`` around it. ``trace_format``
+    reads a tracing tool's export instead of canonical traces, ``format_options`` tunes its field mapping
+    (docs/traces.md). Judge metrics need ``judge_model`` (or RAGPULSE_JUDGE_MODEL); without one they are
+    skipped and the run says so. The API key only ever comes from the environment or a Prefect Secret block.
     """
     settings = RunSettings(
         source=source, warehouse=warehouse, work_dir=work_dir, batch_size=batch_size,
         metrics=tuple(metrics or DEFAULT_METRICS), storage_options=storage_options or {},
         max_failure_rate=max_failure_rate, input_suite=input_suite, output_suite=output_suite,
-        sample_rate=sample_rate, judge_config=judge_config,
+        sample_rate=sample_rate, judge_config=judge_config, trace_format=trace_format,
+        format_options=format_options or {}, partitioning=partitioning, late_arrival_hours=late_arrival_hours,
     )  # fmt: skip
     judge = judge_settings(work_dir, model=judge_model, base_url=judge_base_url)
     options = load_judge_options(judge_config)
@@ -58,10 +66,14 @@ def evaluate_partition(
     outputs = run_dir(work_dir, date, run.run_id)
     docs = local_docs_dir(work_dir, date, run.run_id)
 
-    files = list_partition(source, date, storage_options)
+    files = list_partition(
+        source, date, storage_options, trace_format=settings.trace_format, partitioning=settings.partitioning,
+        late_arrival_hours=settings.late_arrival_hours,
+    )  # fmt: skip
     staged = stage_partition.with_options(result_storage=storage)(
         date, files, staged_url=staged_dir(work_dir, storage_options), batch_size=batch_size,
-        storage_options=storage_options, work_storage_options=storage_options,
+        storage_options=storage_options, work_storage_options=storage_options, trace_format=settings.trace_format,
+        format_options=settings.format_options, partitioning=settings.partitioning,
     )  # fmt: skip
     traces_checked = validate_traces.submit(staged, run, limits or TraceLimits(), input_suite, docs, storage_options)
     scoring = score_batch.with_options(

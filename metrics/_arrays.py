@@ -11,10 +11,11 @@ from numpy.typing import NDArray
 
 from metrics.batch import RelevanceLabels, TraceBatch
 
-__all__ = ["NO_LABELS", "NO_RELEVANT", "RankingArrays", "ranking_arrays"]
+__all__ = ["NO_CONTEXT_TEXT", "NO_LABELS", "NO_RELEVANT", "RankingArrays", "ranking_arrays"]
 
 NO_LABELS = "no_relevance_labels"
 NO_RELEVANT = "no_relevant_context_labelled"
+NO_CONTEXT_TEXT = "no_context_text"
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,12 @@ def ranking_arrays(batch: TraceBatch) -> RankingArrays:
         if by_id is not None:
             keys.append(ids)
             labels.append(by_id)
+        elif by_text is not None and any(text is None for text in texts):
+            keys.append(())  # text labels cannot be matched to contexts logged without text
+            labels.append({})
+            inapplicable[i] = NO_CONTEXT_TEXT
         elif by_text is not None:
-            keys.append(texts)
+            keys.append(texts)  # type: ignore[arg-type]  # no None left here
             labels.append(by_text)
         else:
             keys.append(())

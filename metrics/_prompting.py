@@ -44,6 +44,8 @@ _MISSING: dict[str, str] = {
     "contexts": "no_contexts",
     "reference": "no_reference",
 }
+NO_CONTEXT_TEXT = "no_context_text"
+"""Reason for a trace whose contexts have ids but no text (e.g. OTel GenAI retrieval spans without content)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class Trace:
     answer: str
     contexts: tuple[str, ...]
     reference: str
+    contexts_without_text: int = 0
 
     @classmethod
     def of(cls, batch: TraceBatch, index: int) -> Trace:
@@ -67,24 +70,31 @@ class Trace:
             trace_id=batch.trace_ids[index],
             question=(None if questions is None else questions[index]) or "",
             answer=batch.answers[index] or "",
-            contexts=tuple(batch.context_texts[index]),
+            contexts=tuple(text for text in batch.context_texts[index] if text is not None),
             reference=next((r for r in batch.references[index] if r.strip()), ""),
+            contexts_without_text=sum(text is None for text in batch.context_texts[index]),
         )
 
     def missing(self, *needs: Input) -> str | None:
         """The reason for the first input in ``needs`` this trace lacks, or None when it has them all.
 
-        A blank (or null) question, answer or reference is missing; so is an empty context list.
+        A blank (or null) question, answer or reference is missing; so is an empty context list, and
+        contexts without text (``no_context_text``).
         >>> Trace("q1", "Why?", "  ", (), "").missing("question", "answer", "contexts")
         'no_answer'
+        >>> Trace("q1", "Why?", "Because.", (), "", contexts_without_text=3).missing("question", "contexts")
+        'no_context_text'
         """
         present = {
             "question": bool(self.question.strip()),
             "answer": bool(self.answer.strip()),
-            "contexts": bool(self.contexts),
+            "contexts": bool(self.contexts) and not self.contexts_without_text,
             "reference": bool(self.reference.strip()),
         }
-        return next((_MISSING[need] for need in needs if not present[need]), None)
+        for need in needs:
+            if not present[need]:
+                return NO_CONTEXT_TEXT if need == "contexts" and self.contexts_without_text else _MISSING[need]
+        return None
 
 
 def format_contexts(contexts: Sequence[str]) -> str:

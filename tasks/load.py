@@ -1,8 +1,14 @@
-"""Read one date partition of traces in bounded memory and stage it as content-addressed Parquet batches.
+"""Read one day of traces and stage it as content-addressed Parquet batches.
 
 Staging validates every record once: good records go into batches of ``batch_size`` rows, bad
 ones into the quarantine list with file, line and reason. Scoring tasks then read their batch
 from the staging area, so no task ever holds a whole partition.
+
+Canonical traces are streamed line by line in bounded memory. Other formats (tasks/adapters) log a
+request as many spans, possibly in different files, so their spans are grouped by trace id first:
+staging holds the day's spans, projected to the fields assembly reads (ids, kind, start, question,
+answer, documents, model, token counts), until every file is read, then assembles and writes the
+traces batch by batch.
 """
 
 from __future__ import annotations
@@ -24,11 +30,20 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
 
+import tasks.adapters
 from metrics.errors import InvalidRecordError
 from tasks import traces
 from tasks._fingerprint import code_fingerprint, digest
 from tasks._retry import IO_RETRIES
-from tasks.storage import SourceFile, filesystem, list_partition_files, storage_errors
+from tasks.adapters import Adapter, AdapterOptions, Span, adapter_for, assemble, parse_options
+from tasks.storage import (
+    TRACE_SUFFIXES,
+    NoTraceFilesError,
+    SourceFile,
+    filesystem,
+    list_partition_files,
+    storage_errors,
+)
 from tasks.traces import STAGED_SCHEMA, parse_record
 
 __all__ = ["BatchRef", "QuarantinedRecord", "StagedPartition", "list_partition", "stage_partition", "stage_records"]
@@ -63,6 +78,10 @@ class StagedPartition:
     files: list[SourceFile]
     batches: list[BatchRef]
     quarantined: list[QuarantinedRecord] = field(default_factory=list)
+    n_other_days: int = 0
+    """Traces read but left out because their event time is on another day (event-time partitioning)."""
+    n_duplicate_spans: int = 0
+    """Span records seen again (overlapping export windows); the later copy was kept."""
 
     @property
     def n_valid(self) -> int:
@@ -70,18 +89,77 @@ class StagedPartition:
 
 
 @task(name="list-partition", cache_policy=NO_CACHE, persist_result=False, **IO_RETRIES)
-def list_partition(source: str, date: dt.date, storage_options: dict[str, Any] | None = None) -> list[SourceFile]:
-    """List the partition's trace files (never cached: new files must be seen)."""
-    files = list_partition_files(source, date, storage_options)
-    get_run_logger().info("dt=%s: %d trace files, %d bytes", date, len(files), sum(f.size for f in files))
+def list_partition(
+    source: str,
+    date: dt.date,
+    storage_options: dict[str, Any] | None = None,
+    *,
+    trace_format: str = "ragpulse",
+    partitioning: str = "dt",
+    late_arrival_hours: float = 0.0,
+) -> list[SourceFile]:
+    """List the day's trace files (never cached: new files must be seen); see ``select_source_files``."""
+    files = select_source_files(
+        source,
+        date,
+        storage_options,
+        trace_format=trace_format,
+        partitioning=partitioning,
+        late_arrival_hours=late_arrival_hours,
+    )
+    get_run_logger().info("%s: %d trace files, %d bytes", date, len(files), sum(f.size for f in files))
     return files
+
+
+def select_source_files(
+    source: str,
+    date: dt.date,
+    storage_options: Mapping[str, Any] | None = None,
+    *,
+    trace_format: str = "ragpulse",
+    partitioning: str = "dt",
+    late_arrival_hours: float = 0.0,
+) -> list[SourceFile]:
+    """The day's files: the ``dt=`` folder or the event-time window; an adapter may narrow them (Langfuse
+    keeps only files that a complete run's manifest lists). Canonical ``dt=`` folders are not recursed."""
+    adapter = adapter_for(trace_format)
+    suffixes = TRACE_SUFFIXES if adapter is None or adapter.select_files is None else (*TRACE_SUFFIXES, ".json")
+    files = list_partition_files(
+        source,
+        date,
+        storage_options,
+        partitioning=partitioning,
+        late_arrival_hours=late_arrival_hours,
+        recursive=adapter is not None,
+        suffixes=suffixes,
+    )
+    if adapter is None or adapter.select_files is None:
+        return files
+    selected = adapter.select_files(files, storage_options)
+    if not selected:
+        raise NoTraceFilesError(
+            source, date, f"no complete {adapter.name} export run (no manifests/*.json listing files)"
+        )
+    return selected
 
 
 def _stage_key(context: TaskRunContext, params: dict[str, Any]) -> str:
     files = params["files"]
     identity = [(f.url, f.size, f.version) for f in files]
+    trace_format = params.get("trace_format", "ragpulse")
+    options = parse_options(trace_format, params.get("format_options")).to_dict()
+    # Under event-time partitioning one file can feed two days, so the day is part of the key.
+    partitioning = params.get("partitioning", "dt")
+    day = params["date"].isoformat() if partitioning == "event-time" else ""
     return "stage-partition-" + digest(
-        identity, params["batch_size"], params["staged_url"], code_fingerprint(sys.modules[__name__], traces)
+        identity,
+        params["batch_size"],
+        params["staged_url"],
+        trace_format,
+        json.dumps(options, sort_keys=True),
+        partitioning,
+        day,
+        code_fingerprint(sys.modules[__name__], traces, tasks.adapters),
     )
 
 
@@ -94,8 +172,12 @@ def stage_partition(
     batch_size: int,
     storage_options: dict[str, Any] | None = None,
     work_storage_options: dict[str, Any] | None = None,
+    trace_format: str = "ragpulse",
+    format_options: dict[str, Any] | None = None,
+    partitioning: str = "dt",
 ) -> StagedPartition:
-    """Validate and stage every record of the partition; cached on the files' identities (URL, size, ETag)."""
+    """Validate and stage every trace of the day; cached on the files' identities (URL, size, ETag), the
+    format and its options, and the code."""
     staged = stage_records(
         date,
         files,
@@ -103,13 +185,20 @@ def stage_partition(
         batch_size=batch_size,
         storage_options=storage_options,
         work_storage_options=work_storage_options,
+        trace_format=trace_format,
+        format_options=format_options,
+        partitioning=partitioning,
     )
     get_run_logger().info(
-        "dt=%s: staged %d traces in %d batches, quarantined %d records",
+        "%s (%s): staged %d traces in %d batches, quarantined %d records, %d traces of other days left out, "
+        "%d duplicate spans",
         date,
+        trace_format,
         staged.n_valid,
         len(staged.batches),
         len(staged.quarantined),
+        staged.n_other_days,
+        staged.n_duplicate_spans,
     )
     return staged
 
@@ -122,23 +211,109 @@ def stage_records(
     batch_size: int,
     storage_options: Mapping[str, Any] | None = None,
     work_storage_options: Mapping[str, Any] | None = None,
+    trace_format: str = "ragpulse",
+    format_options: Mapping[str, Any] | None = None,
+    partitioning: str = "dt",
 ) -> StagedPartition:
-    """The body of ``stage_partition``, callable without Prefect."""
+    """The body of ``stage_partition``, callable without Prefect.
+
+    Under ``event-time`` partitioning only traces whose timestamp lies in [date 00:00, date+1 00:00) UTC
+    are staged; the others belong to another day's run and are counted, not quarantined.
+    """
+    adapter = adapter_for(trace_format)
+    options = parse_options(trace_format, format_options)
+    day = _day_filter(date) if partitioning == "event-time" else None
     writer = _BatchWriter(staged_url, batch_size, work_storage_options)
+    if adapter is not None:
+        return _stage_spans(date, files, adapter, options, day, writer, storage_options)
     quarantined: list[QuarantinedRecord] = []
+    other_days = 0
     for source_file in files:
         for line, decoded, raw in _read_records(source_file, storage_options):
             try:
                 if isinstance(decoded, _Undecodable):
                     raise InvalidRecordError(None, "<record>", decoded.reason, location=f"{source_file.url}:{line}")
-                writer.add(parse_record(decoded, source_file=source_file.url, line=line))
+                row = parse_record(decoded, source_file=source_file.url, line=line)
             except InvalidRecordError as exc:
-                quarantined.append(
-                    QuarantinedRecord(
-                        source_file.url, line, exc.record_id, exc.field, exc.reason, raw[:RAW_EXCERPT_CHARS]
-                    )
-                )
-    return StagedPartition(date, files, writer.close(), quarantined)
+                quarantined.append(_quarantine(exc, source_file.url, line, raw))
+                continue
+            if day is not None and not day(row["timestamp"]):
+                other_days += 1
+                continue
+            writer.add(row)
+    return StagedPartition(date, files, writer.close(), quarantined, n_other_days=other_days)
+
+
+def _day_filter(date: dt.date) -> Any:
+    start = dt.datetime.combine(date, dt.time(), tzinfo=dt.UTC)
+    end = start + dt.timedelta(days=1)
+    return lambda moment: moment is not None and start <= moment < end
+
+
+def _quarantine(exc: InvalidRecordError, url: str, line: int, raw: str) -> QuarantinedRecord:
+    return QuarantinedRecord(url, line, exc.record_id, exc.field, exc.reason, raw[:RAW_EXCERPT_CHARS])
+
+
+def _stage_spans(
+    date: dt.date,
+    files: list[SourceFile],
+    adapter: Adapter,
+    options: AdapterOptions,
+    day: Any,
+    writer: _BatchWriter,
+    storage_options: Mapping[str, Any] | None,
+) -> StagedPartition:
+    """Group the spans of every file by trace id (a repeated span id keeps the later copy), then assemble
+    each trace in order of first sight and validate it like a canonical record, located at its first span."""
+    quarantined: list[QuarantinedRecord] = []
+    by_trace: dict[str, dict[str, Span]] = {}
+    first_seen: dict[str, tuple[str, int]] = {}
+    duplicates = 0
+    for source_file in files:
+        for line, decoded, raw in _read_records(source_file, storage_options):
+            try:
+                if isinstance(decoded, _Undecodable):
+                    raise InvalidRecordError(None, "<record>", decoded.reason)
+                for item in adapter.spans(decoded, options):
+                    if isinstance(item, InvalidRecordError):
+                        quarantined.append(_quarantine(item, source_file.url, line, raw))
+                        continue
+                    spans = by_trace.setdefault(item.trace_id, {})
+                    duplicates += item.span_id in spans
+                    spans[item.span_id] = item
+                    first_seen.setdefault(item.trace_id, (source_file.url, line))
+            except InvalidRecordError as exc:
+                quarantined.append(_quarantine(exc, source_file.url, line, raw))
+    other_days = 0
+    for trace_id, spans in by_trace.items():
+        url, line = first_seen[trace_id]
+        raw_trace: dict[str, Any] | None = None
+        try:
+            raw_trace = assemble(trace_id, list(spans.values()), source_format=adapter.name, options=options)
+            row = parse_record(raw_trace, source_file=url, line=line)
+        except InvalidRecordError as exc:
+            # A fragment of a trace that started on another day is that day's, not a broken trace.
+            earliest = min((s.start for s in spans.values() if s.start is not None), default=None)
+            if day is not None and earliest is not None and not day(earliest):
+                other_days += 1
+                continue
+            excerpt = raw_trace if raw_trace is not None else _span_summary(trace_id, spans.values())
+            quarantined.append(_quarantine(exc, url, line, json.dumps(excerpt, default=str)))
+            continue
+        if day is not None and not day(row["timestamp"]):
+            other_days += 1
+            continue
+        writer.add(row)
+    return StagedPartition(
+        date, files, writer.close(), quarantined, n_other_days=other_days, n_duplicate_spans=duplicates
+    )
+
+
+def _span_summary(trace_id: str, spans: Any) -> dict[str, Any]:
+    return {
+        "trace_id": trace_id,
+        "spans": [{"span_id": s.span_id, "parent_id": s.parent_id, "kind": s.kind, "name": s.name} for s in spans],
+    }
 
 
 @dataclass(frozen=True)

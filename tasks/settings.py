@@ -11,11 +11,12 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from metrics import DEFAULT_METRICS, parse_metrics
 from metrics.errors import RagpulseError
+from tasks.adapters import CANONICAL_FORMAT, parse_options
 from tasks.errors import ConfigError
 from tasks.storage import reject_credentials
 
@@ -61,6 +62,18 @@ class RunSettings(BaseSettings):
     storage_options: dict[str, Any] = Field(
         default_factory=dict, description="Extra fsspec options for the source, e.g. endpoint_url for MinIO."
     )
+    trace_format: Literal["ragpulse", "openinference", "otel-genai", "langfuse", "langsmith"] = Field(
+        default=CANONICAL_FORMAT, description="What the source holds: canonical traces or a tracing tool's export."
+    )
+    format_options: dict[str, Any] = Field(
+        default_factory=dict, description="Where an adapter finds question, answer and document fields."
+    )
+    partitioning: Literal["dt", "event-time"] = Field(
+        default="dt", description="dt=YYYY-MM-DD folders, or select the day by each trace's event time."
+    )
+    late_arrival_hours: float = Field(
+        default=6.0, ge=0.0, le=168.0, description="event-time: how long after the day files may still arrive."
+    )
 
     @field_validator("metrics", mode="before")
     @classmethod
@@ -82,10 +95,22 @@ class RunSettings(BaseSettings):
     def _no_secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
         return reject_credentials(value, "storage_options")
 
+    @model_validator(mode="after")
+    def _known_format_options(self) -> RunSettings:
+        try:
+            parse_options(self.trace_format, self.format_options)
+        except RagpulseError as exc:
+            raise ValueError(str(exc)) from exc
+        return self
+
     def fingerprint(self) -> str:
-        """Hash of what can change scores (metric names and versions); stamped on each run."""
-        versions = sorted((request.name, request.version) for request in parse_metrics(self.metrics))
-        return hashlib.sha256(json.dumps(versions).encode()).hexdigest()[:16]
+        """Hash of what can change scores: metric names and versions, and for an adapter format the format and
+        its options (they decide which question, answer and contexts a trace gets)."""
+        versions: list[Any] = sorted((request.name, request.version) for request in parse_metrics(self.metrics))
+        if self.trace_format != CANONICAL_FORMAT:
+            options = parse_options(self.trace_format, self.format_options).to_dict()
+            versions.append(["trace_format", self.trace_format, options])
+        return hashlib.sha256(json.dumps(versions, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _config_file(path: str | os.PathLike[str] | None) -> Path | None:

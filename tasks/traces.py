@@ -153,8 +153,9 @@ def _contexts(value: Any, fail: Any) -> list[dict[str, Any]]:
         context_id, text, score = context.get("id"), context.get("text"), context.get("score")
         if not isinstance(context_id, str) or not context_id:
             raise fail(f"{field}.id", _required("a non-empty string", context_id))
-        if not isinstance(text, str):
-            raise fail(f"{field}.text", _required("a string", text))
+        # Null text: the source logged only ids and scores; metrics that read text say so per trace.
+        if text is not None and not isinstance(text, str):
+            raise fail(f"{field}.text", f"expected a string or null, got {_show(text)}")
         if score is not None and (not isinstance(score, int | float) or isinstance(score, bool) or math.isnan(score)):
             raise fail(f"{field}.score", f"expected a number or null, got {_show(score)}")
         contexts.append({"id": context_id, "text": text, "score": None if score is None else float(score)})

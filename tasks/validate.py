@@ -133,9 +133,10 @@ def _batch_profile(table: pa.Table) -> pd.DataFrame:
             "question_chars": pc.utf8_length(table.column("question")).to_numpy(zero_copy_only=False).astype(np.int64),
             "answer_chars": pc.utf8_length(table.column("answer")).to_pandas().astype("Int64"),
             "n_contexts": n_contexts.astype(np.int64),
-            "max_context_chars": _per_list(text_chars, contexts, "max"),
+            # A null text (a source that logs ids and scores only) is neither long nor empty.
+            "max_context_chars": _per_list(pc.fill_null(text_chars, 0), contexts, "max"),
             "n_empty_context_ids": _per_list(pc.equal(pc.utf8_length(ids), 0), contexts, "sum"),
-            "n_empty_context_texts": _per_list(pc.equal(text_chars, 0), contexts, "sum"),
+            "n_empty_context_texts": _per_list(pc.fill_null(pc.equal(text_chars, 0), False), contexts, "sum"),
             "n_duplicate_context_ids": n_contexts - _per_list(ids, contexts, "count_distinct"),
             "reference_chars": reference_chars.to_pandas().astype("Int64"),
             "n_empty_reference_answers": _per_list(

@@ -130,7 +130,10 @@ def test_empty_contexts_and_labels_are_kept_empty_not_null() -> None:
             id="context-id-int",
         ),
         pytest.param(
-            record(contexts=[{"id": "d1"}]), "contexts[0].text", "required field missing", id="context-text-missing"
+            record(contexts=[{"id": "d1", "text": 3}]),
+            "contexts[0].text",
+            "expected a string or null",
+            id="context-text-int",
         ),
         pytest.param(
             record(contexts=[{"id": "d1", "text": "a", "score": "high"}]),
@@ -365,3 +368,11 @@ def test_labels_as_json_text_in_list_and_object_form() -> None:
             source_file="f",
             line=1,
         )
+
+
+def test_context_without_text_is_kept_with_null_text() -> None:
+    """Sources such as OTel GenAI log ids and scores only; the text is null, never an invented string."""
+    row = parse_record(
+        record(contexts=[{"id": "d1", "score": 0.4}, {"id": "d2", "text": None}]), source_file="f", line=1
+    )
+    assert row["contexts"] == [{"id": "d1", "text": None, "score": 0.4}, {"id": "d2", "text": None, "score": None}]
