@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import datetime as dt
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -30,7 +30,9 @@ from tasks.warehouse._schema import (
     SCHEMA_VERSION,
     TABLES,
     AddColumn,
+    Query,
     TableSpec,
+    check_partition,
     completes_version,
     conform,
     pending_migrations,
@@ -71,7 +73,7 @@ def _single_value(column: pa.ChunkedArray) -> Any:
 
 
 class SqlWarehouse(abc.ABC):
-    """A warehouse behind a SQLAlchemy engine; ``publish`` and ``record_validations`` as in ``Warehouse``."""
+    """A warehouse behind a SQLAlchemy engine, implementing ``Warehouse``."""
 
     # Errors the driver raises outside SQLAlchemy (bulk loads use the raw driver connection).
     driver_errors: tuple[type[Exception], ...] = ()
@@ -106,29 +108,88 @@ class SqlWarehouse(abc.ABC):
         rows = {
             "scores": conform(TABLES["scores"], publication.scores),
             "quarantine": conform(TABLES["quarantine"], publication.quarantine),
+            "traces": conform(TABLES["traces"], publication.traces),
             "runs": conform(TABLES["runs"], publication.run),
             "validations": conform(TABLES["validations"], publication.validations),
         }
-        scores, quarantine = self._tables["scores"], self._tables["quarantine"]
+        scores, quarantine, traces = self._tables["scores"], self._tables["quarantine"], self._tables["traces"]
         with self._errors(f"publishing dt={day}"):
             self._ensure_schema()
             with self._engine.begin() as conn:
                 # The slow part, the bulk load, runs before the lock: publishers overlap there.
                 staged = {key: self._stage(conn, key, table) for key, table in rows.items()}
+                # Traces are replaced with quarantine, under its lock.
                 self._lock(conn, self._partition_keys(day))
                 conn.execute(
                     scores.delete().where(scores.c.partition_date == day, scores.c.metric.in_(publication.metrics))
                 )
                 conn.execute(quarantine.delete().where(quarantine.c.partition_date == day))
+                conn.execute(traces.delete().where(traces.c.partition_date == day))
                 for key, stage in staged.items():
                     self._insert(conn, key, stage)
 
     def record_validations(self, validations: pa.Table) -> None:
-        rows = conform(TABLES["validations"], validations)
-        with self._errors("recording validations"):
+        self._append("validations", validations, "recording validations")
+
+    def record_alerts(self, alerts: pa.Table) -> None:
+        self._append("alerts", alerts, "recording alerts")
+
+    def publish_drift(self, partition_date: dt.date, drift: pa.Table) -> None:
+        """Stage the rows, then under the partition's drift lock delete and insert, in one transaction."""
+        rows = conform(TABLES["drift"], drift)
+        check_partition(TABLES["drift"], rows, partition_date)
+        table = self._tables["drift"]
+        with self._errors(f"publishing drift of dt={partition_date}"):
             self._ensure_schema()
             with self._engine.begin() as conn:
-                self._insert(conn, "validations", self._stage(conn, "validations", rows))
+                staged = self._stage(conn, "drift", rows)
+                self._lock(conn, [f"{self._qualified('drift')}/{partition_date}"])
+                conn.execute(table.delete().where(table.c.partition_date == partition_date))
+                self._insert(conn, "drift", staged)
+
+    def read(
+        self,
+        table: str,
+        *,
+        start: dt.date | None = None,
+        end: dt.date | None = None,
+        columns: Sequence[str] | None = None,
+        metrics: Sequence[str] | None = None,
+    ) -> pa.Table:
+        """The table's rows, filtered in SQL; a missing schema, table or column (not migrated yet) reads as empty
+        or NULL, and nothing is created."""
+        query = Query.of(table, start=start, end=end, columns=columns, metrics=metrics)
+        stored = self._tables[table]
+        with self._errors(f"reading {table}", writes=False), self._engine.connect() as conn:
+            inspector = sa.inspect(conn)
+            if not inspector.has_table(stored.name, schema=self.schema):
+                return query.empty()
+            present = {c["name"] for c in inspector.get_columns(stored.name, schema=self.schema)}
+            selected = [
+                stored.c[f.name] if f.name in present else sa.null().cast(_TYPES[f.type]).label(f.name)
+                for f in query.schema
+            ]
+            statement = sa.select(*selected)
+            if query.start is not None:
+                statement = statement.where(stored.c.partition_date >= query.start)
+            if query.end is not None:
+                statement = statement.where(stored.c.partition_date <= query.end)
+            if query.metrics is not None:
+                statement = statement.where(stored.c.metric.in_(query.metrics))
+            return self._fetch(conn, statement, query.schema)
+
+    def _fetch(self, conn: sa.Connection, statement: sa.Select[Any], schema: pa.Schema) -> pa.Table:
+        """Run ``statement`` and return its rows as an arrow table of ``schema``; a backend may bulk-unload."""
+        rows = conn.execute(statement).all()
+        columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
+        return pa.table([pa.array(column, f.type) for column, f in zip(columns, schema, strict=True)], schema=schema)
+
+    def _append(self, key: str, rows: pa.Table, action: str) -> None:
+        checked = conform(TABLES[key], rows)
+        with self._errors(action):
+            self._ensure_schema()
+            with self._engine.begin() as conn:
+                self._insert(conn, key, self._stage(conn, key, checked))
 
     def _qualified(self, key: str) -> str:
         return f"{self.schema or ''}.{getattr(self.tables, key)}"
@@ -200,7 +261,7 @@ class SqlWarehouse(abc.ABC):
                     _log.info("migrated warehouse %s to schema version %d", self.url, migration.version)
 
     @contextmanager
-    def _errors(self, action: str) -> Iterator[None]:
+    def _errors(self, action: str, *, writes: bool = True) -> Iterator[None]:
         """Driver errors become WarehouseError; messages carry the redacted URL and the driver's own words."""
         translated: tuple[type[Exception], ...] = (sa.exc.SQLAlchemyError, OSError, *self.driver_errors)
         try:
@@ -209,4 +270,5 @@ class SqlWarehouse(abc.ABC):
             raise
         except translated as exc:
             detail = str(getattr(exc, "orig", None) or exc).strip()
-            raise WarehouseError(f"{action} on {self.url} failed, previous rows kept: {redact_url(detail)}") from exc
+            kept = ", previous rows kept" if writes else ""
+            raise WarehouseError(f"{action} on {self.url} failed{kept}: {redact_url(detail)}") from exc

@@ -4,9 +4,12 @@ Layout under the root URL, with the default table names::
 
     scores/dt=2026-11-01/<run>-<random>.parquet       the partition's live files, one per table and publish
     quarantine/dt=2026-11-01/<run>-<random>.parquet
+    traces/dt=2026-11-01/<run>-<random>.parquet
     runs/dt=2026-11-01/<run>-<random>-<n>.parquet     appended, one per publish
     validations/dt=2026-11-01/<run>-<random>.parquet  appended
-    _ragpulse_schema/schema.json                      {"version": 2}
+    drift/dt=2026-11-01/<run>-<random>.parquet        replaced as a whole by publish_drift
+    alerts/dt=2026-11-01/<run>-<random>.parquet       appended
+    _ragpulse_schema/schema.json                      {"version": 4}
     _ragpulse_schema/commits/dt=2026-11-01/00000000000000000007.json   the partition's manifests
 
 Commit protocol: a publish writes its data files under new names, then commits by *creating* the partition's
@@ -38,7 +41,7 @@ import random
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +60,8 @@ from tasks.warehouse._schema import (
     SCHEMA_VERSION,
     TABLES,
     AddColumn,
+    Query,
+    check_partition,
     conform,
     pending_migrations,
     violation,
@@ -69,6 +74,8 @@ _log = logging.getLogger(__name__)
 _GENERATION = re.compile(r"^(\d{20})\.json$")
 _PARTITION = re.compile(r"^dt=(\d{4}-\d{2}-\d{2})$")
 _MAX_ATTEMPTS = 50
+# A read lists a partition's files, then a commit may delete them: list again, this many times at most.
+_READ_ATTEMPTS = 5
 
 # (files per table, metrics covered, files written for this attempt only)
 _Change = tuple[dict[str, list[str]], list[str], list[str]]
@@ -135,11 +142,12 @@ class ParquetLake:
         with self._errors(f"publishing dt={day}"):
             self._ensure_schema()
             try:
-                scores, quarantine, validations = (
+                scores, quarantine, traces, validations = (
                     self._write(key, day, tx, conform(TABLES[key], rows), written)
                     for key, rows in (
                         ("scores", publication.scores),
                         ("quarantine", publication.quarantine),
+                        ("traces", publication.traces),
                         ("validations", publication.validations),
                     )
                 )
@@ -152,8 +160,10 @@ class ParquetLake:
                     runs = self._write("runs", day, f"{tx}-{attempt}", run.append_column(PUBLISHED_AT, now), written)
                     kept_scores = self._carry_over(base, day, kept, f"{tx}-kept{attempt}", written)
                     files = {
+                        **base.files,
                         "scores": scores + kept_scores,
                         "quarantine": quarantine,
+                        "traces": traces,
                         "runs": base.files["runs"] + runs,
                         "validations": base.files["validations"] + validations,
                     }
@@ -167,17 +177,82 @@ class ParquetLake:
 
     def record_validations(self, validations: pa.Table) -> None:
         """Append validation rows, one commit per partition they belong to."""
-        rows = conform(TABLES["validations"], validations)
-        with self._errors("recording validations"):
+        self._append("validations", validations, "recording validations")
+
+    def record_alerts(self, alerts: pa.Table) -> None:
+        """Append alert ledger rows, one commit per partition they belong to."""
+        self._append("alerts", alerts, "recording alerts")
+
+    def publish_drift(self, partition_date: dt.date, drift: pa.Table) -> None:
+        """Replace the partition's drift files with one new file, in one manifest commit."""
+        rows = conform(TABLES["drift"], drift)
+        check_partition(TABLES["drift"], rows, partition_date)
+        written: list[str] = []
+        with self._errors(f"publishing drift of dt={partition_date}"):
+            self._ensure_schema()
+            try:
+                new = self._write("drift", partition_date, _transaction_id(rows), rows, written)
+
+                def change(base: _Manifest, _attempt: int) -> _Change:
+                    return {**base.files, "drift": new}, base.metrics, []
+
+                replaced = self._commit(partition_date, change, written)
+            except BaseException:
+                self._remove(written)
+                raise
+        self._clean_up(partition_date, replaced)
+
+    def read(
+        self,
+        table: str,
+        *,
+        start: dt.date | None = None,
+        end: dt.date | None = None,
+        columns: Sequence[str] | None = None,
+        metrics: Sequence[str] | None = None,
+    ) -> pa.Table:
+        """The committed rows: only the manifests of partitions in range are read, and the filter is pushed into
+        the Parquet reader. Creates nothing, so a lake that does not exist yet reads as empty."""
+        query = Query.of(table, start=start, end=end, columns=columns, metrics=metrics)
+        with self._errors(f"reading {table}", writes=False):
+            for _ in range(_READ_ATTEMPTS - 1):
+                # A commit replaced files we had listed: read the new state.
+                with suppress(FileNotFoundError):
+                    return self._read(query)
+            return self._read(query)
+
+    def _read(self, query: Query) -> pa.Table:
+        paths = [
+            self._abs(path)
+            for day in self.partitions()
+            if query.covers(day)
+            for path in self._manifest(day).files[query.spec.key]
+        ]
+        if not paths:
+            return query.empty()
+        rows = pq.read_table(
+            paths,
+            filesystem=self._fs,
+            schema=query.spec.schema,
+            columns=list(query.columns),
+            filters=query.filter(),
+            partitioning=None,
+        )
+        return rows.cast(query.schema)
+
+    def _append(self, key: str, table: pa.Table, action: str) -> None:
+        """Append rows to ``key``, one commit per partition they belong to."""
+        rows = conform(TABLES[key], table)
+        with self._errors(action):
             self._ensure_schema()
             for day in sorted(set(rows["partition_date"].to_pylist())):
                 written: list[str] = []
                 try:
                     part = rows.filter(pc.equal(rows["partition_date"], day))
-                    new = self._write("validations", day, _transaction_id(part), part, written)
+                    new = self._write(key, day, _transaction_id(part), part, written)
 
                     def change(base: _Manifest, _attempt: int, new: list[str] = new) -> _Change:
-                        return {**base.files, "validations": base.files["validations"] + new}, base.metrics, []
+                        return {**base.files, key: base.files[key] + new}, base.metrics, []
 
                     replaced = self._commit(day, change, written)
                 except BaseException:
@@ -420,7 +495,7 @@ class ParquetLake:
                 self._fs.rm([self._abs(p) for p in paths])
 
     @contextmanager
-    def _errors(self, action: str) -> Iterator[None]:
+    def _errors(self, action: str, *, writes: bool = True) -> Iterator[None]:
         """Any failure before the commit leaves the previous manifest, hence the previous rows, in place."""
         try:
             yield
@@ -428,7 +503,8 @@ class ParquetLake:
             raise
         except Exception as exc:
             detail = redact_url(str(exc) or type(exc).__name__)
-            raise WarehouseError(f"{action} on {self.url} failed, previous rows kept: {detail}") from exc
+            kept = ", previous rows kept" if writes else ""
+            raise WarehouseError(f"{action} on {self.url} failed{kept}: {detail}") from exc
 
 
 def _transaction_id(rows: pa.Table) -> str:
