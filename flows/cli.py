@@ -152,6 +152,231 @@ def _run_partition(
     )
 
 
+SegmentOption = Annotated[
+    str | None, typer.Option(help="Metadata key whose values get drift checks of their own, e.g. metadata.app.")
+]
+BaselineOption = Annotated[int, typer.Option(min=1, max=366, help="Previous partitions in the drift baseline.")]
+MinDeltaOption = Annotated[float, typer.Option(min=0.0, max=1.0, help="Smallest mean change that alerts.")]
+
+
+def _drift_settings(baseline_partitions: int, segment_key: str | None, min_delta: float) -> Any:
+    from tasks.drift import DriftSettings
+
+    return DriftSettings(baseline_partitions=baseline_partitions, segment_key=segment_key, min_delta=min_delta)
+
+
+def _flow_parameters(settings: Any, judge_model: str | None, judge_base_url: str | None) -> dict[str, Any]:
+    """The evaluate-flow parameters that monitor and backfill pass on, from merged settings."""
+    return {
+        "source": settings.source,
+        "metrics": list(settings.metrics),
+        "warehouse": settings.warehouse,
+        "work_dir": settings.work_dir,
+        "batch_size": settings.batch_size,
+        "storage_options": settings.storage_options or None,
+        "max_failure_rate": settings.max_failure_rate,
+        "judge_model": judge_model,
+        "judge_base_url": judge_base_url,
+        "judge_config": settings.judge_config,
+        "sample_rate": settings.sample_rate,
+    }
+
+
+def _settings_with_source(config: Path | None, **overrides: Any) -> Any:
+    from tasks.settings import load_settings
+
+    settings = load_settings(config, **overrides)
+    if settings.source is None:
+        raise _fail("no trace source: pass --source, set RAGPULSE_SOURCE or `source` in ragpulse.toml")
+    return settings
+
+
+@app.command()
+def monitor(
+    source: Annotated[str | None, typer.Option(help="Root URL of dt= partitions.")] = None,
+    date: Annotated[str | None, typer.Option(help="Partition to evaluate; default yesterday in --timezone.")] = None,
+    timezone: Annotated[str, typer.Option(help="IANA timezone that decides what 'yesterday' is.")] = "UTC",
+    metrics: MetricsOption = None,
+    warehouse: WarehouseOption = None,
+    work_dir: Annotated[str | None, typer.Option(help="Task cache and staged batches (path or URL).")] = None,
+    judge_model: Annotated[str | None, typer.Option(help="Judge model for LLM metrics.")] = None,
+    judge_base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of the judge.")] = None,
+    sample: Annotated[float | None, typer.Option(help="Share of traces the judge scores, e.g. 0.1.")] = None,
+    segment_key: SegmentOption = None,
+    baseline_partitions: BaselineOption = 7,
+    min_delta: MinDeltaOption = 0.05,
+    config: ConfigOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")] = False,
+) -> None:
+    """Evaluate one partition now, then detect drift and send alerts (what the daily schedule runs)."""
+    from flows.monitor import monitor as monitor_flow
+    from flows.monitor import partition_to_monitor
+    from metrics.errors import RagpulseError
+
+    try:
+        settings = _settings_with_source(
+            config, source=source, metrics=metrics, warehouse=warehouse, work_dir=work_dir, sample_rate=sample
+        )
+        day = _date(date, "--date") if date else partition_to_monitor(timezone)
+        _announce_api()
+        result = monitor_flow(
+            **_flow_parameters(settings, judge_model, judge_base_url),
+            date=day,
+            drift=_drift_settings(baseline_partitions, segment_key, min_delta),
+            timezone=timezone,
+        )
+    except RagpulseError as exc:
+        raise _fail(str(exc)) from None
+    if as_json:
+        out.print_json(json.dumps(result.to_dict(), default=str))
+        return
+    _print_summaries([result.summary])
+    console.print(f"Drift verdicts: {result.verdicts or 'none'}; alerts: {result.alerts}")
+
+
+@app.command()
+def backfill(
+    start: Annotated[str, typer.Option(help="First partition date, YYYY-MM-DD.")],
+    end: Annotated[str, typer.Option(help="Last partition date, YYYY-MM-DD (inclusive).")],
+    source: Annotated[str | None, typer.Option(help="Root URL of dt= partitions.")] = None,
+    metrics: MetricsOption = None,
+    warehouse: WarehouseOption = None,
+    work_dir: Annotated[str | None, typer.Option(help="Task cache and staged batches (path or URL).")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Traces per scoring task.")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, max=16, help="Partitions evaluated at once.")] = 2,
+    force: Annotated[bool, typer.Option(help="Re-run partitions already published with this configuration.")] = False,
+    judge_model: Annotated[str | None, typer.Option(help="Judge model for LLM metrics.")] = None,
+    judge_base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of the judge.")] = None,
+    judge_config: Annotated[str | None, typer.Option(help="TOML/JSON judge options (aspects, custom judges).")] = None,
+    sample: Annotated[float | None, typer.Option(help="Share of traces the judge scores, e.g. 0.1.")] = None,
+    segment_key: SegmentOption = None,
+    baseline_partitions: BaselineOption = 7,
+    min_delta: MinDeltaOption = 0.05,
+    alert: Annotated[bool, typer.Option(help="Send drift alerts for the backfilled partitions too.")] = False,
+    config: ConfigOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")] = False,
+) -> None:
+    """Evaluate every partition in a date range, skipping those already published with this configuration."""
+    from flows.backfill import backfill as backfill_flow
+    from flows.backfill import progress_listener
+    from metrics.errors import RagpulseError
+
+    first, last = _date(start, "--start"), _date(end, "--end")
+    if last < first:
+        raise _fail(f"--end {last} is before --start {first}")
+    try:
+        settings = _settings_with_source(
+            config, source=source, metrics=metrics, warehouse=warehouse, work_dir=work_dir, batch_size=batch_size,
+            judge_config=judge_config, sample_rate=sample,
+        )  # fmt: skip
+        _announce_api()
+        with (
+            Progress(
+                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                TextColumn("{task.fields[note]}"), console=console,
+            ) as progress,
+        ):  # fmt: skip
+            bar = _BackfillBar(progress)
+            with progress_listener(bar):
+                state = backfill_flow(
+                    **_flow_parameters(settings, judge_model, judge_base_url),
+                    start=first, end=last, concurrency=concurrency, force=force,
+                    drift=_drift_settings(baseline_partitions, segment_key, min_delta), send_drift_alerts=alert,
+                    return_state=True,
+                )  # fmt: skip
+        result = state.result(raise_on_failure=False)
+    except RagpulseError as exc:
+        raise _fail(str(exc)) from None
+    if not hasattr(result, "to_dict"):
+        raise _fail(f"backfill failed: {state.message or result}")
+    if as_json:
+        out.print_json(json.dumps(result.to_dict(), default=str))
+    else:
+        if result.summaries:
+            _print_summaries(result.summaries)
+        console.print(
+            f"{len(result.completed)} evaluated, {len(result.skipped)} skipped (already published with config "
+            f"{result.config_hash}), {len(result.missing)} day(s) without traces; drift: {result.drift_verdicts}"
+        )
+    if result.failed:
+        raise _fail("; ".join(f"dt={day}: {message}" for day, message in result.failed.items()))
+
+
+class _BackfillBar:
+    """A rich progress bar fed by the backfill flow's progress events."""
+
+    def __init__(self, progress: Progress) -> None:
+        self._progress = progress
+        self._job = progress.add_task("planning", total=None, note="")
+        self._running: set[dt.date] = set()
+        self._failed = 0
+
+    def planned(self, to_run: int, skipped: int) -> None:
+        self._progress.update(self._job, description="backfill", total=to_run, note=f"{skipped} already published")
+
+    def partition(self, day: dt.date, event: str) -> None:
+        if event == "started":
+            self._running.add(day)
+        else:
+            self._running.discard(day)
+            self._failed += event == "failed"
+            self._progress.advance(self._job)
+        running = ", ".join(sorted(d.isoformat() for d in self._running))
+        failed = f"[red]{self._failed} failed[/red] " if self._failed else ""
+        self._progress.update(self._job, note=f"{failed}{running}")
+
+
+@app.command()
+def serve(
+    source: Annotated[str | None, typer.Option(help="Root URL of dt= partitions.")] = None,
+    cron: Annotated[str, typer.Option(help="When the monitor runs (cron, in --timezone).")] = "0 6 * * *",
+    timezone: Annotated[str, typer.Option(help="IANA timezone of the schedule and of 'yesterday'.")] = "UTC",
+    name: Annotated[str, typer.Option(help="Deployment name.")] = "monitor-daily",
+    metrics: MetricsOption = None,
+    warehouse: WarehouseOption = None,
+    work_dir: Annotated[str | None, typer.Option(help="Task cache and staged batches (path or URL).")] = None,
+    judge_model: Annotated[str | None, typer.Option(help="Judge model for LLM metrics.")] = None,
+    judge_base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of the judge.")] = None,
+    sample: Annotated[float | None, typer.Option(help="Share of traces the judge scores, e.g. 0.1.")] = None,
+    segment_key: SegmentOption = None,
+    baseline_partitions: BaselineOption = 7,
+    min_delta: MinDeltaOption = 0.05,
+    config: ConfigOption = None,
+) -> None:
+    """Run the daily monitor on a schedule from this process (no work pool needed) until stopped."""
+    from metrics.errors import RagpulseError
+
+    if not os.environ.get("PREFECT_API_URL"):
+        raise _fail(
+            "schedules need a Prefect server, and the temporary local one creates no scheduled runs: start one "
+            "with `prefect server start` (or use Prefect Cloud) and set PREFECT_API_URL, e.g. "
+            "http://127.0.0.1:4200/api"
+        )
+    from prefect.client.schemas.schedules import CronSchedule
+
+    try:
+        CronSchedule(cron=cron, timezone=timezone)
+    except ValueError as exc:
+        raise _fail(f"invalid schedule --cron {cron!r} --timezone {timezone!r}: {exc.errors()[0]['msg']}") from None
+    try:
+        settings = _settings_with_source(
+            config, source=source, metrics=metrics, warehouse=warehouse, work_dir=work_dir, sample_rate=sample
+        )
+    except RagpulseError as exc:
+        raise _fail(str(exc)) from None
+    from prefect.schedules import Cron
+
+    from flows.monitor import monitor as monitor_flow
+
+    parameters = {
+        **_flow_parameters(settings, judge_model, judge_base_url),
+        "drift": _drift_settings(baseline_partitions, segment_key, min_delta).model_dump(),
+        "timezone": timezone,
+    }
+    console.print(f"Serving [bold]monitor/{name}[/bold] on '{cron}' ({timezone}); Ctrl-C stops and pauses it.")
+    monitor_flow.serve(name=name, schedules=[Cron(cron, timezone=timezone)], parameters=parameters)
+
+
 @app.command()
 def demo(
     directory: Annotated[Path, typer.Option(help="Where demo traces, cache and warehouse go.")] = Path("ragpulse-demo"),

@@ -1,0 +1,299 @@
+"""Drift detection after a partition is published: every metric, overall and per segment, against its baseline.
+
+The baseline is the previous ``baseline_partitions`` published partitions (not calendar days: a source that
+skips weekends still gets seven comparable days). Only scores made by the same judge model, prompt version
+and metric major version are compared; when the baseline was made with another judge the row says so.
+The statistics live in ``metrics.drift``; this module reads the warehouse, groups, and writes the ``drift``
+table (replacing the partition's rows, so a re-run never duplicates them).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+from pydantic import BaseModel, ConfigDict, Field
+
+from metrics import Status
+from metrics.aspect_critique import BUILTIN_ASPECTS
+from metrics.drift import ALERTING, DriftThresholds, Sample, Verdict, compare
+from metrics.registry import MetricRequest
+from tasks._fingerprint import digest
+from tasks.warehouse import DRIFT_SCHEMA, open_warehouse
+
+__all__ = ["ALL_SEGMENTS", "DriftAlert", "DriftReport", "DriftSettings", "detect_drift", "drift_rows", "segment_of"]
+
+ALL_SEGMENTS = "all"
+_OK, _FAILED = Status.OK.label, Status.FAILED.label
+
+
+class DriftSettings(BaseModel):
+    """How drift is judged; a flow and deployment parameter, so every field has a safe default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    baseline_partitions: int = Field(default=7, ge=1, le=366, description="Previous partitions in the baseline.")
+    min_baseline_partitions: int = Field(default=3, ge=1, description="Fewer baseline partitions: insufficient data.")
+    min_samples: int = Field(default=30, ge=2, description="Fewer scores on either side: insufficient data.")
+    min_delta: float = Field(default=0.05, ge=0, le=1, description="Smallest mean change that alerts.")
+    confidence: float = Field(default=0.95, gt=0.5, lt=1, description="Level of intervals and tests.")
+    max_failure_rate_increase: float = Field(default=0.05, ge=0, le=1)
+    max_coverage_drop: float = Field(default=0.10, ge=0, le=1)
+    segment_key: str | None = Field(
+        default=None, description="Metadata key to segment by, e.g. metadata.app (nested keys with dots)."
+    )
+    max_segments: int = Field(default=20, ge=1, le=1000, description="Largest segments of the day compared.")
+    lower_is_better: tuple[str, ...] = Field(
+        default=(), description="Metrics where a higher score is worse (custom judges); built-in ones are known."
+    )
+
+    def thresholds(self) -> DriftThresholds:
+        return DriftThresholds(
+            min_samples=self.min_samples,
+            min_baseline_partitions=self.min_baseline_partitions,
+            min_delta=self.min_delta,
+            confidence=self.confidence,
+            max_failure_rate_increase=self.max_failure_rate_increase,
+            max_coverage_drop=self.max_coverage_drop,
+        )
+
+
+@dataclass(frozen=True)
+class DriftAlert:
+    """A comparison whose verdict alerts: what a webhook, event or artifact reports."""
+
+    partition_date: dt.date
+    metric: str
+    segment: str
+    verdict: str
+    detail: str
+    baseline_mean: float | None
+    current_mean: float | None
+    delta: float | None
+    judge_model: str | None
+
+    @property
+    def key(self) -> str:
+        """Identity of the alert: sent once per (partition, metric, segment)."""
+        return f"{self.partition_date.isoformat()}|{self.metric}|{self.segment}"
+
+
+@dataclass(frozen=True)
+class DriftReport:
+    partition_date: dt.date
+    rows: pa.Table
+    alerts: list[DriftAlert] = field(default_factory=list)
+
+    def verdict_counts(self) -> dict[str, int]:
+        return dict(sorted(Counter(self.rows["verdict"].to_pylist()).items()))
+
+
+def segment_of(metadata: str | None, key: str) -> str | None:
+    """The value at ``key`` (``metadata.app``, ``app`` or ``user.tier``) of a trace's metadata JSON, as text."""
+    if not metadata:
+        return None
+    try:
+        value: Any = json.loads(metadata)
+    except ValueError:
+        return None
+    for part in key.removeprefix("metadata.").split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    if value is None or isinstance(value, dict | list):
+        return None
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _higher_is_better(metric: str, settings: DriftSettings) -> bool:
+    if metric in settings.lower_is_better:
+        return False
+    request = MetricRequest.parse(metric)
+    if request.family == "aspect_critique" and request.variant in BUILTIN_ASPECTS:
+        return BUILTIN_ASPECTS[request.variant].higher_is_better
+    return request.definition.spec.higher_is_better
+
+
+def _major(version: str | None) -> str:
+    return (version or "").split(".", 1)[0]
+
+
+def _identity(rows: pd.DataFrame) -> tuple[str | None, str | None, str]:
+    """(judge model, prompt version, metric major version) of the most frequent scorer among ``rows``."""
+    keys = list(zip(rows["judge_model"], rows["prompt_version"], rows["metric_version"].map(_major), strict=True))
+    return max(set(keys), key=keys.count) if keys else (None, None, "")
+
+
+def _describe_identity(identity: tuple[str | None, str | None, str]) -> str:
+    judge, prompt, major = identity
+    return f"judge {judge}, prompt {prompt}" if judge or prompt else f"metric version {major}.x"
+
+
+def _sample(rows: pd.DataFrame) -> Sample:
+    ok = rows["status"].to_numpy() == _OK
+    return Sample(
+        values=rows["value"].to_numpy(dtype=np.float64)[ok],
+        n_failed=int((rows["status"].to_numpy() == _FAILED).sum()),
+        n_total=len(rows),
+        partitions=rows["partition_date"].nunique(),
+    )
+
+
+def _seed(day: dt.date, metric: str, segment: str) -> int:
+    """A per-comparison seed: bootstrap intervals are the same on every re-run of a partition."""
+    return int(digest(day.isoformat(), metric, segment)[:8], 16)
+
+
+def _segments(current: pd.DataFrame, settings: DriftSettings) -> Iterator[tuple[str, str | None]]:
+    """(label, value) pairs: everything, then the day's largest segments."""
+    yield ALL_SEGMENTS, None
+    if settings.segment_key is None:
+        return
+    sizes = current.dropna(subset=["segment"]).groupby("segment")["trace_id"].nunique()
+    for value in sizes.sort_values(ascending=False, kind="stable").index[: settings.max_segments]:
+        yield f"{settings.segment_key}={value}", value
+
+
+def drift_rows(
+    scores: pd.DataFrame, day: dt.date, window: Sequence[dt.date], settings: DriftSettings, run_id: str
+) -> pa.Table:
+    """Drift rows for ``day`` from long score rows of ``day`` and its baseline ``window`` (columns: partition_date,
+    trace_id, metric, value, status, metric_version, judge_model, prompt_version, and segment when segmenting)."""
+    thresholds = settings.thresholds()
+    now = dt.datetime.now(dt.UTC)
+    if "segment" not in scores:
+        scores = scores.assign(segment=None)
+    # Missing strings may arrive as NaN (after a merge, or from an all-null column); make them None.
+    text = ["judge_model", "prompt_version", "segment"]
+    scores = scores.assign(**{c: scores[c].astype(object).where(scores[c].notna(), None) for c in text})
+    current_all = scores[scores["partition_date"] == day]
+    baseline_all = scores[scores["partition_date"].isin(set(window))]
+    records: list[dict[str, Any]] = []
+    for metric, current_metric in current_all.groupby("metric", sort=True):
+        identity = _identity(current_metric)
+        candidates = baseline_all[baseline_all["metric"] == metric]
+        same = (
+            (candidates["judge_model"].fillna("") == (identity[0] or ""))
+            & (candidates["prompt_version"].fillna("") == (identity[1] or ""))
+            & (candidates["metric_version"].map(_major) == identity[2])
+        )
+        baseline_metric = candidates[same]
+        other = candidates[~same]
+        note = ""
+        if len(other):
+            others = sorted({_describe_identity(i) for i in zip(*_columns(other), strict=True)})
+            note = (
+                f"baseline excludes {other['partition_date'].nunique()} partition(s) scored with "
+                f"{'; '.join(others)} (current: {_describe_identity(identity)})"
+            )
+        direction = _higher_is_better(str(metric), settings)
+        for label, value in _segments(current_metric, settings):
+            current = current_metric if value is None else current_metric[current_metric["segment"] == value]
+            baseline = baseline_metric if value is None else baseline_metric[baseline_metric["segment"] == value]
+            base, cur = _sample(baseline), _sample(current)
+            result = compare(base, cur, thresholds, higher_is_better=direction, seed=_seed(day, str(metric), label))
+            detail = "; ".join(text for text in (result.detail, note) if text)
+            if result.verdict is Verdict.NO_BASELINE and len(other):
+                detail = f"baseline made with another scorer: {note}"
+            dates = sorted(baseline["partition_date"].unique())
+            records.append(
+                {
+                    "partition_date": day,
+                    "metric": metric,
+                    "segment": label,
+                    "judge_model": identity[0],
+                    "prompt_version": identity[1],
+                    "baseline_start": dates[0] if dates else None,
+                    "baseline_end": dates[-1] if dates else None,
+                    "baseline_partitions": base.partitions,
+                    "baseline_n": base.n_ok,
+                    "current_n": cur.n_ok,
+                    "baseline_mean": _finite(base.mean),
+                    "current_mean": _finite(cur.mean),
+                    "delta": _finite(result.delta),
+                    "ci_low": _finite(result.ci_low),
+                    "ci_high": _finite(result.ci_high),
+                    "p_value": _finite(result.p_value),
+                    "baseline_failure_rate": _finite(base.failure_rate),
+                    "current_failure_rate": _finite(cur.failure_rate),
+                    "baseline_coverage": _finite(base.coverage),
+                    "current_coverage": _finite(cur.coverage),
+                    "verdict": result.verdict.value,
+                    "detail": detail,
+                    "run_id": run_id,
+                    "computed_at": now,
+                }
+            )
+    return pa.Table.from_pylist(records, schema=DRIFT_SCHEMA)
+
+
+def _columns(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series]:
+    return rows["judge_model"], rows["prompt_version"], rows["metric_version"].map(_major)
+
+
+def _finite(value: float) -> float | None:
+    return None if value is None or math.isnan(value) else float(value)
+
+
+def alerts_of(rows: pa.Table) -> list[DriftAlert]:
+    alerting = {verdict.value for verdict in ALERTING}
+    return [
+        DriftAlert(
+            partition_date=row["partition_date"],
+            metric=row["metric"],
+            segment=row["segment"],
+            verdict=row["verdict"],
+            detail=row["detail"],
+            baseline_mean=row["baseline_mean"],
+            current_mean=row["current_mean"],
+            delta=row["delta"],
+            judge_model=row["judge_model"],
+        )
+        for row in rows.to_pylist()
+        if row["verdict"] in alerting
+    ]
+
+
+_SCORE_COLUMNS = [
+    "partition_date", "trace_id", "metric", "value", "status", "metric_version", "judge_model", "prompt_version",
+]  # fmt: skip
+
+
+@task(name="detect-drift", cache_policy=NO_CACHE, persist_result=False)
+def detect_drift(
+    warehouse_url: str, day: dt.date, settings: DriftSettings | None = None, run_id: str = ""
+) -> DriftReport:
+    """Compare ``day``'s published scores with the previous partitions and replace its rows in ``drift``."""
+    settings = settings or DriftSettings()
+    logger = get_run_logger()
+    warehouse = open_warehouse(warehouse_url)
+    published = warehouse.read("runs", end=day, columns=["partition_date"])["partition_date"].to_pylist()
+    window = sorted({d for d in published if d < day})[-settings.baseline_partitions :]
+    start = window[0] if window else day
+    scores = warehouse.read("scores", start=start, end=day, columns=_SCORE_COLUMNS).to_pandas()
+    if settings.segment_key is not None:
+        traces = warehouse.read("traces", start=start, end=day, columns=["partition_date", "trace_id", "metadata"])
+        segments = traces.to_pandas()
+        segments["segment"] = [segment_of(m, settings.segment_key) for m in segments.pop("metadata")]
+        scores = scores.merge(segments, on=["partition_date", "trace_id"], how="left")
+    if not (scores["partition_date"] == day).any():
+        logger.warning("dt=%s: no published scores, so no drift to detect", day)
+        return DriftReport(day, DRIFT_SCHEMA.empty_table())
+    rows = drift_rows(scores, day, window, settings, run_id)
+    warehouse.publish_drift(day, rows)
+    report = DriftReport(day, rows, alerts_of(rows))
+    logger.info(
+        "dt=%s: drift against %d baseline partition(s): %s; %d alert(s)",
+        day, len(window), report.verdict_counts(), len(report.alerts),
+    )  # fmt: skip
+    return report

@@ -1,0 +1,192 @@
+"""Backfill, monitor, drift and alerts end to end: a synthetic history with a quality drop on one day."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from prefect.client.orchestration import get_client
+
+from flows.backfill import backfill, progress_listener
+from flows.monitor import monitor
+from tasks.alerts import WEBHOOK_URL_ENV, AlertSettings
+from tasks.drift import DriftSettings
+from tests.webhook_receiver import SECRET_PATH, WebhookReceiver
+
+START = dt.date(2026, 4, 1)
+DAYS = [START + dt.timedelta(days=i) for i in range(7)]
+DROP_DAY = DAYS[-1]
+METRICS = ["document_mrr", "document_recall_single_hit", "answer_f1"]
+PER_DAY = 240
+DRIFT = DriftSettings(segment_key="metadata.app")
+ALERTS = AlertSettings(webhook_format="json", backoff_seconds=0, max_attempts=3)
+
+
+def _write_day(root: Path, day: dt.date, rng: random.Random, *, sales_hit_rate: float) -> None:
+    """Traces of two apps; retrieval finds the relevant document at some rank with the app's hit rate."""
+    lines = []
+    for i in range(PER_DAY):
+        app = "sales" if i % 2 else "support"
+        relevant = f"doc-{day:%m%d}-{i}"
+        contexts = [{"id": f"other-{i}-{k}", "text": f"unrelated passage {k}", "score": 0.5} for k in range(5)]
+        if rng.random() < (sales_hit_rate if app == "sales" else 0.8):
+            contexts[rng.randrange(3)] = {"id": relevant, "text": "the answer is blue", "score": 0.9}
+        answer = "blue" if rng.random() < 0.7 else "green"
+        lines.append(
+            {
+                "trace_id": f"{day}-{i}",
+                "timestamp": f"{day}T{i % 24:02d}:{i % 60:02d}:00Z",
+                "question": f"what colour is item {i}?",
+                "answer": answer,
+                "contexts": contexts,
+                "reference": "blue",
+                "relevant_context_ids": {relevant: 1},
+                "metadata": {"app": app},
+            }
+        )
+    partition = root / f"dt={day.isoformat()}"
+    partition.mkdir(parents=True, exist_ok=True)
+    (partition / "traces.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("history")
+    rng = random.Random(11)
+    for day in DAYS:
+        _write_day(root, day, rng, sales_hit_rate=0.3 if day == DROP_DAY else 0.8)
+    return root
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any]] = []
+
+    def planned(self, to_run: int, skipped: int) -> None:
+        self.events.append(("planned", (to_run, skipped)))
+
+    def partition(self, day: dt.date, event: str) -> None:
+        self.events.append((event, day))
+
+
+@pytest.fixture(scope="module")
+def baseline_warehouse(history: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The six days before the drop, backfilled two at a time: (warehouse file, work dir)."""
+    base = tmp_path_factory.mktemp("baseline")
+    warehouse, work = base / "w.duckdb", base / "work"
+    recorder = _Recorder()
+    with progress_listener(recorder):
+        state = backfill(
+            source=str(history), start=DAYS[0], end=DAYS[-2], metrics=METRICS, warehouse=f"duckdb:///{warehouse}",
+            work_dir=str(work), batch_size=100, concurrency=2, drift=DRIFT, return_state=True,
+        )  # fmt: skip
+    assert state.is_completed(), state.message
+    result = state.result()
+    assert result.completed == DAYS[:-1] and result.skipped == [] and result.failed == {}
+    assert recorder.events[0] == ("planned", (6, 0))
+    assert sorted(day for event, day in recorder.events if event == "completed") == DAYS[:-1]
+    return warehouse, work
+
+
+def _query(warehouse: Path, sql: str) -> list[tuple[Any, ...]]:
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+def _copy(baseline: tuple[Path, Path], tmp_path: Path) -> tuple[str, str]:
+    warehouse = tmp_path / "w.duckdb"
+    shutil.copy(baseline[0], warehouse)
+    return f"duckdb:///{warehouse}", str(baseline[1])
+
+
+def test_noise_before_the_drop_never_alerts(baseline_warehouse: tuple[Path, Path]) -> None:
+    rows = _query(
+        baseline_warehouse[0], "SELECT partition_date, verdict, count(*) FROM drift GROUP BY ALL ORDER BY ALL"
+    )
+    verdicts = {verdict for _, verdict, _ in rows}
+    assert verdicts <= {"no_baseline", "insufficient_data", "stable", "improved"}
+    first_compared = min(day for day, verdict, _ in rows if verdict == "stable")
+    assert first_compared == DAYS[3]  # three baseline partitions are needed
+    # Every metric is compared overall and for both apps, every day.
+    assert _query(baseline_warehouse[0], "SELECT DISTINCT count(*) FROM drift GROUP BY partition_date") == [(9,)]
+
+
+def test_backfill_skips_what_is_published_with_the_same_configuration(
+    history: Path, baseline_warehouse: tuple[Path, Path], tmp_path: Path
+) -> None:
+    warehouse, work = _copy(baseline_warehouse, tmp_path)
+    common = dict(source=str(history), start=DAYS[0], end=DAYS[-2], warehouse=warehouse, work_dir=work, batch_size=100)
+    again = backfill(metrics=METRICS, **common)
+    assert again.completed == [] and again.skipped == DAYS[:-1]
+    # Another metric set is another configuration: everything runs, from the task cache where it can.
+    fewer = backfill(metrics=METRICS[:2], concurrency=3, **common)
+    assert fewer.completed == DAYS[:-1]
+    assert all(summary.n_batches_cached == summary.n_batches for summary in fewer.summaries)
+
+
+def test_the_drop_is_detected_on_its_day_and_alerted_once(
+    history: Path, baseline_warehouse: tuple[Path, Path], tmp_path: Path, webhook: WebhookReceiver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    warehouse, work = _copy(baseline_warehouse, tmp_path)
+    monkeypatch.setenv(WEBHOOK_URL_ENV, webhook.url)
+    kwargs = dict(source=str(history), date=DROP_DAY, metrics=METRICS, warehouse=warehouse, work_dir=work)
+    first = monitor(batch_size=100, drift=DRIFT, alerts=ALERTS, **kwargs)
+
+    degraded = _query(
+        Path(warehouse.removeprefix("duckdb:///")),
+        f"SELECT metric, segment FROM drift WHERE partition_date = '{DROP_DAY}' AND verdict = 'degraded' ORDER BY ALL",
+    )
+    assert ("document_mrr", "metadata.app=sales") in degraded
+    assert ("document_recall_single_hit", "metadata.app=sales") in degraded
+    assert not [row for row in degraded if row[1] == "metadata.app=support"]
+    assert {metric for metric, _ in degraded} <= {"document_mrr", "document_recall_single_hit"}
+    assert len(webhook.messages) == 1
+    message = webhook.messages[0]
+    assert message["partition_date"] == DROP_DAY.isoformat()
+    assert sorted((a["metric"], a["segment"]) for a in message["alerts"]) == degraded
+    assert sorted(first.alerts["sent"]) == sorted(f"{DROP_DAY}|{m}|{s}" for m, s in degraded)
+
+    second = monitor(batch_size=100, drift=DRIFT, alerts=ALERTS, **kwargs)
+    assert len(webhook.messages) == 1
+    assert second.alerts["sent"] == [] and sorted(second.alerts["already_sent"]) == sorted(first.alerts["sent"])
+    path = Path(warehouse.removeprefix("duckdb:///"))
+    assert _query(path, f"SELECT count(*) FROM drift WHERE partition_date = '{DROP_DAY}'") == [(9,)]
+    ledger = _query(path, "SELECT channel, status, count(*) FROM alerts GROUP BY ALL ORDER BY ALL")
+    assert ledger == [("event", "sent", len(degraded)), ("webhook", "sent", len(degraded))]
+    with get_client(sync_client=True) as client:
+        artifact = client.read_latest_artifacts()
+    drift_md = next(a for a in artifact if a.key == f"ragpulse-drift-{DROP_DAY}")
+    assert "degraded" in str(drift_md.data) and SECRET_PATH not in str(drift_md.data)
+
+
+def test_a_failing_webhook_is_retried_reported_and_sent_by_the_next_run(
+    history: Path, baseline_warehouse: tuple[Path, Path], tmp_path: Path, webhook: WebhookReceiver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    warehouse, work = _copy(baseline_warehouse, tmp_path)
+    path = Path(warehouse.removeprefix("duckdb:///"))
+    monkeypatch.setenv(WEBHOOK_URL_ENV, webhook.url)
+    webhook.fail(503, 100)
+    kwargs = dict(source=str(history), date=DROP_DAY, metrics=METRICS, warehouse=warehouse, work_dir=work)
+    result = monitor(batch_size=100, drift=DRIFT, alerts=ALERTS, **kwargs)
+
+    assert webhook.attempts == ALERTS.max_attempts and webhook.messages == []
+    assert result.alerts["failed"] and result.summary.n_traces == PER_DAY
+    assert _query(path, f"SELECT count(*) FROM scores WHERE partition_date = '{DROP_DAY}'") == [(PER_DAY * 3,)]
+    failures = _query(path, "SELECT DISTINCT status, attempts, error FROM alerts WHERE channel = 'webhook'")
+    assert failures == [("failed", 3, "HTTP 503 from 127.0.0.1")]
+    assert not _query(path, f"SELECT * FROM alerts WHERE error LIKE '%{SECRET_PATH}%'")
+
+    webhook.fail(503, 0)
+    retry = monitor(batch_size=100, drift=DRIFT, alerts=ALERTS, **kwargs)
+    assert len(webhook.messages) == 1
+    assert sorted(retry.alerts["sent"]) == sorted(result.alerts["failed"])
+    events = _query(path, "SELECT count(*) FROM alerts WHERE channel = 'event'")
+    assert events == [(len(result.alerts["failed"]),)]  # events went out the first time; not again
