@@ -1,0 +1,83 @@
+"""Langfuse blob-storage export fixture -> canonical traces: manifests, overlapping windows, mappings."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tasks.adapters import AdapterOptions
+from tasks.adapters.langfuse import select_files, spans
+from tasks.errors import ConfigError
+from tasks.storage import list_partition_files
+from tests.tasks.adapters.conftest import DAY, FIXTURES, MIDDAY, Staged, copy_with_mtime, quarantined
+
+
+@pytest.fixture
+def export(tmp_path: Path) -> Path:
+    return copy_with_mtime(FIXTURES / "langfuse", tmp_path / "langfuse")
+
+
+def test_only_files_of_complete_runs_are_read(export: Path) -> None:
+    listed = list_partition_files(str(export), DAY, partitioning="event-time", suffixes=(".jsonl", ".json"))
+    names = sorted(Path(f.url).relative_to(export).as_posix() for f in select_files(listed, None))
+    assert names == [
+        "observations/2026-03-02_00-00-00.jsonl",
+        "observations/2026-03-02_12-00-00.jsonl",
+        "traces/2026-03-02_00-00-00.jsonl",
+        "traces/2026-03-02_12-00-00.jsonl",
+    ]  # no scores, nothing of the 2026-03-03 window (its manifest is not written yet)
+
+
+def test_a_manifest_listing_a_missing_file_is_a_clear_error(export: Path) -> None:
+    manifest = export / "manifests" / "broken.json"
+    manifest.write_text(json.dumps({"files": ["traces/gone.jsonl"]}))
+    os.utime(manifest, (MIDDAY, MIDDAY))
+    listed = list_partition_files(str(export), DAY, partitioning="event-time", suffixes=(".jsonl", ".json"))
+    with pytest.raises(ConfigError, match=r"broken.json lists .*traces/gone.jsonl, which does not exist"):
+        select_files(listed, None)
+
+
+def test_export_becomes_traces_deduplicated_across_windows(export: Path, stager: Callable[..., Staged]) -> None:
+    staged, rows = stager(export, "langfuse", partitioning="event-time")
+    assert sorted(rows) == ["lf-1", "lf-2"]
+    lf1 = rows["lf-1"]
+    assert (lf1["question"], lf1["answer"]) == ("Which plan includes SSO?", "SSO is part of the Enterprise plan.")
+    assert [(c["id"], c["text"], c["score"]) for c in lf1["contexts"]] == [
+        ("plan-ent", "Enterprise includes SSO and audit logs.", 0.89),
+        ("plan-pro", "Pro includes API access.", 0.55),
+    ]
+    assert lf1["metadata"]["source"] == {
+        "format": "langfuse", "trace_id": "lf-1", "root_span_id": "trace:lf-1", "retriever_span_ids": ["o-1r"],
+    }  # fmt: skip
+    assert lf1["metadata"]["token_counts"] == {"input": 512, "output": 12, "total": 524}
+    assert [c["id"] for c in rows["lf-2"]["contexts"]] == ["d-exp", "faq-exp"]  # two retrievers, one copy each
+    assert staged.n_duplicate_spans == 2  # lf-2's trace row and first retriever came in both windows
+    assert staged.n_other_days == 1  # lf-4 happened on 2026-03-01
+
+
+def test_broken_traces_are_quarantined_naming_trace_and_field(export: Path, stager: Callable[..., Staged]) -> None:
+    staged, _ = stager(export, "langfuse", partitioning="event-time")
+    assert quarantined(staged) == {("lf-5", "observation o-5r output.0.id"), ("lf-6", "root span")}
+
+
+def test_document_mapping_is_configurable() -> None:
+    observation = {
+        "id": "o", "trace_id": "t", "type": "SPAN", "parent_observation_id": "root", "name": "kb-search",
+        "start_time": "2026-03-02 10:00:00.000000",
+        "output": json.dumps({"hits": [{"body": "text", "meta": {"doc_id": "k-1", "similarity": 0.3}}]}),
+    }  # fmt: skip
+    options = AdapterOptions(retriever_names=("kb-search",), documents_path="hits", id_key="meta.doc_id",
+                             text_key="body", score_key="meta.similarity")  # fmt: skip
+    (span,) = list(spans(observation, options))
+    assert span.kind == "retriever"
+    assert [(d.id, d.text, d.score) for d in span.documents or ()] == [("k-1", "text", 0.3)]
+    (default,) = list(spans(observation, AdapterOptions()))
+    assert default.kind == "other" and default.documents is None
+
+
+def test_score_rows_are_not_spans() -> None:
+    assert list(spans({"id": "s", "trace_id": "t", "name": "feedback", "value": 1.0}, AdapterOptions())) == []

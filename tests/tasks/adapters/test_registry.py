@@ -1,0 +1,127 @@
+"""The format registry, format options, settings and the staging cache key."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tasks.adapters as adapters
+from metrics import DEFAULT_METRICS, parse_metrics
+from tasks.adapters import FORMATS, adapter_for, parse_options
+from tasks.errors import ConfigError, PartitionNotFoundError
+from tasks.load import _stage_key
+from tasks.settings import RunSettings
+from tasks.storage import SourceFile, list_partition_files
+
+DAY = dt.date(2026, 3, 2)
+
+
+def test_all_is_sorted_and_complete() -> None:
+    assert adapters.__all__ == sorted(adapters.__all__, key=lambda n: (not n.isupper(), n))
+    assert all(hasattr(adapters, name) for name in adapters.__all__)
+
+
+def test_formats_and_unknown_format() -> None:
+    assert FORMATS == ("ragpulse", "openinference", "otel-genai", "langfuse", "langsmith")
+    assert adapter_for("ragpulse") is None
+    with pytest.raises(ConfigError, match="unknown trace_format 'jaeger'; use one of ragpulse, openinference"):
+        adapter_for("jaeger")
+
+
+def test_options_are_checked_against_the_format() -> None:
+    assert parse_options("langsmith", {"score_key": "metadata.relevance_score"}).score_key == "metadata.relevance_score"
+    assert parse_options("otel-genai", {"retriever_names": "kb"}).retriever_names == ("kb",)
+    with pytest.raises(ConfigError, match=r"\['id_key'\] are not read by trace_format 'otel-genai'"):
+        parse_options("otel-genai", {"id_key": "x"})
+    with pytest.raises(ConfigError, match="not read by trace_format 'ragpulse'"):
+        parse_options("ragpulse", {"question_keys": ["q"]})
+    with pytest.raises(ConfigError, match="must be a list of non-empty strings"):
+        parse_options("langfuse", {"question_keys": [1]})
+
+
+def test_settings_read_format_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGPULSE_TRACE_FORMAT", "langfuse")
+    monkeypatch.setenv("RAGPULSE_FORMAT_OPTIONS", '{"id_key": "metadata.doc_id"}')
+    monkeypatch.setenv("RAGPULSE_PARTITIONING", "event-time")
+    monkeypatch.setenv("RAGPULSE_LATE_ARRIVAL_HOURS", "12")
+    settings = RunSettings()
+    assert (settings.trace_format, settings.format_options) == ("langfuse", {"id_key": "metadata.doc_id"})
+    assert (settings.partitioning, settings.late_arrival_hours) == ("event-time", 12.0)
+    with pytest.raises(ValueError, match="not read by trace_format 'otel-genai'"):
+        RunSettings(trace_format="otel-genai", format_options={"id_key": "x"})
+
+
+def test_fingerprint_covers_format_and_options_and_is_unchanged_for_canonical_traces() -> None:
+    versions = sorted((r.name, r.version) for r in parse_metrics(DEFAULT_METRICS))
+    assert RunSettings().fingerprint() == hashlib.sha256(json.dumps(versions).encode()).hexdigest()[:16]
+    prints = {
+        RunSettings().fingerprint(),
+        RunSettings(trace_format="langfuse").fingerprint(),
+        RunSettings(trace_format="langfuse", format_options={"id_key": "metadata.doc_id"}).fingerprint(),
+        RunSettings(trace_format="langsmith").fingerprint(),
+    }
+    assert len(prints) == 4
+    assert RunSettings(partitioning="event-time").fingerprint() == RunSettings().fingerprint()  # same scores
+
+
+def _key(**params: Any) -> str:
+    base: dict[str, Any] = {
+        "date": DAY, "files": [SourceFile("s3://b/x.jsonl", 10, "etag")], "batch_size": 100, "staged_url": "w",
+    }  # fmt: skip
+    return _stage_key(None, {**base, **params})  # type: ignore[arg-type]
+
+
+def test_stage_cache_key_covers_format_options_and_event_day() -> None:
+    plain = _key()
+    assert _key(trace_format="ragpulse", format_options=None, partitioning="dt") == plain  # defaults, same key
+    assert _key(trace_format="langfuse") != plain
+    assert _key(trace_format="langfuse", format_options={"id_key": "metadata.x"}) != _key(trace_format="langfuse")
+    # dt: the files are the day; event-time: one file can feed two days
+    assert _key(date=DAY + dt.timedelta(days=1)) == plain
+    event = _key(partitioning="event-time")
+    assert event != plain and _key(partitioning="event-time", date=DAY + dt.timedelta(days=1)) != event
+
+
+def _touch(path: Path, when: dt.datetime) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{}\n")
+    os.utime(path, (when.timestamp(), when.timestamp()))
+
+
+def test_event_time_lists_files_modified_within_the_late_arrival_window(tmp_path: Path) -> None:
+    midnight = dt.datetime(2026, 3, 2, tzinfo=dt.UTC)
+    _touch(tmp_path / "a" / "early.jsonl", midnight - dt.timedelta(hours=7))  # before the window
+    _touch(tmp_path / "a" / "lead-in.jsonl", midnight - dt.timedelta(hours=5))
+    _touch(tmp_path / "b" / "noon.jsonl", midnight + dt.timedelta(hours=12))
+    _touch(tmp_path / "b" / "late.jsonl", midnight + dt.timedelta(hours=29))
+    _touch(tmp_path / "b" / "too-late.jsonl", midnight + dt.timedelta(hours=31))
+    files = list_partition_files(str(tmp_path), DAY, partitioning="event-time", late_arrival_hours=6)
+    assert [Path(f.url).name for f in files] == ["lead-in.jsonl", "late.jsonl", "noon.jsonl"]
+    with pytest.raises(PartitionNotFoundError, match="none was modified between 2026-03-08 18:00 and 2026-03-10 06:00"):
+        list_partition_files(str(tmp_path), dt.date(2026, 3, 9), partitioning="event-time", late_arrival_hours=6)
+    with pytest.raises(ConfigError, match="unknown partitioning 'hourly'"):
+        list_partition_files(str(tmp_path), DAY, partitioning="hourly")
+
+
+def test_canonical_traces_are_selected_by_timestamp_under_event_time(tmp_path: Path) -> None:
+    from tasks.load import stage_records
+
+    lines = [
+        {"trace_id": "in-day", "timestamp": "2026-03-02T23:59:59Z", "question": "q?"},
+        {"trace_id": "next-day", "timestamp": "2026-03-03T00:00:00Z", "question": "q?"},
+        {"trace_id": "no-question", "timestamp": "2026-03-02T10:00:00Z"},
+    ]
+    path = tmp_path / "src" / "log.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    os.utime(path, (dt.datetime(2026, 3, 3, 1, tzinfo=dt.UTC).timestamp(),) * 2)  # arrived an hour late
+    files = list_partition_files(str(path.parent), DAY, partitioning="event-time", late_arrival_hours=2)
+    staged = stage_records(DAY, files, staged_url=str(tmp_path / "w"), batch_size=10, partitioning="event-time")
+    assert (staged.n_valid, staged.n_other_days) == (1, 1)
+    assert [(q.trace_id, q.field) for q in staged.quarantined] == [("no-question", "question")]
