@@ -3,18 +3,20 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # The CPU build of torch, installed before anything that depends on torch so that no install ever
-# pulls a multi-GB CUDA build. Elsewhere: TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cpu".
+# pulls a multi-GB CUDA build. Elsewhere: TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu (or the old
+# TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cpu").
 TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX_URL ?=
 
 .PHONY: setup demo test lint bench clean
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# infra/install.sh is the one install recipe: the flow image (infra/Dockerfile) runs it too, without the test extras.
+$(VENV)/.installed: pyproject.toml infra/install.sh
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet $(TORCH_SPEC)
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	TORCH_SPEC="$(TORCH_SPEC)" TORCH_INDEX_URL="$(TORCH_INDEX_URL)" PIP_ARGS=--quiet \
+		bash infra/install.sh --python $(BIN)/python --extras test --editable
 	touch $@
 
 demo: setup
