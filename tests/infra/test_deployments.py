@@ -1,0 +1,164 @@
+"""deployments/prefect.yaml resolves: every entrypoint is a Prefect flow, every parameter fits its schema, every
+schedule parses. Generic on purpose: it checks whatever deployments the file holds, so new ones are covered."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import zoneinfo
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prefect import Flow
+from prefect.client.schemas.schedules import CronSchedule, IntervalSchedule, RRuleSchedule
+from prefect.utilities.callables import parameter_schema
+from prefect.utilities.schema_tools.validation import validate
+
+ROOT = Path(__file__).resolve().parents[2]
+PREFECT_YAML = ROOT / "deployments" / "prefect.yaml"
+ENV_EXAMPLE = ROOT / "infra" / ".env.example"
+COMPOSE = ROOT / "infra" / "compose.yaml"
+
+# Prefect's own placeholder syntax: {{ $ENV }}, {{ prefect.blocks.* }}, {{ prefect.variables.* }}, step outputs.
+PLACEHOLDER = re.compile(r"{{\s*([\w.\-\[\]$]+)\s*}}")
+
+
+def env_example() -> dict[str, str]:
+    """Values of infra/.env.example, commented-out optional lines included (they document the variable)."""
+    values: dict[str, str] = {}
+    for line in ENV_EXAMPLE.read_text().splitlines():
+        match = re.match(r"^#?\s*([A-Z][A-Z0-9_]*)=(.*)$", line.strip())
+        if match:
+            values.setdefault(match.group(1), match.group(2))
+    return values
+
+
+def load_prefect_yaml() -> dict[str, Any]:
+    return yaml.safe_load(PREFECT_YAML.read_text())
+
+
+DEPLOYMENTS: list[dict[str, Any]] = load_prefect_yaml().get("deployments") or []
+
+
+def resolve(value: Any, env: dict[str, str]) -> Any:
+    """Apply ``{{ $VAR }}`` from the env example as ``prefect deploy`` does from its environment; a value that is
+    entirely another placeholder (a block, a variable, a step output) becomes ``TEMPLATED``: known only at deploy."""
+    if isinstance(value, dict):
+        return {key: resolve(item, env) for key, item in value.items()}
+    if isinstance(value, list):
+        return [resolve(item, env) for item in value]
+    if not isinstance(value, str) or not PLACEHOLDER.search(value):
+        return value
+
+    def substitute(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name.startswith("$"):
+            assert name[1:] in env, f"{{{{ {name} }}}} in prefect.yaml: {name[1:]} is not in infra/.env.example"
+            return env[name[1:]]
+        return match.group(0)
+
+    resolved = PLACEHOLDER.sub(substitute, value)
+    return TEMPLATED if PLACEHOLDER.fullmatch(resolved.strip()) else resolved
+
+
+TEMPLATED = object()
+
+
+def load_entrypoint(entrypoint: str) -> Flow[Any, Any]:
+    path, _, name = entrypoint.partition(":")
+    assert name, f"entrypoint {entrypoint!r} must be <file>.py:<flow function>"
+    assert (ROOT / path).is_file(), f"entrypoint file {path} does not exist (relative to the repository root)"
+    module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
+    flow = getattr(module, name, None)
+    assert isinstance(flow, Flow), f"{entrypoint} is not a Prefect flow (got {type(flow).__name__})"
+    return flow
+
+
+def check_parameters(flow: Flow[Any, Any], parameters: dict[str, Any], where: str) -> None:
+    """Validate against the flow's parameter schema as the Prefect server does, then, when every required parameter
+    is there, through the flow's own pydantic validation (types coerced exactly as at run time)."""
+    schema = parameter_schema(flow).model_dump_for_openapi()
+    known = set(schema["properties"])
+    unknown = sorted(set(parameters) - known)
+    assert not unknown, f"{where}: {unknown} are not parameters of {flow.name} (it takes {sorted(known)})"
+    concrete = {key: value for key, value in parameters.items() if value is not TEMPLATED}
+    errors = validate(concrete, schema, raise_on_error=False, ignore_required=True)
+    assert not errors, f"{where}: invalid parameters for {flow.name}: {[e.message for e in errors]}"
+    if set(schema.get("required", [])) <= set(concrete):
+        flow.validate_parameters(concrete)
+
+
+def build_schedule(config: dict[str, Any]) -> CronSchedule | IntervalSchedule | RRuleSchedule:
+    """The schedule objects ``prefect deploy`` builds from a ``schedules:`` entry."""
+    timezone = config.get("timezone")
+    if timezone is not None:
+        zoneinfo.ZoneInfo(timezone)  # raises for an unknown IANA name
+    options = {"timezone": timezone} if timezone else {}
+    if "cron" in config:
+        if config.get("day_or") is not None:
+            options["day_or"] = config["day_or"]
+        return CronSchedule(cron=config["cron"], **options)
+    if "interval" in config:
+        interval = config["interval"]
+        interval = timedelta(seconds=interval) if isinstance(interval, int | float) else interval
+        return IntervalSchedule(interval=interval, **options)
+    if "rrule" in config:
+        return RRuleSchedule(rrule=config["rrule"], **options)
+    raise AssertionError(f"schedule {config} has no cron, interval or rrule")
+
+
+def test_there_are_deployments() -> None:
+    assert DEPLOYMENTS, "deployments/prefect.yaml defines no deployments"
+    names = [deployment["name"] for deployment in DEPLOYMENTS]
+    assert len(names) == len(set(names)), f"duplicate deployment names: {names}"
+
+
+@pytest.mark.parametrize("deployment", DEPLOYMENTS, ids=lambda d: d.get("name", "?"))
+def test_entrypoint_parameters_and_schedules(deployment: dict[str, Any]) -> None:
+    env = env_example()
+    flow = load_entrypoint(deployment["entrypoint"])
+    where = f"deployment {deployment['name']!r}"
+    check_parameters(flow, resolve(deployment.get("parameters") or {}, env), where)
+    schedules = deployment.get("schedules") or []
+    if deployment.get("schedule"):
+        schedules = [*schedules, deployment["schedule"]]
+    for index, config in enumerate(schedules):
+        config = resolve(config, env)
+        build_schedule(config)
+        merged = {**resolve(deployment.get("parameters") or {}, env), **(config.get("parameters") or {})}
+        check_parameters(flow, merged, f"{where}, schedule {index}")
+
+
+@pytest.mark.parametrize("deployment", DEPLOYMENTS, ids=lambda d: d.get("name", "?"))
+def test_deployments_use_the_pool_the_stacks_create(deployment: dict[str, Any]) -> None:
+    """The compose deploy job and the Kubernetes bootstrap create exactly this pool; any other would never run."""
+    compose = yaml.safe_load(COMPOSE.read_text())
+    environment = compose["services"]["deploy"]["environment"]
+    pools = {item.split("=", 1)[1] for item in environment if item.startswith("RAGPULSE_WORK_POOL=")}
+    assert deployment.get("work_pool", {}).get("name") in pools, f"{deployment['name']}: work pool not in {pools}"
+
+
+def test_pull_step_directory_is_the_image_workdir() -> None:
+    """Entrypoints are relative to the repository root, which is the image's WORKDIR."""
+    workdirs = re.findall(r"^WORKDIR\s+(\S+)", (ROOT / "infra" / "Dockerfile").read_text(), flags=re.MULTILINE)
+    steps = load_prefect_yaml().get("pull") or []
+    directories = [
+        step["prefect.deployments.steps.set_working_directory"]["directory"]
+        for step in steps
+        if "prefect.deployments.steps.set_working_directory" in step
+    ]
+    for directory in directories:
+        assert directory == workdirs[-1], f"pull step works in {directory}, the image keeps the code in {workdirs[-1]}"
+
+
+def test_templated_values_are_recognised() -> None:
+    env = {"RAGPULSE_SOURCE": "s3://bucket/traces"}
+    assert resolve("{{ $RAGPULSE_SOURCE }}", env) == "s3://bucket/traces"
+    assert resolve("{{ $RAGPULSE_SOURCE }}/dt", env) == "s3://bucket/traces/dt"
+    assert resolve("{{ prefect.blocks.secret.warehouse-url }}", env) is TEMPLATED
+    assert resolve({"a": ["{{ prefect.variables.x }}", 1]}, env) == {"a": [TEMPLATED, 1]}
+    with pytest.raises(AssertionError, match="NOT_DECLARED"):
+        resolve("{{ $NOT_DECLARED }}", env)
