@@ -97,6 +97,10 @@ def backfill(
     judge_base_url: str | None = None,
     judge_config: str | None = None,
     sample_rate: float = 1.0,
+    trace_format: str = "ragpulse",
+    format_options: dict[str, Any] | None = None,
+    partitioning: str = "dt",
+    late_arrival_hours: float = 6.0,
     concurrency: int = 2,
     force: bool = False,
     drift: DriftSettings | None = None,
@@ -115,7 +119,8 @@ def backfill(
         source=source, warehouse=warehouse, work_dir=work_dir, batch_size=batch_size,
         metrics=tuple(metrics) if metrics else RunSettings.model_fields["metrics"].default,
         storage_options=storage_options or {}, max_failure_rate=max_failure_rate, judge_config=judge_config,
-        sample_rate=sample_rate,
+        sample_rate=sample_rate, trace_format=trace_format, format_options=format_options or {},
+        partitioning=partitioning, late_arrival_hours=late_arrival_hours,
     )  # fmt: skip
     plan = plan_backfill(settings, start, end, force=force, judge_model=judge_model, judge_base_url=judge_base_url)
     for listener in list(_listeners):
@@ -124,7 +129,8 @@ def backfill(
         "source": source, "metrics": list(settings.metrics), "warehouse": warehouse, "work_dir": work_dir,
         "batch_size": batch_size, "storage_options": storage_options, "max_failure_rate": max_failure_rate,
         "judge_model": judge_model, "judge_base_url": judge_base_url, "judge_config": judge_config,
-        "sample_rate": sample_rate,
+        "sample_rate": sample_rate, "trace_format": trace_format, "format_options": format_options,
+        "partitioning": partitioning, "late_arrival_hours": late_arrival_hours,
     }  # fmt: skip
     summaries: dict[dt.date, RunSummary] = {}
     failed: dict[dt.date, str] = {}

@@ -64,6 +64,18 @@ MetricsOption = Annotated[
 ]
 WarehouseOption = Annotated[str | None, typer.Option(help="Warehouse URL, e.g. duckdb:///ragpulse.duckdb.")]
 ConfigOption = Annotated[Path | None, typer.Option(help="TOML config file (default ./ragpulse.toml if present).")]
+FormatOption = Annotated[
+    str | None,
+    typer.Option(
+        "--format", help="What the source holds: ragpulse (default), openinference, otel-genai, langfuse, langsmith."
+    ),
+]
+PartitioningOption = Annotated[
+    str | None, typer.Option(help="dt (dt=YYYY-MM-DD folders, default) or event-time (select the day by trace time).")
+]
+LateArrivalOption = Annotated[
+    float | None, typer.Option(help="event-time: hours after the day that its traces may still arrive.")
+]
 
 
 @app.command()
@@ -83,6 +95,9 @@ def evaluate(
     judge_base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of the judge.")] = None,
     judge_config: Annotated[str | None, typer.Option(help="TOML/JSON judge options (aspects, custom judges).")] = None,
     sample: Annotated[float | None, typer.Option(help="Share of traces the judge scores, e.g. 0.1.")] = None,
+    trace_format: FormatOption = None,
+    partitioning: PartitioningOption = None,
+    late_arrival_hours: LateArrivalOption = None,
     config: ConfigOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON on stdout.")] = False,
 ) -> None:
@@ -104,6 +119,9 @@ def evaluate(
             max_workers=max_workers,
             judge_config=judge_config,
             sample_rate=sample,
+            trace_format=trace_format,
+            partitioning=partitioning,
+            late_arrival_hours=late_arrival_hours,
         )
         if settings.source is None:
             raise _fail("no trace source: pass --source, set RAGPULSE_SOURCE or `source` in ragpulse.toml")
@@ -134,21 +152,11 @@ def _run_partition(
         max_context_chars=settings.max_context_chars,
     )
     return evaluate_partition.with_options(task_runner=runner)(
-        source=settings.source,
+        **_flow_parameters(settings, judge_model, judge_base_url),
         date=partition,
-        metrics=list(settings.metrics),
-        warehouse=settings.warehouse,
-        work_dir=settings.work_dir,
-        batch_size=settings.batch_size,
-        storage_options=settings.storage_options or None,
-        max_failure_rate=settings.max_failure_rate,
         input_suite=settings.input_suite,
         output_suite=settings.output_suite,
         limits=limits,
-        judge_model=judge_model,
-        judge_base_url=judge_base_url,
-        judge_config=settings.judge_config,
-        sample_rate=settings.sample_rate,
     )
 
 
@@ -179,6 +187,10 @@ def _flow_parameters(settings: Any, judge_model: str | None, judge_base_url: str
         "judge_base_url": judge_base_url,
         "judge_config": settings.judge_config,
         "sample_rate": settings.sample_rate,
+        "trace_format": settings.trace_format,
+        "format_options": settings.format_options or None,
+        "partitioning": settings.partitioning,
+        "late_arrival_hours": settings.late_arrival_hours,
     }
 
 
@@ -205,6 +217,9 @@ def monitor(
     segment_key: SegmentOption = None,
     baseline_partitions: BaselineOption = 7,
     min_delta: MinDeltaOption = 0.05,
+    trace_format: FormatOption = None,
+    partitioning: PartitioningOption = None,
+    late_arrival_hours: LateArrivalOption = None,
     config: ConfigOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")] = False,
 ) -> None:
@@ -215,8 +230,9 @@ def monitor(
 
     try:
         settings = _settings_with_source(
-            config, source=source, metrics=metrics, warehouse=warehouse, work_dir=work_dir, sample_rate=sample
-        )
+            config, source=source, metrics=metrics, warehouse=warehouse, work_dir=work_dir, sample_rate=sample,
+            trace_format=trace_format, partitioning=partitioning, late_arrival_hours=late_arrival_hours,
+        )  # fmt: skip
         day = _date(date, "--date") if date else partition_to_monitor(timezone)
         _announce_api()
         result = monitor_flow(
@@ -253,6 +269,9 @@ def backfill(
     baseline_partitions: BaselineOption = 7,
     min_delta: MinDeltaOption = 0.05,
     alert: Annotated[bool, typer.Option(help="Send drift alerts for the backfilled partitions too.")] = False,
+    trace_format: FormatOption = None,
+    partitioning: PartitioningOption = None,
+    late_arrival_hours: LateArrivalOption = None,
     config: ConfigOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")] = False,
 ) -> None:
@@ -267,7 +286,8 @@ def backfill(
     try:
         settings = _settings_with_source(
             config, source=source, metrics=metrics, warehouse=warehouse, work_dir=work_dir, batch_size=batch_size,
-            judge_config=judge_config, sample_rate=sample,
+            judge_config=judge_config, sample_rate=sample, trace_format=trace_format, partitioning=partitioning,
+            late_arrival_hours=late_arrival_hours,
         )  # fmt: skip
         _announce_api()
         with (
@@ -341,6 +361,9 @@ def serve(
     segment_key: SegmentOption = None,
     baseline_partitions: BaselineOption = 7,
     min_delta: MinDeltaOption = 0.05,
+    trace_format: FormatOption = None,
+    partitioning: PartitioningOption = None,
+    late_arrival_hours: LateArrivalOption = None,
     config: ConfigOption = None,
 ) -> None:
     """Run the daily monitor on a schedule from this process (no work pool needed) until stopped."""
@@ -360,8 +383,9 @@ def serve(
         raise _fail(f"invalid schedule --cron {cron!r} --timezone {timezone!r}: {exc.errors()[0]['msg']}") from None
     try:
         settings = _settings_with_source(
-            config, source=source, metrics=metrics, warehouse=warehouse, work_dir=work_dir, sample_rate=sample
-        )
+            config, source=source, metrics=metrics, warehouse=warehouse, work_dir=work_dir, sample_rate=sample,
+            trace_format=trace_format, partitioning=partitioning, late_arrival_hours=late_arrival_hours,
+        )  # fmt: skip
     except RagpulseError as exc:
         raise _fail(str(exc)) from None
     from prefect.schedules import Cron
@@ -375,6 +399,37 @@ def serve(
     }
     console.print(f"Serving [bold]monitor/{name}[/bold] on '{cron}' ({timezone}); Ctrl-C stops and pauses it.")
     monitor_flow.serve(name=name, schedules=[Cron(cron, timezone=timezone)], parameters=parameters)
+
+
+@app.command()
+def report(
+    warehouse: WarehouseOption = None,
+    out_path: Annotated[Path, typer.Option("--out", help="HTML file to write.")] = Path("ragpulse-report.html"),
+    days: Annotated[int, typer.Option(min=1, max=3660, help="Partitions of the last N days.")] = 30,
+    end: Annotated[str | None, typer.Option(help="Last day shown; default the newest published partition.")] = None,
+    metrics: Annotated[str | None, typer.Option(help="Comma-separated metrics to show; default all.")] = None,
+    worst: Annotated[int, typer.Option(min=0, max=1000, help="Worst traces of the latest partition listed.")] = 20,
+    rank_metric: Annotated[
+        str | None, typer.Option(help="Rank the worst traces by this metric (default: mean of their scores).")
+    ] = None,
+    segment: Annotated[str, typer.Option(help="Drift segment whose bands and markers are drawn.")] = "all",
+    config: ConfigOption = None,
+) -> None:
+    """Write a self-contained HTML report: trends with baseline bands and drift markers, failure rates, worst traces."""
+    from metrics.errors import RagpulseError
+    from tasks.html_report import write_report
+    from tasks.settings import load_settings
+
+    try:
+        settings = load_settings(config, warehouse=warehouse)
+        chosen = [name.strip() for name in metrics.split(",") if name.strip()] if metrics else None
+        path = write_report(
+            settings.warehouse, out_path, days=days, end=_date(end, "--end") if end else None, metrics=chosen,
+            worst=worst, rank_metric=rank_metric, segment=segment,
+        )  # fmt: skip
+    except RagpulseError as exc:
+        raise _fail(str(exc)) from None
+    console.print(f"Report written to [bold]{path}[/bold]")
 
 
 @app.command()

@@ -50,6 +50,10 @@ def monitor(
     judge_base_url: str | None = None,
     judge_config: str | None = None,
     sample_rate: float = 1.0,
+    trace_format: str = "ragpulse",
+    format_options: dict[str, Any] | None = None,
+    partitioning: str = "dt",
+    late_arrival_hours: float = 6.0,
     drift: DriftSettings | None = None,
     alerts: AlertSettings | None = None,
     timezone: str = "UTC",
@@ -61,7 +65,8 @@ def monitor(
     summary = evaluate_partition(
         source=source, date=day, metrics=metrics, warehouse=warehouse, work_dir=work_dir, batch_size=batch_size,
         storage_options=storage_options, max_failure_rate=max_failure_rate, judge_model=judge_model,
-        judge_base_url=judge_base_url, judge_config=judge_config, sample_rate=sample_rate,
+        judge_base_url=judge_base_url, judge_config=judge_config, sample_rate=sample_rate, trace_format=trace_format,
+        format_options=format_options, partitioning=partitioning, late_arrival_hours=late_arrival_hours,
     )  # fmt: skip
     report = detect_drift(warehouse, day, drift, run_id=summary.run_id)
     outcome = send_alerts(warehouse, report, alerts, run_id=summary.run_id)

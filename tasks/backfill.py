@@ -64,19 +64,24 @@ def plan_backfill(
     judge_model: str | None = None,
     judge_base_url: str | None = None,
 ) -> BackfillPlan:
-    """The partitions in [start, end] that the source has, minus those already published with this configuration."""
+    """The partitions in [start, end] that the source has (every day for event-time partitioning), minus those
+    already published with this configuration."""
     if end < start:
         raise ConfigError(f"backfill end {end} is before its start {start}")
     if settings.source is None:
         raise ConfigError("backfill needs a trace source")
     expected = config_hash(settings, judge_model=judge_model, judge_base_url=judge_base_url)
-    available = [d for d in partition_dates(settings.source, settings.storage_options) if start <= d <= end]
+    days = [start + dt.timedelta(days=i) for i in range((end - start).days + 1)]
+    if settings.partitioning == "dt":
+        available = [d for d in partition_dates(settings.source, settings.storage_options) if start <= d <= end]
+    else:
+        # Event-time sources have no day folders to list: every day of the range is tried.
+        available = days
     published = {} if force else published_config_hashes(settings.warehouse, start, end)
     to_run = [d for d in available if published.get(d) != expected]
     skipped = [d for d in available if published.get(d) == expected]
     have = set(available)
-    missing = [start + dt.timedelta(days=i) for i in range((end - start).days + 1)]
-    plan = BackfillPlan(expected, to_run, skipped, [d for d in missing if d not in have])
+    plan = BackfillPlan(expected, to_run, skipped, [d for d in days if d not in have])
     get_run_logger().info(
         "backfill %s..%s: %d partition(s) to run, %d already published with config %s, %d day(s) without traces",
         start, end, len(plan.to_run), len(plan.skipped), expected, len(plan.missing),

@@ -124,10 +124,13 @@ def test_backfill_skips_what_is_published_with_the_same_configuration(
     common = dict(source=str(history), start=DAYS[0], end=DAYS[-2], warehouse=warehouse, work_dir=work, batch_size=100)
     again = backfill(metrics=METRICS, **common)
     assert again.completed == [] and again.skipped == DAYS[:-1]
-    # Another metric set is another configuration: everything runs, from the task cache where it can.
-    fewer = backfill(metrics=METRICS[:2], concurrency=3, **common)
-    assert fewer.completed == DAYS[:-1]
-    assert all(summary.n_batches_cached == summary.n_batches for summary in fewer.summaries)
+    # --force re-runs every partition, from the task cache.
+    forced = backfill(metrics=METRICS, force=True, concurrency=3, **common)
+    assert forced.completed == DAYS[:-1]
+    assert all(summary.n_batches_cached == summary.n_batches for summary in forced.summaries)
+    # Another metric set is another configuration: every partition runs again.
+    fewer = backfill(metrics=METRICS[:2], **common)
+    assert fewer.completed == DAYS[:-1] and fewer.config_hash != again.config_hash
 
 
 def test_the_drop_is_detected_on_its_day_and_alerted_once(
