@@ -264,26 +264,38 @@ def _stage_spans(
     storage_options: Mapping[str, Any] | None,
 ) -> StagedPartition:
     """Group the spans of every file by trace id (a repeated span id keeps the later copy), then assemble
-    each trace in order of first sight and validate it like a canonical record, located at its first span."""
+    each trace in order of first sight and validate it like a canonical record, located at its first span.
+
+    Where one record holds spans of several traces (OTLP lines), a quarantined trace or span is located
+    at ``<file>#trace=<id>`` or ``<file>#<span path>`` so that no two entries share a location."""
     quarantined: list[QuarantinedRecord] = []
     by_trace: dict[str, dict[str, Span]] = {}
     first_seen: dict[str, tuple[str, int]] = {}
+    traces_at: dict[tuple[str, int], set[str]] = {}
     duplicates = 0
     for source_file in files:
         for line, decoded, raw in _read_records(source_file, storage_options):
             try:
                 if isinstance(decoded, _Undecodable):
                     raise InvalidRecordError(None, "<record>", decoded.reason)
-                for item in adapter.spans(decoded, options):
-                    if isinstance(item, InvalidRecordError):
-                        quarantined.append(_quarantine(item, source_file.url, line, raw))
-                        continue
+                items = list(adapter.spans(decoded, options))
+            except InvalidRecordError as exc:
+                quarantined.append(_quarantine(exc, source_file.url, line, raw))
+                continue
+            seen_here = traces_at.setdefault((source_file.url, line), set())
+            for item in items:
+                if isinstance(item, Span):
                     spans = by_trace.setdefault(item.trace_id, {})
                     duplicates += item.span_id in spans
                     spans[item.span_id] = item
                     first_seen.setdefault(item.trace_id, (source_file.url, line))
-            except InvalidRecordError as exc:
-                quarantined.append(_quarantine(exc, source_file.url, line, raw))
+                    seen_here.add(item.trace_id)
+            for item in items:
+                if isinstance(item, InvalidRecordError):
+                    # A record that also holds good spans (an OTLP line) names the bad span in a URL fragment,
+                    # so the location of the quarantined entry is not that of a staged trace.
+                    url = f"{source_file.url}#{item.field}" if seen_here else source_file.url
+                    quarantined.append(_quarantine(item, url, line, raw))
     other_days = 0
     for trace_id, spans in by_trace.items():
         url, line = first_seen[trace_id]
@@ -298,7 +310,9 @@ def _stage_spans(
                 other_days += 1
                 continue
             excerpt = raw_trace if raw_trace is not None else _span_summary(trace_id, spans.values())
-            quarantined.append(_quarantine(exc, url, line, json.dumps(excerpt, default=str)))
+            shared = len(traces_at[(url, line)]) > 1
+            location = f"{url}#trace={trace_id}" if shared else url
+            quarantined.append(_quarantine(exc, location, line, json.dumps(excerpt, default=str)))
             continue
         if day is not None and not day(row["timestamp"]):
             other_days += 1

@@ -70,6 +70,11 @@ def test_unreadable_lines_and_spans_are_quarantined_alone(stager: Callable[..., 
         (None, "resourceSpans[0].scopeSpans[0].spans[0].traceId"),
         (T4, "question"),
     }
+    # the broken span shares its line with T3's spans, so its location names the span
+    files = {q.field: q.source_file for q in staged.quarantined}
+    broken = "resourceSpans[0].scopeSpans[0].spans[0].traceId"
+    assert files[broken].endswith(f"otlp-0002.jsonl#{broken}")
+    assert files["question"].endswith("otlp-0001.jsonl")  # T4 has its line to itself
 
 
 def test_documents_that_are_not_a_list_name_the_span() -> None:
