@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from numpy.typing import NDArray
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -22,9 +24,18 @@ from tasks._fingerprint import digest
 from tasks.load import QuarantinedRecord, StagedPartition
 from tasks.score import ScoredBatch
 from tasks.storage import filesystem, redact_url, storage_errors
-from tasks.warehouse import QUARANTINE_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, Publication, open_warehouse
+from tasks.warehouse import (
+    QUARANTINE_SCHEMA,
+    RUNS_SCHEMA,
+    SCORES_SCHEMA,
+    TRACES_SCHEMA,
+    Publication,
+    open_warehouse,
+)
 
 __all__ = [
+    "EXCERPT_CHARS",
+    "TRACE_ROWS_SCHEMA",
     "PartitionScores",
     "RunInfo",
     "assemble_partition",
@@ -32,10 +43,18 @@ __all__ = [
     "build_publication",
     "describe_run",
     "publish_partition",
+    "read_trace_excerpts",
     "write_quarantine_copy",
 ]
 
 _STATUS_LABELS = np.array([status.label for status in sorted(Status)], dtype=object)
+
+# The traces table keeps question, answer and each context text cut to this many characters: enough to read a
+# trace behind a score and to segment by, small enough that a day's traces stay a modest table. The full trace
+# stays in object storage at source_file:source_line.
+EXCERPT_CHARS = 1_000
+# The traces columns a partition's scores carry; build_publication adds the partition date and run id.
+TRACE_ROWS_SCHEMA = pa.schema([f for f in TRACES_SCHEMA if f.name not in ("partition_date", "run_id")])
 
 
 @dataclass(frozen=True)
@@ -65,6 +84,8 @@ class PartitionScores:
     n_batches: int
     prompt_versions: dict[str, str] = field(default_factory=dict)
     judge_model: str | None = None
+    traces: pa.Table = field(default_factory=TRACE_ROWS_SCHEMA.empty_table)
+    """Excerpts of the kept traces (TRACE_ROWS_SCHEMA), row i for trace_ids[i]; empty when not read."""
 
 
 def assemble_partition(
@@ -164,6 +185,13 @@ def build_publication(
             )
         )
     score_table = pa.concat_tables(tables) if tables else SCORES_SCHEMA.empty_table()
+    rows = scores.traces.num_rows
+    traces = (
+        scores.traces.append_column("partition_date", pa.array([scores.date] * rows, pa.date32()))
+        .append_column("run_id", pa.array([run.run_id] * rows, pa.string()))
+        .select(TRACES_SCHEMA.names)
+        .cast(TRACES_SCHEMA)
+    )
     quarantine = pa.Table.from_pylist(
         [
             {
@@ -206,7 +234,7 @@ def build_publication(
         ],
         schema=RUNS_SCHEMA,
     )
-    return Publication(scores.date, list(metrics), score_table, quarantine, run_row)
+    return Publication(scores.date, list(metrics), score_table, quarantine, run_row, traces=traces)
 
 
 @task(name="assemble-partition", cache_policy=NO_CACHE, persist_result=False)
@@ -218,12 +246,66 @@ def assemble_scores(
     quarantine_copy_url: str | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> PartitionScores:
-    """Join retrieval and judge results per batch, de-duplicate, drop excluded rows, copy the quarantine."""
+    """Join retrieval and judge results per batch, de-duplicate, drop excluded rows, read the kept traces'
+    excerpts, copy the quarantine."""
     batches = [plain.merged(judge) for plain, judge in zip(scored, judged, strict=True)] if judged else scored
     scores = assemble_partition(staged, batches, excluded)
+    scores = dataclasses.replace(scores, traces=read_trace_excerpts(staged, scores, storage_options))
     if quarantine_copy_url is not None:
         write_quarantine_copy(quarantine_copy_url, scores.quarantined, storage_options)
     return scores
+
+
+def read_trace_excerpts(
+    staged: StagedPartition, scores: PartitionScores, storage_options: Mapping[str, Any] | None = None
+) -> pa.Table:
+    """Excerpts of the traces ``scores`` kept, row for row with ``scores.trace_ids`` (TRACE_ROWS_SCHEMA).
+
+    The staged batches are read one at a time, only the columns needed, and cut to excerpts before the next.
+    Rows the partition dropped (repeated trace ids, traces that failed the input suite) are in its quarantine
+    list, so they are recognised by their source location.
+    """
+    dropped = {(q.source_file, q.line) for q in scores.quarantined}
+    dropped_lines = pa.array(sorted({line for _, line in dropped}), pa.int64())
+    parts = []
+    for ref in staged.batches:
+        fs, path = filesystem(ref.url, storage_options)
+        with storage_errors(ref.url):
+            rows = pq.read_table(path, filesystem=fs, columns=TRACE_ROWS_SCHEMA.names)
+        suspects = pc.is_in(rows["source_line"], value_set=dropped_lines)
+        if pc.any(suspects).as_py():
+            locations = zip(rows["source_file"].to_pylist(), rows["source_line"].to_pylist(), strict=True)
+            rows = rows.filter(pa.array([location not in dropped for location in locations]))
+        parts.append(_excerpts(rows))
+    excerpts = pa.concat_tables(parts) if parts else TRACE_ROWS_SCHEMA.empty_table()
+    positions = pc.index_in(pa.array(scores.trace_ids, pa.string()), value_set=excerpts["trace_id"])
+    if positions.null_count:
+        raise ValueError(
+            f"dt={scores.date}: {positions.null_count} scored trace(s) are missing from the staged batches, "
+            "which do not belong to these scores"
+        )
+    return excerpts.take(positions)
+
+
+def _excerpts(rows: pa.Table) -> pa.Table:
+    """Staged rows as traces rows: texts cut to EXCERPT_CHARS, contexts as JSON text."""
+    contexts = [
+        None
+        if items is None
+        else json.dumps(
+            [{**item, "text": None if item["text"] is None else item["text"][:EXCERPT_CHARS]} for item in items],
+            ensure_ascii=False,
+        )
+        for items in rows["contexts"].to_pylist()
+    ]
+    return pa.table(
+        {
+            **{name: rows[name] for name in TRACE_ROWS_SCHEMA.names},
+            "question": pc.utf8_slice_codeunits(rows["question"], 0, EXCERPT_CHARS),
+            "answer": pc.utf8_slice_codeunits(rows["answer"], 0, EXCERPT_CHARS),
+            "contexts": pa.array(contexts, pa.string()),
+        }
+    ).cast(TRACE_ROWS_SCHEMA)
 
 
 def write_quarantine_copy(
@@ -241,9 +323,9 @@ def publish_partition(warehouse_url: str, publication: Publication) -> int:
     """Publish atomically (replace the partition's rows for these metrics); returns the score rows written."""
     open_warehouse(warehouse_url).publish(publication)
     get_run_logger().info(
-        "dt=%s: published %d score rows, %d quarantined records and %d validation results to %s",
-        publication.partition_date, publication.scores.num_rows, publication.quarantine.num_rows,
-        publication.validations.num_rows, redact_url(warehouse_url),
+        "dt=%s: published %d score rows, %d traces, %d quarantined records and %d validation results to %s",
+        publication.partition_date, publication.scores.num_rows, publication.traces.num_rows,
+        publication.quarantine.num_rows, publication.validations.num_rows, redact_url(warehouse_url),
     )  # fmt: skip
     return publication.scores.num_rows
 

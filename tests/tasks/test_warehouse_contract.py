@@ -20,6 +20,7 @@ import duckdb
 import numpy as np
 import psycopg
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from fsspec.implementations.local import LocalFileSystem
@@ -29,8 +30,16 @@ from psycopg.rows import dict_row
 from metrics import Status
 from tasks.errors import ConfigError, WarehouseError
 from tasks.load import QuarantinedRecord
-from tasks.publish import PartitionScores, RunInfo, build_publication
-from tasks.warehouse import VALIDATIONS_SCHEMA, Publication, TableNames, Warehouse, open_warehouse
+from tasks.publish import TRACE_ROWS_SCHEMA, PartitionScores, RunInfo, build_publication
+from tasks.warehouse import (
+    ALERTS_SCHEMA,
+    DRIFT_SCHEMA,
+    VALIDATIONS_SCHEMA,
+    Publication,
+    TableNames,
+    Warehouse,
+    open_warehouse,
+)
 from tasks.warehouse._schema import MIGRATIONS, SCHEMA_VERSION, STATUSES, TABLES, AddColumn, AddTable
 from tasks.warehouse.parquet import ParquetLake
 
@@ -38,6 +47,9 @@ DAY = dt.date(2026, 11, 1)
 PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 KEYS = tuple(TABLES)
+# The tables of schema version 3; version 4 added the rest.
+V3_KEYS = ("scores", "quarantine", "runs", "validations")
+V4_KEYS = ("traces", "drift", "alerts")
 
 
 def publication(
@@ -64,10 +76,87 @@ def publication(
         n_records=n + 2,
         n_files=1,
         n_batches=1,
+        traces=traces(day, n),
     )
     run = RunInfo(run_id, "s3://logs", "cfg", {"batch_size": 10}, dt.datetime(2026, 11, 2, tzinfo=dt.UTC))
     built = build_publication(scores, run, list(metrics), n_batches_cached=0)
     return dataclasses.replace(built, validations=validations(day, run_id))
+
+
+def traces(day: dt.date, n: int) -> pa.Table:
+    """Trace excerpts t0..t<n-1> with awkward text: quotes, commas, newlines, backslash-N, unicode, NULLs."""
+    return pa.Table.from_pylist(
+        [
+            {
+                "trace_id": f"t{i}",
+                "timestamp": dt.datetime(2026, 11, 1, 1, 2, 3, 456789, tzinfo=dt.UTC) + dt.timedelta(minutes=i),
+                "question": f'q{i}: "why", she said,\nthen \\N ü 🦆',
+                "answer": None if i % 3 == 0 else f"a{i}\n",
+                "contexts": json.dumps([{"id": f"d{i}", "text": 'x, "y"', "score": i / 7}]),
+                "metadata": json.dumps({"app": "support-bot" if i % 2 else "search"}),
+                "source_file": f"s3://logs/dt={day}/a.jsonl",
+                "source_line": i + 1,
+            }
+            for i in range(n)
+        ],
+        schema=TRACE_ROWS_SCHEMA,
+    )
+
+
+def drift(day: dt.date, run_id: str, *, metrics: tuple[str, ...] = ("m1", "m2"), verdict: str = "stable") -> pa.Table:
+    """One drift row per (metric, segment), the last one with ``verdict``."""
+    rows = [
+        {
+            "partition_date": day,
+            "metric": metric,
+            "segment": segment,
+            "judge_model": None,
+            "prompt_version": None,
+            "baseline_start": day - dt.timedelta(days=28),
+            "baseline_end": day - dt.timedelta(days=1),
+            "baseline_partitions": 28,
+            "baseline_n": 2800,
+            "current_n": 100,
+            "baseline_mean": 0.75,
+            "current_mean": 0.7 + i / 100,
+            "delta": -0.05 + i / 100,
+            "ci_low": -0.08,
+            "ci_high": 1 / 3,
+            "p_value": 0.012345678901234567,
+            "baseline_failure_rate": 0.01,
+            "current_failure_rate": None,
+            "baseline_coverage": 1.0,
+            "current_coverage": 0.99,
+            "verdict": "degraded" if i else "stable",
+            "detail": 'mean fell by 0.05, "significant"',
+            "run_id": run_id,
+            "computed_at": dt.datetime(2026, 11, 2, 5, tzinfo=dt.UTC),
+        }
+        for i, (metric, segment) in enumerate((m, s) for m in metrics for s in ("all", "metadata.app=support-bot"))
+    ]
+    rows[-1]["verdict"] = verdict
+    return pa.Table.from_pylist(rows, schema=DRIFT_SCHEMA)
+
+
+def alerts(day: dt.date, run_id: str, *, status: str = "sent") -> pa.Table:
+    return pa.Table.from_pylist(
+        [
+            {
+                "alert_key": f"{day}/m1/all/degraded",
+                "partition_date": day,
+                "metric": "m1",
+                "segment": "all",
+                "verdict": "degraded",
+                "channel": "webhook",
+                "status": status,
+                "attempts": 3 if status == "failed" else 1,
+                "error": "HTTP 503" if status == "failed" else None,
+                "sent_at": dt.datetime(2026, 11, 2, 6, tzinfo=dt.UTC),
+                "run_id": run_id,
+            }
+        ],
+        schema=ALERTS_SCHEMA,
+    )
 
 
 def validations(day: dt.date, run_id: str, *, suite: str | None = "scores") -> pa.Table:
@@ -98,8 +187,9 @@ class Backend:
     tables: TableNames
     query: Callable[[str], list[dict[str, Any]]]  # all rows of a table (by key), any order
     leftovers: Callable[[], list[str]]  # anything a publish must not leave behind
-    rewind: Callable[[int], None]  # record an older (or newer) schema version; below 2, drop runs.published_at
+    rewind: Callable[[int], None]  # record an older (or newer) schema version, dropping what later ones added
     version: Callable[[], int]
+    created: Callable[[], bool]  # whether anything of the warehouse exists
 
     def open(self) -> Warehouse:
         return open_warehouse(self.url, tables=self.tables)
@@ -122,6 +212,9 @@ def _duckdb(tmp_path: Path) -> Backend:
         with duckdb.connect(str(path)) as con:
             if version < 2:
                 con.execute("ALTER TABLE runs DROP COLUMN published_at")
+            if version < 4:
+                for key in V4_KEYS:
+                    con.execute(f"DROP TABLE {key}")
             con.execute("DELETE FROM ragpulse_schema")
             con.execute("INSERT INTO ragpulse_schema VALUES (?, now())", [version])
 
@@ -133,6 +226,7 @@ def _duckdb(tmp_path: Path) -> Backend:
         lambda: sorted({r["table_name"] for r in query("SELECT table_name FROM information_schema.tables")} - expected),
         rewind,
         lambda: int(query("SELECT max(version) AS v FROM ragpulse_schema")[0]["v"]),
+        path.exists,
     )
 
 
@@ -161,6 +255,9 @@ def _postgres(schema: str) -> Backend:
         with psycopg.connect(PG_DSN) as con:
             if version < 2:
                 con.execute(sql.SQL("ALTER TABLE {} DROP COLUMN published_at").format(table("runs")))
+            if version < 4:
+                for key in V4_KEYS:
+                    con.execute(sql.SQL("DROP TABLE {}").format(table(key)))
             con.execute(sql.SQL("DELETE FROM {}").format(table("meta")))
             con.execute(sql.SQL("INSERT INTO {} VALUES (%s, now())").format(table("meta")), (version,))
 
@@ -171,6 +268,7 @@ def _postgres(schema: str) -> Backend:
         leftovers,
         rewind,
         lambda: int(query(sql.SQL("SELECT max(version) AS v FROM {}").format(table("meta")))[0]["v"]),
+        lambda: bool(query(sql.SQL("SELECT 1 FROM pg_namespace WHERE nspname = %s"), (schema,))),
     )
 
 
@@ -209,6 +307,16 @@ def _lake(url: str, fs: Any, root: str) -> Backend:
                 sink = pa.BufferOutputStream()
                 pq.write_table(old.drop_columns(["published_at"]), sink)
                 fs.pipe_file(path, sink.getvalue().to_pybytes())
+        if version < 4:
+            # A v3 manifest names no files of the v4 tables, which have no folders.
+            for key in V4_KEYS:
+                if fs.exists(f"{root}/{key}"):
+                    fs.rm(f"{root}/{key}", recursive=True)
+            for manifest in fs.find(f"{root}/_ragpulse_schema/commits"):
+                doc = json.loads(fs.cat_file(manifest))
+                doc["files"] = {key: files for key, files in doc["files"].items() if key not in V4_KEYS}
+                fs.pipe_file(manifest, json.dumps(doc).encode())
+            fs.invalidate_cache()
         fs.pipe_file(f"{root}/_ragpulse_schema/schema.json", json.dumps({"version": version}).encode())
 
     return Backend(
@@ -218,6 +326,7 @@ def _lake(url: str, fs: Any, root: str) -> Backend:
         leftovers,
         rewind,
         lambda: int(json.loads(fs.cat_file(f"{root}/_ragpulse_schema/schema.json"))["version"]),
+        lambda: fs.invalidate_cache() or fs.exists(root),
     )
 
 
@@ -252,6 +361,7 @@ def test_round_trip_stores_exactly_what_was_published(backend: Backend) -> None:
     assert backend.rows("scores") == _expected(pub.scores)
     assert backend.rows("quarantine") == _expected(pub.quarantine)
     assert backend.rows("validations") == _expected(pub.validations)
+    assert backend.rows("traces") == _expected(pub.traces)
     assert backend.rows("runs", without=("published_at",)) == _expected(pub.run)
     assert all(row["published_at"] is not None for row in backend.rows("runs"))
     not_ok = [row for row in backend.rows("scores") if row["status"] != "ok"]
@@ -271,6 +381,9 @@ def test_rerunning_a_partition_replaces_it_and_keeps_other_partitions(backend: B
     assert [r for r in scores if r["partition_date"] == DAY] == _expected(rerun.scores)
     assert len({(r["partition_date"], r["metric"], r["trace_id"]) for r in scores}) == len(scores) == 8 + 6
     assert {(r["partition_date"], r["run_id"]) for r in backend.rows("quarantine")} == {(DAY, "r2"), (other, "r-other")}
+    assert backend.rows("traces") == _expected(
+        pa.concat_tables([rerun.traces, publication(other, "r-other", n=3).traces])
+    )
     assert sorted(r["run_id"] for r in backend.rows("runs")) == ["r-other", "r1", "r2"]
     assert backend.leftovers() == []
 
@@ -284,7 +397,7 @@ def test_publishing_a_subset_of_metrics_keeps_the_others(backend: Backend) -> No
     assert backend.leftovers() == []
 
 
-@pytest.mark.parametrize("broken", ["scores", "validations"])
+@pytest.mark.parametrize("broken", ["scores", "traces", "validations"])
 def test_a_failure_mid_publish_keeps_the_previous_rows_and_leaves_nothing_behind(backend: Backend, broken: str) -> None:
     backend.open().publish(publication(DAY, "r1"))
     before = {key: backend.rows(key) for key in KEYS}
@@ -294,6 +407,12 @@ def test_a_failure_mid_publish_keeps_the_previous_rows_and_leaves_nothing_behind
         values = pub.scores["value"].to_pylist()
         values[-1] = 0.5
         pub = dataclasses.replace(pub, scores=pub.scores.set_column(3, "value", pa.array(values, pa.float64())))
+    elif broken == "traces":
+        # Trace rows go in after scores and quarantine were replaced; the last one has no source line.
+        lines = pub.traces["source_line"].to_pylist()
+        lines[-1] = None
+        column = pub.traces.schema.get_field_index("source_line")
+        pub = dataclasses.replace(pub, traces=pub.traces.set_column(column, "source_line", pa.array(lines, pa.int64())))
     else:
         # Validations go in last, after every other table's rows (SQL) or files (Parquet) were written.
         pub = dataclasses.replace(pub, validations=validations(DAY, "r2", suite=None))
@@ -354,7 +473,7 @@ def test_a_v1_warehouse_is_migrated_without_losing_rows(backend: Backend) -> Non
     backend.open().publish(publication(DAY, "r1"))
     backend.rewind(1)
     assert "published_at" not in backend.rows("runs")[0]
-    old = {key: backend.rows(key) for key in KEYS}
+    old = {key: backend.rows(key) for key in V3_KEYS}
     backend.open().publish(publication(DAY + dt.timedelta(days=1), "r2"))
     assert backend.version() == SCHEMA_VERSION
     runs = {r["run_id"]: r for r in backend.rows("runs")}
@@ -408,3 +527,133 @@ def test_migrations_are_additive_and_consecutive() -> None:
             assert migration.field.nullable and migration.column not in TABLES[migration.table].required
         else:
             assert isinstance(migration, AddTable) and migration.table in TABLES
+
+
+def test_read_filters_by_date_and_metric_and_projects_columns(backend: Backend) -> None:
+    days = [DAY + dt.timedelta(days=i) for i in range(4)]
+    pubs = [publication(day, f"r{i}", n=5 + i, seed=i) for i, day in enumerate(days)]
+    warehouse = backend.open()
+    for pub in pubs:
+        warehouse.publish(pub)
+    reader = backend.open()
+
+    def expected(key: str, tables: list[pa.Table]) -> list[dict[str, Any]]:
+        return _expected(pa.concat_tables(tables).select(TABLES[key].schema.names).cast(TABLES[key].schema))
+
+    every = reader.read("scores")
+    assert every.schema == TABLES["scores"].schema
+    assert _expected(every) == expected("scores", [p.scores for p in pubs])
+    middle = reader.read("scores", start=days[1], end=days[2])
+    assert _expected(middle) == expected("scores", [p.scores for p in pubs[1:3]])
+    assert _expected(reader.read("traces", start=days[2])) == expected("traces", [p.traces for p in pubs[2:]])
+    assert _expected(reader.read("quarantine", end=days[0])) == expected("quarantine", [pubs[0].quarantine])
+    only_m2 = reader.read("scores", start=days[3], metrics=["m2"], columns=["trace_id", "value", "partition_date"])
+    assert only_m2.schema == pa.schema(
+        [TABLES["scores"].schema.field(n) for n in ("trace_id", "value", "partition_date")]
+    )
+    m2 = pubs[3].scores.filter(pc.equal(pubs[3].scores["metric"], "m2"))
+    assert _expected(only_m2) == _expected(m2.select(["trace_id", "value", "partition_date"]))
+    runs = reader.read("runs", start=days[1], end=days[1])
+    assert runs.schema == TABLES["runs"].schema and runs["run_id"].to_pylist() == ["r1"]
+    assert runs["published_at"].null_count == 0
+    assert reader.read("scores", metrics=["no-such-metric"]).num_rows == 0
+    assert reader.read("scores", start=days[3] + dt.timedelta(days=1)).num_rows == 0
+    assert reader.read("drift").num_rows == reader.read("alerts").num_rows == 0
+
+
+def test_reading_a_warehouse_that_does_not_exist_gives_empty_tables_and_creates_nothing(backend: Backend) -> None:
+    warehouse = backend.open()
+    for key in KEYS:
+        table = warehouse.read(key, start=DAY, end=DAY)
+        assert table.num_rows == 0 and table.schema == TABLES[key].schema
+    assert warehouse.read("drift", columns=["verdict"], metrics=["m1"]).schema.names == ["verdict"]
+    assert not backend.created()
+
+
+@pytest.mark.parametrize(
+    ("table", "options", "message"),
+    [
+        ("score", {}, r"unknown warehouse table 'score'; use one of \['alerts', 'drift'"),
+        ("runs", {"metrics": ["m1"]}, "no metric column"),
+        ("scores", {"columns": ["trace_id", "nope"]}, r"no column\(s\) \['nope'\]"),
+    ],
+)
+def test_bad_reads_are_config_errors(backend: Backend, table: str, options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        backend.open().read(table, **options)
+
+
+def test_publish_drift_replaces_the_partitions_rows_and_is_idempotent(backend: Backend) -> None:
+    other = DAY + dt.timedelta(days=1)
+    backend.open().publish_drift(other, drift(other, "d-other", metrics=("m1",)))
+    backend.open().publish_drift(DAY, drift(DAY, "d1"))
+    replacement = drift(DAY, "d2", metrics=("m3",), verdict="insufficient_data")
+    for _ in range(2):
+        backend.open().publish_drift(DAY, replacement)
+    expected = _expected(pa.concat_tables([replacement, drift(other, "d-other", metrics=("m1",))]))
+    assert backend.rows("drift") == expected
+    assert _expected(backend.open().read("drift", start=DAY, end=DAY)) == _expected(replacement)
+    assert backend.open().read("drift", metrics=["m1"])["run_id"].to_pylist() == ["d-other", "d-other"]
+    # An empty table clears the partition.
+    backend.open().publish_drift(DAY, DRIFT_SCHEMA.empty_table())
+    assert {r["partition_date"] for r in backend.rows("drift")} == {other}
+    assert backend.leftovers() == []
+
+
+def test_publish_drift_is_all_or_nothing(backend: Backend) -> None:
+    backend.open().publish_drift(DAY, drift(DAY, "d1"))
+    before = backend.rows("drift")
+    with pytest.raises(WarehouseError, match="previous rows kept"):
+        backend.open().publish_drift(DAY, drift(DAY, "d2", verdict="worse"))
+    bad_count = drift(DAY, "d2").set_column(9, "current_n", pa.array([1, 2, 3, None], pa.int64()))
+    with pytest.raises(WarehouseError, match="current_n"):
+        backend.open().publish_drift(DAY, bad_count)
+    with pytest.raises(WarehouseError, match="another partition"):
+        backend.open().publish_drift(DAY + dt.timedelta(days=1), drift(DAY, "d3"))
+    assert backend.rows("drift") == before
+    assert backend.leftovers() == []
+
+
+def test_record_alerts_appends_and_touches_nothing_else(backend: Backend) -> None:
+    backend.open().publish(publication(DAY, "r1"))
+    backend.open().publish_drift(DAY, drift(DAY, "d1"))
+    before = {key: backend.rows(key) for key in KEYS if key != "alerts"}
+    other = DAY + dt.timedelta(days=1)
+    backend.open().record_alerts(pa.concat_tables([alerts(DAY, "a1", status="failed"), alerts(other, "a1")]))
+    backend.open().record_alerts(alerts(DAY, "a2"))
+    with pytest.raises(WarehouseError, match="(?i)check"):
+        backend.open().record_alerts(alerts(DAY, "a3", status="queued"))
+    assert {key: backend.rows(key) for key in KEYS if key != "alerts"} == before
+    expected = [alerts(DAY, "a1", status="failed"), alerts(other, "a1"), alerts(DAY, "a2")]
+    assert backend.rows("alerts") == _expected(pa.concat_tables(expected))
+    assert backend.open().read("alerts", end=DAY)["status"].to_pylist() in (["failed", "sent"], ["sent", "failed"])
+    assert backend.leftovers() == []
+
+
+def test_a_v3_warehouse_gains_the_v4_tables_on_first_use(backend: Backend) -> None:
+    first = publication(DAY, "r1")
+    backend.open().publish(first)
+    backend.rewind(3)
+    assert backend.version() == 3
+    old = {key: backend.rows(key) for key in V3_KEYS}
+    # Reading does not migrate: the new tables read as empty and stay absent.
+    assert backend.open().read("drift").num_rows == 0 and backend.open().read("traces").num_rows == 0
+    assert backend.version() == 3
+    later = publication(DAY + dt.timedelta(days=1), "r2")
+    backend.open().publish(later)
+    assert backend.version() == SCHEMA_VERSION == 4
+    assert {key: [r for r in backend.rows(key) if r["run_id"] == "r1"] for key in V3_KEYS} == old
+    assert backend.rows("traces") == _expected(later.traces)
+    backend.open().publish_drift(DAY, drift(DAY, "d1"))
+    backend.open().record_alerts(alerts(DAY, "a1"))
+    assert len(backend.rows("drift")) == 4 and len(backend.rows("alerts")) == 1
+    assert backend.leftovers() == []
+
+
+def test_a_v3_warehouse_is_migrated_by_publish_drift_and_record_alerts_too(backend: Backend) -> None:
+    backend.open().publish(publication(DAY, "r1"))
+    backend.rewind(3)
+    backend.open().record_alerts(alerts(DAY, "a1"))
+    assert backend.version() == 4
+    backend.open().publish_drift(DAY, drift(DAY, "d1"))
+    assert len(backend.rows("drift")) == 4 and backend.rows("traces") == []

@@ -1,0 +1,140 @@
+"""The traces table: excerpts of exactly the traces a partition keeps, row for row with its scores, read from the
+staged batches and published with them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from metrics import MetricResult
+from tasks.load import QuarantinedRecord, StagedPartition, stage_records
+from tasks.publish import (
+    EXCERPT_CHARS,
+    TRACE_ROWS_SCHEMA,
+    RunInfo,
+    assemble_partition,
+    assemble_scores,
+    build_publication,
+    read_trace_excerpts,
+)
+from tasks.score import ScoredBatch
+from tasks.storage import SourceFile
+from tasks.warehouse import TRACES_SCHEMA
+from tasks.warehouse.duckdb import DuckDBWarehouse
+
+DAY = dt.date(2026, 11, 1)
+LONG = "ü" * 1500 + "🦆"
+
+
+def _trace(trace_id: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "trace_id": trace_id,
+        "timestamp": "2026-11-01T10:00:00Z",
+        "question": f"question of {trace_id}",
+        "answer": f"answer of {trace_id}",
+        "contexts": [{"id": "d1", "text": f"text of {trace_id}", "score": 0.5}],
+        "metadata": {"app": "support-bot"},
+        **fields,
+    }
+
+
+def _stage(tmp_path: Path, lines: list[str]) -> StagedPartition:
+    path = tmp_path / "traces" / "a.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(line + "\n" for line in lines))
+    files = [SourceFile(str(path), path.stat().st_size, "1")]
+    return stage_records(DAY, files, staged_url=str(tmp_path / "staged"), batch_size=2)
+
+
+def _scored(staged: StagedPartition) -> list[ScoredBatch]:
+    """One ScoredBatch per staged batch, as score_batch makes them: same rows, same order."""
+    batches = []
+    for ref in staged.batches:
+        rows = pq.read_table(ref.url, columns=["trace_id", "source_file", "source_line"])
+        n = rows.num_rows
+        batches.append(
+            ScoredBatch(
+                trace_ids=np.array(rows["trace_id"].to_pylist(), dtype=object),
+                source_files=np.array(rows["source_file"].to_pylist(), dtype=object),
+                source_lines=np.array(rows["source_line"].to_pylist(), dtype=np.int64),
+                results={"m": MetricResult.from_values(np.linspace(0, 1, n))},
+                versions={"m": "1.0.0"},
+            )
+        )
+    return batches
+
+
+@pytest.fixture
+def staged(tmp_path: Path) -> StagedPartition:
+    return _stage(
+        tmp_path,
+        [
+            json.dumps(_trace("t1", question=LONG, answer=None)),
+            "{not json",
+            json.dumps(_trace("t2", contexts=[{"id": "d1", "text": LONG, "score": None}, {"id": "d2", "text": None}])),
+            json.dumps(_trace("t1", question="the repeated t1")),
+            json.dumps(_trace("t3", metadata={"app": "search", "tier": 2})),
+            json.dumps(_trace("t4")),
+        ],
+    )
+
+
+def test_traces_are_the_kept_traces_cut_to_excerpts_in_score_order(staged: StagedPartition) -> None:
+    assert len(staged.batches) == 3
+    source = staged.files[0].url
+    excluded = [QuarantinedRecord(source, 6, "t4", "answer", "failed the input suite", "")]
+    scores = assemble_scores.fn(staged, _scored(staged), [], excluded)
+    assert list(scores.trace_ids) == ["t1", "t2", "t3"]
+    traces = scores.traces
+    assert traces.schema == TRACE_ROWS_SCHEMA
+    assert traces["trace_id"].to_pylist() == ["t1", "t2", "t3"]
+    # The first t1 (line 1) is kept, the repeat on line 4 is quarantined; line 2 never was a trace.
+    assert traces["source_line"].to_pylist() == [1, 3, 5]
+    assert set(traces["source_file"].to_pylist()) == {source}
+    t1, t2, t3 = traces.to_pylist()
+    assert t1["question"] == "ü" * EXCERPT_CHARS and t1["answer"] is None
+    assert t1["timestamp"] == dt.datetime(2026, 11, 1, 10, tzinfo=dt.UTC)
+    assert json.loads(t2["contexts"]) == [
+        {"id": "d1", "text": "ü" * EXCERPT_CHARS, "score": None},
+        {"id": "d2", "text": None, "score": None},
+    ]
+    assert json.loads(t3["metadata"]) == {"app": "search", "tier": 2}
+    assert json.loads(t3["contexts"]) == [{"id": "d1", "text": "text of t3", "score": 0.5}]
+
+
+def test_traces_follow_the_score_order_whatever_the_batch_order(staged: StagedPartition) -> None:
+    scores = assemble_partition(staged, list(reversed(_scored(staged))))
+    traces = read_trace_excerpts(staged, scores)
+    # Batches [t1, t2] [t1, t3] [t4] reversed: the t1 of line 4 now comes first and is the one kept.
+    assert traces["trace_id"].to_pylist() == list(scores.trace_ids) == ["t4", "t1", "t3", "t2"]
+    assert traces["source_line"].to_pylist() == [6, 4, 5, 3]
+    assert traces["question"].to_pylist()[1] == "the repeated t1"
+
+
+def test_scores_of_other_batches_are_refused(staged: StagedPartition, tmp_path: Path) -> None:
+    other = _stage(tmp_path / "other", [json.dumps(_trace("x1"))])
+    scores = assemble_partition(other, _scored(other))
+    with pytest.raises(ValueError, match="1 scored trace"):
+        read_trace_excerpts(staged, scores)
+
+
+def test_the_publication_carries_the_traces_and_the_warehouse_returns_them(
+    staged: StagedPartition, tmp_path: Path
+) -> None:
+    scores = assemble_scores.fn(staged, _scored(staged), [], [])
+    run = RunInfo("r1", "file:///traces", "cfg", {}, dt.datetime(2026, 11, 2, tzinfo=dt.UTC))
+    publication = build_publication(scores, run, ["m"], n_batches_cached=0)
+    assert publication.traces.schema == TRACES_SCHEMA
+    assert set(publication.traces["run_id"].to_pylist()) == {"r1"}
+    assert set(publication.traces["partition_date"].to_pylist()) == {DAY}
+    warehouse = DuckDBWarehouse(f"duckdb:///{tmp_path}/w.duckdb")
+    warehouse.publish(publication)
+    assert warehouse.read("traces").to_pylist() == publication.traces.to_pylist()
+    scored = warehouse.read("scores", columns=["trace_id"])["trace_id"].to_pylist()
+    assert sorted(scored) == sorted(warehouse.read("traces", columns=["trace_id"])["trace_id"].to_pylist())
