@@ -106,3 +106,20 @@ def test_matches_a_naive_per_trace_loop(random_records: Builder) -> None:
         assert arrays.n_relevant[i] == len(positive)
         np.testing.assert_array_equal(arrays.ideal[i, : len(positive)], positive)
         assert not arrays.ideal[i, len(positive) :].any()
+
+
+def test_text_labels_with_contexts_logged_without_text_are_not_applicable() -> None:
+    from metrics._arrays import NO_CONTEXT_TEXT
+
+    batch = TraceBatch(
+        trace_ids=["by-text", "by-id"],
+        context_ids=[["a", "b"], ["a"]],
+        context_texts=[["first", None], [None]],
+        relevant_ids=[None, {"a": 1.0}],
+        relevant_texts=[{"first": 1.0}, None],
+        answers=[None, None],
+        references=[[], []],
+    )
+    arrays = ranking_arrays(batch)
+    assert list(arrays.inapplicable) == [NO_CONTEXT_TEXT, None]  # ids still score without text
+    np.testing.assert_array_equal(arrays.gains[1], [1.0])

@@ -100,3 +100,17 @@ def test_an_embedder_returning_the_wrong_rows_is_a_bug() -> None:
 
     with pytest.raises(ShapeError, match="argument 'embeddings': expected 3 rows"):
         asyncio.run(embed_similarities(Short(), "a", ["b", "c"]))
+
+
+def test_contexts_without_text_make_judge_inputs_missing() -> None:
+    from metrics import TraceBatch
+    from metrics._prompting import Trace
+
+    batch = TraceBatch(
+        trace_ids=["t"], context_ids=[["a", "b"]], context_texts=[["some text", None]], relevant_ids=[None],
+        relevant_texts=[None], answers=["an answer"], references=[[]], questions=["q?"],
+    )  # fmt: skip
+    trace = Trace.of(batch, 0)
+    assert (trace.contexts, trace.contexts_without_text) == (("some text",), 1)
+    assert trace.missing("question", "answer", "contexts") == "no_context_text"
+    assert trace.missing("question", "answer") is None
