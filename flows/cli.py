@@ -276,8 +276,6 @@ def backfill(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")] = False,
 ) -> None:
     """Evaluate every partition in a date range, skipping those already published with this configuration."""
-    from flows.backfill import backfill as backfill_flow
-    from flows.backfill import progress_listener
     from metrics.errors import RagpulseError
 
     first, last = _date(start, "--start"), _date(end, "--end")
@@ -290,20 +288,10 @@ def backfill(
             late_arrival_hours=late_arrival_hours,
         )  # fmt: skip
         _announce_api()
-        with (
-            Progress(
-                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                TextColumn("{task.fields[note]}"), console=console,
-            ) as progress,
-        ):  # fmt: skip
-            bar = _BackfillBar(progress)
-            with progress_listener(bar):
-                state = backfill_flow(
-                    **_flow_parameters(settings, judge_model, judge_base_url),
-                    start=first, end=last, concurrency=concurrency, force=force,
-                    drift=_drift_settings(baseline_partitions, segment_key, min_delta), send_drift_alerts=alert,
-                    return_state=True,
-                )  # fmt: skip
+        state = _run_backfill(
+            settings, first, last, judge_model=judge_model, judge_base_url=judge_base_url, concurrency=concurrency,
+            force=force, drift=_drift_settings(baseline_partitions, segment_key, min_delta), send_drift_alerts=alert,
+        )  # fmt: skip
         result = state.result(raise_on_failure=False)
     except RagpulseError as exc:
         raise _fail(str(exc)) from None
@@ -320,6 +308,28 @@ def backfill(
         )
     if result.failed:
         raise _fail("; ".join(f"dt={day}: {message}" for day, message in result.failed.items()))
+
+
+def _run_backfill(
+    settings: Any,
+    first: dt.date,
+    last: dt.date,
+    *,
+    judge_model: str | None = None,
+    judge_base_url: str | None = None,
+    **options: Any,
+) -> Any:
+    """Run the backfill flow in this process behind a progress bar; returns its final state."""
+    from flows.backfill import backfill as backfill_flow
+    from flows.backfill import progress_listener
+
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    progress = Progress(*columns, TextColumn("{task.fields[note]}"), console=console)
+    with progress, progress_listener(_BackfillBar(progress)):
+        return backfill_flow(
+            **_flow_parameters(settings, judge_model, judge_base_url), start=first, end=last, return_state=True,
+            **options,
+        )  # fmt: skip
 
 
 class _BackfillBar:
@@ -467,29 +477,52 @@ def demo(
             work_dir=str(directory / ".work"),
         )
         _announce_api()
-        summaries = []
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-        ) as progress:
-            job = progress.add_task("scoring partitions", total=len(dates))
-            for partition in dates:
-                progress.update(job, description=f"scoring dt={partition}")
-                summaries.append(_run_partition(settings, partition))
-                progress.advance(job)
+        # force: a second demo shows the cache at work instead of skipping every published day.
+        drift = _drift_settings(7, "metadata.app", 0.05)
+        state = _run_backfill(settings, dates[0], dates[-1], concurrency=2, force=True, drift=drift)
+        result = state.result(raise_on_failure=False)
+        if not hasattr(result, "to_dict"):
+            raise _fail(f"the demo failed: {state.message or result}")
+        report_path = None
+        if result.summaries:
+            from tasks.html_report import write_report
+
+            report_path = write_report(settings.warehouse, directory / "report.html")
     except RagpulseError as exc:
         raise _fail(str(exc)) from None
-    _print_summaries(summaries)
-    console.print(f"\nScores are in [bold]{warehouse_path}[/bold] (tables scores, runs, quarantine). Try:")
+    _print_summaries(result.summaries)
+    _print_drift(settings.warehouse, dates[-1])
+    console.print(f"\nScores are in [bold]{warehouse_path}[/bold] (tables scores, runs, drift...). Try:")
     console.print(
         f"  python -c \"import duckdb; print(duckdb.connect('{warehouse_path}', read_only=True).sql("
         "'select metric, partition_date, round(avg(value), 3) from scores group by all order by all'))\"",
         soft_wrap=True,
         highlight=False,
     )
+    if report_path is not None:
+        console.print(f"Report: [bold]{report_path}[/bold] (open it in a browser)")
+
+
+def _print_drift(warehouse_url: str, day: dt.date) -> None:
+    """The day's drift findings that alert, as the monitor would send them."""
+    from tasks.warehouse import open_warehouse
+
+    rows = open_warehouse(warehouse_url).read("drift", start=day, end=day).to_pylist()
+    alerting = [r for r in rows if r["verdict"] in {"degraded", "failure_rate_up", "coverage_down"}]
+    if not rows:
+        return
+    if not alerting:
+        console.print(f"Drift on dt={day}: nothing alerting ({len(rows)} comparisons).")
+        return
+    table = Table(title=f"drift alerts for dt={day} (vs the previous partitions)")
+    for column in ("metric", "segment", "verdict", "baseline", "current", "delta"):
+        table.add_column(column)
+    for r in sorted(alerting, key=lambda r: (r["metric"], r["segment"])):
+        table.add_row(
+            r["metric"], r["segment"], r["verdict"], f"{r['baseline_mean'] or 0:.3f}", f"{r['current_mean'] or 0:.3f}",
+            f"{r['delta'] or 0:+.3f}",
+        )  # fmt: skip
+    out.print(table)
 
 
 def _print_summaries(summaries: list[RunSummary]) -> None:

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -119,3 +126,91 @@ def test_demo_generates_scores_and_reuses_partitions(tmp_path: Path) -> None:
     assert again.exit_code == 0, again.output
     assert "Using the 2 partitions already in" in " ".join(again.output.split())
     assert "1 (1)" in again.output  # every day's single batch came from the cache
+
+
+def _demo_traces(root: Path, days: int = 2) -> list[dt.date]:
+    from tasks.demo_data import generate_demo_traces
+
+    return generate_demo_traces(root, start=dt.date(2026, 6, 1), days=days, traces_per_day=40)
+
+
+def test_backfill_monitor_and_report(tmp_path: Path) -> None:
+    dates = _demo_traces(tmp_path / "traces", days=3)
+    common = ["--source", str(tmp_path / "traces"), "--warehouse", f"duckdb:///{tmp_path}/w.duckdb"]
+    common += ["--work-dir", str(tmp_path / "work"), "--metrics", "document_mrr,answer_f1"]
+    args = ["backfill", "--start", str(dates[0]), "--end", str(dates[1]), "--json", *common]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    result = json.loads(first.stdout)
+    assert result["completed"] == [str(d) for d in dates[:2]] and result["skipped"] == []
+
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["skipped"] == [str(d) for d in dates[:2]]
+
+    monitored = runner.invoke(app, ["monitor", "--date", str(dates[2]), "--json", *common])
+    assert monitored.exit_code == 0, monitored.output
+    outcome = json.loads(monitored.stdout)
+    assert outcome["run"]["partition_date"] == str(dates[2])
+    assert outcome["drift_verdicts"] == {"insufficient_data": 2}  # two earlier partitions, three needed
+
+    page = tmp_path / "report.html"
+    reported = runner.invoke(app, ["report", "--warehouse", f"duckdb:///{tmp_path}/w.duckdb", "--out", str(page)])
+    assert reported.exit_code == 0, reported.output
+    assert "document_mrr" in page.read_text() and str(dates[2]) in page.read_text()
+
+
+def test_backfill_rejects_a_reversed_range(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["backfill", "--source", str(tmp_path), "--start", "2026-06-02", "--end", "2026-06-01"])
+    assert result.exit_code == 2
+    assert "--end 2026-06-01 is before --start 2026-06-02" in result.output
+
+
+def test_serve_needs_a_prefect_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    result = runner.invoke(app, ["serve", "--source", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "schedules need a Prefect server" in " ".join(result.output.split())
+
+
+def test_serve_rejects_a_bad_schedule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    result = runner.invoke(app, ["serve", "--source", str(tmp_path), "--cron", "0 25 * * *"])
+    assert result.exit_code == 2 and "Invalid cron string" in result.output
+    result = runner.invoke(app, ["serve", "--source", str(tmp_path), "--timezone", "Mars/Olympus"])
+    assert result.exit_code == 2 and "Invalid timezone" in result.output
+
+
+def test_serve_registers_the_daily_schedule_and_pauses_it_on_exit(prefect_api: str, tmp_path: Path) -> None:
+    from prefect.client.orchestration import get_client
+
+    env = {**os.environ, "PREFECT_API_URL": prefect_api, "PREFECT_LOGGING_LEVEL": "WARNING"}
+    command = [sys.executable, "-m", "flows.cli", "serve", "--source", str(tmp_path), "--name", "monitor-test"]
+    command += ["--cron", "30 5 * * *", "--timezone", "Europe/Berlin", "--segment-key", "metadata.app"]
+    process = subprocess.Popen(command, env=env, cwd=Path(__file__).parents[2], stderr=subprocess.PIPE, text=True)
+    try:
+        deployment = None
+        deadline = time.monotonic() + 90
+        with get_client(sync_client=True) as client:
+            while deployment is None or not deployment.schedules:
+                assert process.poll() is None, process.stderr.read() if process.stderr else ""
+                assert time.monotonic() < deadline, "serve registered no deployment in 90 s"
+                time.sleep(1)
+                try:
+                    deployment = client.read_deployment_by_name("monitor/monitor-test")
+                except Exception:  # not registered yet
+                    deployment = None
+            schedule = deployment.schedules[0]
+            assert (schedule.schedule.cron, schedule.schedule.timezone, schedule.active) == (
+                "30 5 * * *", "Europe/Berlin", True,
+            )  # fmt: skip
+            assert deployment.parameters["source"] == str(tmp_path)
+            assert deployment.parameters["drift"]["segment_key"] == "metadata.app"
+            assert deployment.parameters["timezone"] == "Europe/Berlin"
+            assert not deployment.paused
+            process.send_signal(signal.SIGINT)  # Ctrl-C
+            process.wait(timeout=60)
+            assert client.read_deployment_by_name("monitor/monitor-test").paused
+    finally:
+        if process.poll() is None:
+            process.kill()
