@@ -1,8 +1,8 @@
 """PostgreSQL: COPY into temporary staging tables, then delete + insert in one transaction under advisory locks.
 
-COPY runs at 190-400k rows/s where ``to_sql(method="multi")`` managed 1.2k. Two publishers of one partition
-deadlocked on overlapping keys; ``pg_advisory_xact_lock`` per (table, partition) makes them queue instead,
-while publishers of different partitions never wait for each other.
+COPY runs at 190-400k rows/s where ``to_sql(method="multi")`` managed 1.2k; reads come back through COPY too.
+Two publishers of one partition deadlocked on overlapping keys; ``pg_advisory_xact_lock`` per (table, partition)
+makes them queue instead, while publishers of different partitions never wait for each other.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ _DRIVERS = ("postgres", "postgresql", "postgresql+psycopg")
 _COPY_BATCH_ROWS = 100_000
 # pyarrow's CSV is what COPY's csv format reads: NULL unquoted and empty, every string quoted.
 _CSV = pacsv.WriteOptions(include_header=False)
+# And back: only an unquoted empty field is NULL ("" is an empty string, NaN a double), booleans are t/f.
+_CSV_PARSE = pacsv.ParseOptions(newlines_in_values=True)
 
 
 class PostgresWarehouse(SqlWarehouse):
@@ -72,6 +74,31 @@ class PostgresWarehouse(SqlWarehouse):
                 buffer = io.BytesIO()
                 pacsv.write_csv(batch, buffer, _CSV)
                 stream.write(buffer.getbuffer())
+
+    def _fetch(self, conn: sa.Connection, statement: sa.Select[Any], schema: pa.Schema) -> pa.Table:
+        """``COPY (SELECT ...) TO STDOUT`` parsed by Arrow's CSV reader: about 10x faster than fetching rows."""
+        compiled = statement.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+        # Zoned timestamps come back as UTC with a +00 offset, which Arrow parses.
+        conn.execute(sa.text("SET LOCAL TIME ZONE 'UTC'"))
+        driver: psycopg.Connection[object] = conn.connection.driver_connection  # type: ignore[assignment]
+        copy = sql.SQL("COPY ({}) TO STDOUT (FORMAT csv)").format(sql.SQL(str(compiled)))
+        buffer = io.BytesIO()
+        with driver.cursor() as cursor, cursor.copy(copy, compiled.params) as stream:
+            for block in stream:
+                buffer.write(block)
+        if not buffer.tell():
+            return schema.empty_table()
+        buffer.seek(0)
+        convert = pacsv.ConvertOptions(
+            column_types=schema,
+            null_values=[""],
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=False,
+            true_values=["t"],
+            false_values=["f"],
+        )
+        read = pacsv.ReadOptions(column_names=schema.names)
+        return pacsv.read_csv(buffer, read_options=read, parse_options=_CSV_PARSE, convert_options=convert).cast(schema)
 
     def advisory_lock_ids(self, day: dt.date) -> list[int]:
         """The ``pg_advisory_xact_lock`` keys a publish of ``day`` takes; holding them pauses its publishers."""

@@ -621,7 +621,7 @@ def test_record_alerts_appends_and_touches_nothing_else(backend: Backend) -> Non
     other = DAY + dt.timedelta(days=1)
     backend.open().record_alerts(pa.concat_tables([alerts(DAY, "a1", status="failed"), alerts(other, "a1")]))
     backend.open().record_alerts(alerts(DAY, "a2"))
-    with pytest.raises(WarehouseError, match="(?i)check"):
+    with pytest.raises(WarehouseError, match=r"(?i)check"):
         backend.open().record_alerts(alerts(DAY, "a3", status="queued"))
     assert {key: backend.rows(key) for key in KEYS if key != "alerts"} == before
     expected = [alerts(DAY, "a1", status="failed"), alerts(other, "a1"), alerts(DAY, "a2")]
