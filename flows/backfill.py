@@ -15,6 +15,7 @@ from prefect.states import Completed, Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.evaluate import evaluate_partition
+from flows.runners import build_task_runner
 from tasks.alerts import AlertSettings, send_alerts
 from tasks.backfill import plan_backfill
 from tasks.drift import DriftSettings, detect_drift
@@ -77,9 +78,10 @@ class BackfillResult:
 
 
 @task(name="evaluate-date", task_run_name="evaluate dt={date}", cache_policy=NO_CACHE, persist_result=False)
-def evaluate_date(date: dt.date, parameters: dict[str, Any]) -> RunSummary:
+def evaluate_date(date: dt.date, parameters: dict[str, Any], runner: dict[str, Any]) -> RunSummary:
     """One partition of the backfill as a subflow run of its own, so each has its state in Prefect."""
-    return evaluate_partition(date=date, **parameters)
+    task_runner = build_task_runner(runner["kind"], max_workers=runner["max_workers"], dask_address=runner["address"])
+    return evaluate_partition.with_options(task_runner=task_runner)(date=date, **parameters)
 
 
 @flow(name="backfill", task_runner=ThreadPoolTaskRunner(max_workers=MAX_CONCURRENCY), log_prints=False)
@@ -101,6 +103,9 @@ def backfill(
     format_options: dict[str, Any] | None = None,
     partitioning: str = "dt",
     late_arrival_hours: float = 6.0,
+    task_runner: str = "thread",
+    max_workers: int = 4,
+    dask_address: str | None = None,
     concurrency: int = 2,
     force: bool = False,
     drift: DriftSettings | None = None,
@@ -110,7 +115,9 @@ def backfill(
     """Evaluate the partitions in [start, end] not yet published with this configuration (all with ``force``),
     ``concurrency`` at a time; then recompute drift from the first re-run partition on, in date order.
 
-    Alerts for historical partitions are off unless ``send_drift_alerts``. A failed partition does not stop
+    Each partition's scoring tasks run on ``task_runner`` ("thread", or "dask" on the cluster at ``dask_address``:
+    give one, or every partition in flight starts a local cluster of its own). Alerts for historical partitions
+    are off unless ``send_drift_alerts``. A failed partition does not stop
     the others; the backfill then ends Failed, naming it, and a re-run picks up exactly what is missing.
     """
     if not 1 <= concurrency <= MAX_CONCURRENCY:
@@ -132,6 +139,7 @@ def backfill(
         "sample_rate": sample_rate, "trace_format": trace_format, "format_options": format_options,
         "partitioning": partitioning, "late_arrival_hours": late_arrival_hours,
     }  # fmt: skip
+    runner = {"kind": task_runner, "max_workers": max_workers, "address": dask_address}
     summaries: dict[dt.date, RunSummary] = {}
     failed: dict[dt.date, str] = {}
     waiting = list(plan.to_run)
@@ -140,7 +148,7 @@ def backfill(
         while waiting and len(running) < concurrency:
             day = waiting.pop(0)
             _notify(day, "started")
-            running[evaluate_date.submit(day, parameters)] = day
+            running[evaluate_date.submit(day, parameters, runner)] = day
         finished = next(as_completed(list(running)))
         day = running.pop(finished)
         finished.wait()  # sets the future's final state; before that .state may still read Running

@@ -194,6 +194,15 @@ def _flow_parameters(settings: Any, judge_model: str | None, judge_base_url: str
     }
 
 
+def _runner_parameters(settings: Any) -> dict[str, Any]:
+    """Where a partition's scoring tasks run (settings task_runner, max_workers, dask_address)."""
+    return {
+        "task_runner": settings.task_runner,
+        "max_workers": settings.max_workers,
+        "dask_address": settings.dask_address,
+    }
+
+
 def _settings_with_source(config: Path | None, **overrides: Any) -> Any:
     from tasks.settings import load_settings
 
@@ -237,6 +246,7 @@ def monitor(
         _announce_api()
         result = monitor_flow(
             **_flow_parameters(settings, judge_model, judge_base_url),
+            **_runner_parameters(settings),
             date=day,
             drift=_drift_settings(baseline_partitions, segment_key, min_delta),
             timezone=timezone,
@@ -327,8 +337,8 @@ def _run_backfill(
     progress = Progress(*columns, TextColumn("{task.fields[note]}"), console=console)
     with progress, progress_listener(_BackfillBar(progress)):
         return backfill_flow(
-            **_flow_parameters(settings, judge_model, judge_base_url), start=first, end=last, return_state=True,
-            **options,
+            **_flow_parameters(settings, judge_model, judge_base_url), **_runner_parameters(settings), start=first,
+            end=last, return_state=True, **options,
         )  # fmt: skip
 
 
@@ -404,6 +414,7 @@ def serve(
 
     parameters = {
         **_flow_parameters(settings, judge_model, judge_base_url),
+        **_runner_parameters(settings),
         "drift": _drift_settings(baseline_partitions, segment_key, min_delta).model_dump(),
         "timezone": timezone,
     }

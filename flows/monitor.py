@@ -11,6 +11,7 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from flows.evaluate import evaluate_partition
+from flows.runners import build_task_runner
 from tasks.alerts import AlertSettings, send_alerts
 from tasks.drift import DriftSettings, detect_drift
 from tasks.report import RunSummary
@@ -54,15 +55,20 @@ def monitor(
     format_options: dict[str, Any] | None = None,
     partitioning: str = "dt",
     late_arrival_hours: float = 6.0,
+    task_runner: str = "thread",
+    max_workers: int = 4,
+    dask_address: str | None = None,
     drift: DriftSettings | None = None,
     alerts: AlertSettings | None = None,
     timezone: str = "UTC",
     lag_days: int = 1,
 ) -> MonitorResult:
     """Evaluate ``date`` (default: yesterday in ``timezone`` relative to the scheduled start), publish its scores,
-    compare them with the previous partitions and send each new drift alert once."""
+    compare them with the previous partitions and send each new drift alert once. ``task_runner`` ("thread" or
+    "dask", with ``dask_address`` for an existing cluster) runs the partition's scoring tasks."""
     day = date or partition_to_monitor(timezone, lag_days)
-    summary = evaluate_partition(
+    runner = build_task_runner(task_runner, max_workers=max_workers, dask_address=dask_address)
+    summary = evaluate_partition.with_options(task_runner=runner)(
         source=source, date=day, metrics=metrics, warehouse=warehouse, work_dir=work_dir, batch_size=batch_size,
         storage_options=storage_options, max_failure_rate=max_failure_rate, judge_model=judge_model,
         judge_base_url=judge_base_url, judge_config=judge_config, sample_rate=sample_rate, trace_format=trace_format,
