@@ -128,13 +128,24 @@ def _major(version: str | None) -> str:
     return (version or "").split(".", 1)[0]
 
 
-def _identity(rows: pd.DataFrame) -> tuple[str | None, str | None, str]:
-    """(judge model, prompt version, metric major version) of the most frequent scorer among ``rows``."""
-    keys = list(zip(rows["judge_model"], rows["prompt_version"], rows["metric_version"].map(_major), strict=True))
-    return max(set(keys), key=keys.count) if keys else (None, None, "")
+def _scorers(rows: pd.DataFrame) -> pd.DataFrame:
+    """Who scored each row: judge model, prompt version and metric major version ("" where none)."""
+    return pd.DataFrame(
+        {
+            "judge_model": rows["judge_model"].fillna(""),
+            "prompt_version": rows["prompt_version"].fillna(""),
+            "major": rows["metric_version"].map(_major),
+        }
+    )
 
 
-def _describe_identity(identity: tuple[str | None, str | None, str]) -> str:
+def _identity(rows: pd.DataFrame) -> tuple[str, str, str]:
+    """The most frequent scorer among ``rows``."""
+    counts = _scorers(rows).value_counts(sort=True)
+    return tuple(counts.index[0]) if len(counts) else ("", "", "")  # type: ignore[return-value]
+
+
+def _describe_identity(identity: tuple[str, str, str]) -> str:
     judge, prompt, major = identity
     return f"judge {judge}, prompt {prompt}" if judge or prompt else f"metric version {major}.x"
 
@@ -182,18 +193,14 @@ def drift_rows(
     for metric, current_metric in current_all.groupby("metric", sort=True):
         identity = _identity(current_metric)
         candidates = baseline_all[baseline_all["metric"] == metric]
-        same = (
-            (candidates["judge_model"].fillna("") == (identity[0] or ""))
-            & (candidates["prompt_version"].fillna("") == (identity[1] or ""))
-            & (candidates["metric_version"].map(_major) == identity[2])
-        )
+        scorers = _scorers(candidates)
+        same = (scorers == pd.Series(identity, index=scorers.columns)).all(axis=1).to_numpy()
         baseline_metric = candidates[same]
-        other = candidates[~same]
         note = ""
-        if len(other):
-            others = sorted({_describe_identity(i) for i in zip(*_columns(other), strict=True)})
+        if not same.all():
+            others = sorted({_describe_identity(tuple(row)) for row in scorers[~same].drop_duplicates().to_numpy()})
             note = (
-                f"baseline excludes {other['partition_date'].nunique()} partition(s) scored with "
+                f"baseline excludes {candidates.loc[~same, 'partition_date'].nunique()} partition(s) scored with "
                 f"{'; '.join(others)} (current: {_describe_identity(identity)})"
             )
         direction = _higher_is_better(str(metric), settings)
@@ -203,7 +210,7 @@ def drift_rows(
             base, cur = _sample(baseline), _sample(current)
             result = compare(base, cur, thresholds, higher_is_better=direction, seed=_seed(day, str(metric), label))
             detail = "; ".join(text for text in (result.detail, note) if text)
-            if result.verdict is Verdict.NO_BASELINE and len(other):
+            if result.verdict is Verdict.NO_BASELINE and note:
                 detail = f"baseline made with another scorer: {note}"
             dates = sorted(baseline["partition_date"].unique())
             records.append(
@@ -211,8 +218,8 @@ def drift_rows(
                     "partition_date": day,
                     "metric": metric,
                     "segment": label,
-                    "judge_model": identity[0],
-                    "prompt_version": identity[1],
+                    "judge_model": identity[0] or None,
+                    "prompt_version": identity[1] or None,
                     "baseline_start": dates[0] if dates else None,
                     "baseline_end": dates[-1] if dates else None,
                     "baseline_partitions": base.partitions,
@@ -235,10 +242,6 @@ def drift_rows(
                 }
             )
     return pa.Table.from_pylist(records, schema=DRIFT_SCHEMA)
-
-
-def _columns(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series]:
-    return rows["judge_model"], rows["prompt_version"], rows["metric_version"].map(_major)
 
 
 def _finite(value: float) -> float | None:
