@@ -16,6 +16,7 @@ __all__ = ["NO_CONTEXT_TEXT", "NO_LABELS", "NO_RELEVANT", "RankingArrays", "rank
 NO_LABELS = "no_relevance_labels"
 NO_RELEVANT = "no_relevant_context_labelled"
 NO_CONTEXT_TEXT = "no_context_text"
+"""Contexts logged with ids but no text (e.g. OTel GenAI retrieval spans): text-based metrics do not apply."""
 
 
 @dataclass(frozen=True)

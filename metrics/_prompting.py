@@ -17,11 +17,13 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from metrics._arrays import NO_CONTEXT_TEXT
 from metrics.batch import TraceBatch
 from metrics.errors import ShapeError
 from metrics.judge import Embedder, VerdictParseError, load_json_object
 
 __all__ = [
+    "NO_CONTEXT_TEXT",
     "Input",
     "ReplyReader",
     "Trace",
@@ -44,8 +46,6 @@ _MISSING: dict[str, str] = {
     "contexts": "no_contexts",
     "reference": "no_reference",
 }
-NO_CONTEXT_TEXT = "no_context_text"
-"""Reason for a trace whose contexts have ids but no text (e.g. OTel GenAI retrieval spans without content)."""
 
 
 @dataclass(frozen=True)
