@@ -124,6 +124,13 @@ def test_backfill_skips_what_is_published_with_the_same_configuration(
     common = dict(source=str(history), start=DAYS[0], end=DAYS[-2], warehouse=warehouse, work_dir=work, batch_size=100)
     again = backfill(metrics=METRICS, **common)
     assert again.completed == [] and again.skipped == DAYS[:-1]
+    # A run interrupted before its publish left no runs row: only that partition runs again, from the cache.
+    with duckdb.connect(warehouse.removeprefix("duckdb:///")) as con:
+        con.execute(f"DELETE FROM runs WHERE partition_date = '{DAYS[2]}'")
+    resumed = backfill(metrics=METRICS, **common)
+    assert resumed.completed == [DAYS[2]] and resumed.skipped == [d for d in DAYS[:-1] if d != DAYS[2]]
+    (summary,) = resumed.summaries
+    assert summary.n_batches_cached == summary.n_batches
     # --force re-runs every partition, from the task cache.
     forced = backfill(metrics=METRICS, force=True, concurrency=3, **common)
     assert forced.completed == DAYS[:-1]
