@@ -104,9 +104,12 @@ class RunSettings(BaseSettings):
         return self
 
     def fingerprint(self) -> str:
-        """Hash of what can change scores: metric names and versions, and for an adapter format the format and
-        its options (they decide which question, answer and contexts a trace gets)."""
+        """Hash of what can change scores: metric names and versions, the judge's sample rate (it decides which
+        traces get judge scores), and for an adapter format the format and its options (they decide which
+        question, answer and contexts a trace gets). Defaults add nothing, so older hashes stay valid."""
         versions: list[Any] = sorted((request.name, request.version) for request in parse_metrics(self.metrics))
+        if self.sample_rate != 1.0:
+            versions.append(["sample_rate", self.sample_rate])
         if self.trace_format != CANONICAL_FORMAT:
             options = parse_options(self.trace_format, self.format_options).to_dict()
             versions.append(["trace_format", self.trace_format, options])

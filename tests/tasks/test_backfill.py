@@ -1,0 +1,54 @@
+"""Backfill planning: configuration hashes and the newest published run per partition."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from pathlib import Path
+
+import pyarrow as pa
+
+from tasks.backfill import config_hash, published_config_hashes
+from tasks.settings import RunSettings
+from tasks.warehouse import QUARANTINE_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, Publication, open_warehouse
+
+DAY = dt.date(2026, 7, 1)
+
+
+def test_the_hash_follows_what_can_change_a_score(tmp_path: Path) -> None:
+    base = RunSettings(source="s3://b/t", work_dir=str(tmp_path))
+    same = config_hash(base.model_copy(update={"batch_size": 10, "max_workers": 1, "warehouse": "x.duckdb"}))
+    assert same == config_hash(base)
+    changed = [
+        base.model_copy(update={"metrics": ("document_mrr",)}),
+        base.model_copy(update={"sample_rate": 0.5}),
+    ]
+    hashes = {config_hash(base), *(config_hash(settings) for settings in changed)}
+    assert len(hashes) == 3
+    judged = RunSettings(source="s3://b/t", work_dir=str(tmp_path), metrics=("faithfulness",))
+    assert config_hash(judged, judge_model="gpt-a") != config_hash(judged, judge_model="gpt-b")
+
+
+def _run(run_id: str, day: dt.date, config: str) -> pa.Table:
+    now = dt.datetime.now(dt.UTC)
+    row = {name: None for name in RUNS_SCHEMA.names}
+    row |= {"run_id": run_id, "partition_date": day, "source": "s", "config_hash": config, "config": "{}"}
+    row |= {"metrics": "", "started_at": now, "finished_at": now}
+    row |= {name: 0 for name in ("n_files", "n_records", "n_traces", "n_quarantined", "n_batches")}
+    row |= {"n_batches_cached": 0, "n_scores": 0}
+    return pa.Table.from_pylist([row], schema=RUNS_SCHEMA)
+
+
+def test_the_newest_publish_of_a_partition_decides(tmp_path: Path) -> None:
+    url = f"duckdb:///{tmp_path}/w.duckdb"
+    assert published_config_hashes(url, DAY, DAY) == {}
+    warehouse = open_warehouse(url)
+    empty = dict(metrics=[], scores=SCORES_SCHEMA.empty_table(), quarantine=QUARANTINE_SCHEMA.empty_table())
+    for run_id, config in (("r1", "old"), ("r2", "new")):
+        warehouse.publish(Publication(DAY, run=_run(run_id, DAY, config), **empty))
+        time.sleep(0.01)
+    warehouse.publish(Publication(DAY + dt.timedelta(days=1), run=_run("r3", DAY + dt.timedelta(days=1), "x"), **empty))
+    assert published_config_hashes(url, DAY, DAY + dt.timedelta(days=5)) == {DAY: "new", DAY + dt.timedelta(1): "x"}
+    assert published_config_hashes(url, DAY + dt.timedelta(days=1), DAY + dt.timedelta(days=1)) == {
+        DAY + dt.timedelta(days=1): "x"
+    }
