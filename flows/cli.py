@@ -64,6 +64,16 @@ MetricsOption = Annotated[
 ]
 WarehouseOption = Annotated[str | None, typer.Option(help="Warehouse URL, e.g. duckdb:///ragpulse.duckdb.")]
 ConfigOption = Annotated[Path | None, typer.Option(help="TOML config file (default ./ragpulse.toml if present).")]
+SourceOption = Annotated[
+    str | None, typer.Option(help="Root URL of the traces: dt= partitions or an export (path, file://, s3://, gs://).")
+]
+WorkDirOption = Annotated[str | None, typer.Option(help="Task cache and staged batches (path or URL).")]
+JudgeModelOption = Annotated[
+    str | None, typer.Option(help="Judge model for LLM metrics (else RAGPULSE_JUDGE_MODEL; none = skipped).")
+]
+JudgeUrlOption = Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of the judge.")]
+SampleOption = Annotated[float | None, typer.Option(help="Share of traces the judge scores, e.g. 0.1.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
 FormatOption = Annotated[
     str | None,
     typer.Option(
@@ -81,25 +91,23 @@ LateArrivalOption = Annotated[
 @app.command()
 def evaluate(
     date: Annotated[str, typer.Option(help="Partition date, YYYY-MM-DD.")],
-    source: Annotated[str | None, typer.Option(help="Root URL of dt= partitions: path, file://, s3://, gs://.")] = None,
+    source: SourceOption = None,
     metrics: MetricsOption = None,
     warehouse: WarehouseOption = None,
-    work_dir: Annotated[str | None, typer.Option(help="Task cache and staged batches (path or URL).")] = None,
+    work_dir: WorkDirOption = None,
     batch_size: Annotated[int | None, typer.Option(help="Traces per scoring task.")] = None,
     task_runner: Annotated[str | None, typer.Option(help="thread (default) or dask.")] = None,
     dask_address: Annotated[str | None, typer.Option(help="Existing Dask scheduler for --task-runner dask.")] = None,
     max_workers: Annotated[int | None, typer.Option(help="Parallel scoring tasks (threads or Dask workers).")] = None,
-    judge_model: Annotated[
-        str | None, typer.Option(help="Judge model for LLM metrics (else RAGPULSE_JUDGE_MODEL; none = skipped).")
-    ] = None,
-    judge_base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of the judge.")] = None,
+    judge_model: JudgeModelOption = None,
+    judge_base_url: JudgeUrlOption = None,
     judge_config: Annotated[str | None, typer.Option(help="TOML/JSON judge options (aspects, custom judges).")] = None,
-    sample: Annotated[float | None, typer.Option(help="Share of traces the judge scores, e.g. 0.1.")] = None,
+    sample: SampleOption = None,
     trace_format: FormatOption = None,
     partitioning: PartitioningOption = None,
     late_arrival_hours: LateArrivalOption = None,
     config: ConfigOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON on stdout.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Score one date partition and publish its score tables."""
     from metrics.errors import RagpulseError
@@ -214,15 +222,15 @@ def _settings_with_source(config: Path | None, **overrides: Any) -> Any:
 
 @app.command()
 def monitor(
-    source: Annotated[str | None, typer.Option(help="Root URL of dt= partitions.")] = None,
+    source: SourceOption = None,
     date: Annotated[str | None, typer.Option(help="Partition to evaluate; default yesterday in --timezone.")] = None,
     timezone: Annotated[str, typer.Option(help="IANA timezone that decides what 'yesterday' is.")] = "UTC",
     metrics: MetricsOption = None,
     warehouse: WarehouseOption = None,
-    work_dir: Annotated[str | None, typer.Option(help="Task cache and staged batches (path or URL).")] = None,
-    judge_model: Annotated[str | None, typer.Option(help="Judge model for LLM metrics.")] = None,
-    judge_base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of the judge.")] = None,
-    sample: Annotated[float | None, typer.Option(help="Share of traces the judge scores, e.g. 0.1.")] = None,
+    work_dir: WorkDirOption = None,
+    judge_model: JudgeModelOption = None,
+    judge_base_url: JudgeUrlOption = None,
+    sample: SampleOption = None,
     segment_key: SegmentOption = None,
     baseline_partitions: BaselineOption = 7,
     min_delta: MinDeltaOption = 0.05,
@@ -230,7 +238,7 @@ def monitor(
     partitioning: PartitioningOption = None,
     late_arrival_hours: LateArrivalOption = None,
     config: ConfigOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Evaluate one partition now, then detect drift and send alerts (what the daily schedule runs)."""
     from flows.monitor import monitor as monitor_flow
@@ -264,17 +272,17 @@ def monitor(
 def backfill(
     start: Annotated[str, typer.Option(help="First partition date, YYYY-MM-DD.")],
     end: Annotated[str, typer.Option(help="Last partition date, YYYY-MM-DD (inclusive).")],
-    source: Annotated[str | None, typer.Option(help="Root URL of dt= partitions.")] = None,
+    source: SourceOption = None,
     metrics: MetricsOption = None,
     warehouse: WarehouseOption = None,
-    work_dir: Annotated[str | None, typer.Option(help="Task cache and staged batches (path or URL).")] = None,
+    work_dir: WorkDirOption = None,
     batch_size: Annotated[int | None, typer.Option(help="Traces per scoring task.")] = None,
     concurrency: Annotated[int, typer.Option(min=1, max=16, help="Partitions evaluated at once.")] = 2,
     force: Annotated[bool, typer.Option(help="Re-run partitions already published with this configuration.")] = False,
-    judge_model: Annotated[str | None, typer.Option(help="Judge model for LLM metrics.")] = None,
-    judge_base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of the judge.")] = None,
+    judge_model: JudgeModelOption = None,
+    judge_base_url: JudgeUrlOption = None,
     judge_config: Annotated[str | None, typer.Option(help="TOML/JSON judge options (aspects, custom judges).")] = None,
-    sample: Annotated[float | None, typer.Option(help="Share of traces the judge scores, e.g. 0.1.")] = None,
+    sample: SampleOption = None,
     segment_key: SegmentOption = None,
     baseline_partitions: BaselineOption = 7,
     min_delta: MinDeltaOption = 0.05,
@@ -283,7 +291,7 @@ def backfill(
     partitioning: PartitioningOption = None,
     late_arrival_hours: LateArrivalOption = None,
     config: ConfigOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Evaluate every partition in a date range, skipping those already published with this configuration."""
     from metrics.errors import RagpulseError
@@ -368,16 +376,16 @@ class _BackfillBar:
 
 @app.command()
 def serve(
-    source: Annotated[str | None, typer.Option(help="Root URL of dt= partitions.")] = None,
+    source: SourceOption = None,
     cron: Annotated[str, typer.Option(help="When the monitor runs (cron, in --timezone).")] = "0 6 * * *",
     timezone: Annotated[str, typer.Option(help="IANA timezone of the schedule and of 'yesterday'.")] = "UTC",
     name: Annotated[str, typer.Option(help="Deployment name.")] = "monitor-daily",
     metrics: MetricsOption = None,
     warehouse: WarehouseOption = None,
-    work_dir: Annotated[str | None, typer.Option(help="Task cache and staged batches (path or URL).")] = None,
-    judge_model: Annotated[str | None, typer.Option(help="Judge model for LLM metrics.")] = None,
-    judge_base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of the judge.")] = None,
-    sample: Annotated[float | None, typer.Option(help="Share of traces the judge scores, e.g. 0.1.")] = None,
+    work_dir: WorkDirOption = None,
+    judge_model: JudgeModelOption = None,
+    judge_base_url: JudgeUrlOption = None,
+    sample: SampleOption = None,
     segment_key: SegmentOption = None,
     baseline_partitions: BaselineOption = 7,
     min_delta: MinDeltaOption = 0.05,
