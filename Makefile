@@ -32,6 +32,7 @@ bench: setup
 	$(BIN)/python bench/bench_flow.py
 	$(BIN)/python bench/bench_validation.py
 	$(BIN)/python bench/bench_publish.py
+	$(BIN)/python bench/bench_drift.py
 
 clean:
 	rm -rf $(VENV) ragpulse-demo .ragpulse ragpulse.duckdb
