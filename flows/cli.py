@@ -426,8 +426,27 @@ def serve(
         "drift": _drift_settings(baseline_partitions, segment_key, min_delta).model_dump(),
         "timezone": timezone,
     }
-    console.print(f"Serving [bold]monitor/{name}[/bold] on '{cron}' ({timezone}); Ctrl-C stops and pauses it.")
-    monitor_flow.serve(name=name, schedules=[Cron(cron, timezone=timezone)], parameters=parameters)
+    console.print(
+        f"Serving [bold]monitor/{name}[/bold] on '{cron}' ({timezone}); Ctrl-C or SIGTERM stops and pauses it."
+    )
+    try:
+        monitor_flow.serve(name=name, schedules=[Cron(cron, timezone=timezone)], parameters=parameters)
+    finally:
+        _pause_deployment(f"monitor/{name}")
+
+
+def _pause_deployment(full_name: str) -> None:
+    """Pause a served deployment when its process stops, however it stops: Prefect's own pause on shutdown is
+    skipped when a signal arrives before its runner has started, and (Prefect 3.9) on SIGTERM."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    with get_client(sync_client=True) as client:
+        try:
+            client.pause_deployment(client.read_deployment_by_name(full_name).id)
+        except ObjectNotFound:
+            return
+    console.print(f"Paused {full_name}: no runs are scheduled until it is served again.")
 
 
 @app.command()

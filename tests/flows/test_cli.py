@@ -181,11 +181,15 @@ def test_serve_rejects_a_bad_schedule(tmp_path: Path, monkeypatch: pytest.Monkey
     assert result.exit_code == 2 and "Invalid timezone" in result.output
 
 
-def test_serve_registers_the_daily_schedule_and_pauses_it_on_exit(prefect_api: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_serve_registers_the_daily_schedule_and_pauses_it_on_exit(
+    prefect_api: str, tmp_path: Path, stop: signal.Signals
+) -> None:
     from prefect.client.orchestration import get_client
 
     env = {**os.environ, "PREFECT_API_URL": prefect_api, "PREFECT_LOGGING_LEVEL": "WARNING"}
-    command = [sys.executable, "-m", "flows.cli", "serve", "--source", str(tmp_path), "--name", "monitor-test"]
+    name = f"monitor-{stop.name.lower()}"
+    command = [sys.executable, "-m", "flows.cli", "serve", "--source", str(tmp_path), "--name", name]
     command += ["--cron", "30 5 * * *", "--timezone", "Europe/Berlin", "--segment-key", "metadata.app"]
     process = subprocess.Popen(command, env=env, cwd=Path(__file__).parents[2], stderr=subprocess.PIPE, text=True)
     try:
@@ -197,7 +201,7 @@ def test_serve_registers_the_daily_schedule_and_pauses_it_on_exit(prefect_api: s
                 assert time.monotonic() < deadline, "serve registered no deployment in 90 s"
                 time.sleep(1)
                 try:
-                    deployment = client.read_deployment_by_name("monitor/monitor-test")
+                    deployment = client.read_deployment_by_name(f"monitor/{name}")
                 except Exception:  # not registered yet
                     deployment = None
             schedule = deployment.schedules[0]
@@ -208,9 +212,9 @@ def test_serve_registers_the_daily_schedule_and_pauses_it_on_exit(prefect_api: s
             assert deployment.parameters["drift"]["segment_key"] == "metadata.app"
             assert deployment.parameters["timezone"] == "Europe/Berlin"
             assert not deployment.paused
-            process.send_signal(signal.SIGINT)  # Ctrl-C
+            process.send_signal(stop)
             process.wait(timeout=60)
-            assert client.read_deployment_by_name("monitor/monitor-test").paused
+            assert client.read_deployment_by_name(f"monitor/{name}").paused
     finally:
         if process.poll() is None:
             process.kill()
