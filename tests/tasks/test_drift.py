@@ -6,10 +6,11 @@ import datetime as dt
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from tasks.alerts import AlertSettings, _post, webhook_payload
-from tasks.drift import DriftAlert, DriftSettings, alerts_of, drift_rows, segment_of
+from tasks.drift import DriftAlert, DriftSettings, alerts_of, drift_rows, segment_values
 from tests.webhook_receiver import SECRET_PATH, WebhookReceiver
 
 DAYS = [dt.date(2026, 5, 1) + dt.timedelta(days=i) for i in range(8)]
@@ -44,8 +45,13 @@ def _rows(
     )
 
 
-def _history(build: dict[dt.date, list[pd.DataFrame]]) -> pd.DataFrame:
-    return pd.concat([frame for frames in build.values() for frame in frames], ignore_index=True)
+def _history(build: dict[dt.date, list[pd.DataFrame]]) -> pa.Table:
+    frame = pd.concat([frame for frames in build.values() for frame in frames], ignore_index=True)
+    schema = pa.schema(
+        [("partition_date", pa.date32()), ("trace_id", pa.string()), ("metric", pa.string()), ("value", pa.float64())]
+        + [(name, pa.string()) for name in ("status", "metric_version", "judge_model", "prompt_version", "segment")]
+    )
+    return pa.Table.from_pandas(frame, schema=schema, preserve_index=False)
 
 
 def test_a_drop_in_one_segment_is_found_in_that_segment() -> None:
@@ -125,14 +131,18 @@ def test_young_history_is_insufficient_not_an_alarm() -> None:
         ('{"app": "support"}', "app", "support"),
         ('{"user": {"tier": 2}}', "metadata.user.tier", "2"),
         ('{"flag": true}', "flag", "true"),
+        ('{"odd \\"key\\"": "x"}', 'odd "key"', "x"),
         ('{"user": {"tier": 2}}', "metadata.user", None),
+        ('{"tags": ["a"]}', "tags", None),
         ('{"app": null}', "app", None),
+        ('{"other": 1}', "app", None),
         ("not json", "app", None),
         (None, "app", None),
     ],
 )
-def test_segment_of(metadata: str | None, key: str, expected: str | None) -> None:
-    assert segment_of(metadata, key) == expected
+def test_segment_values(metadata: str | None, key: str, expected: str | None) -> None:
+    values = segment_values(pa.array(["{}", metadata, '{"app": "x"}'], pa.string()), key)
+    assert values.to_pylist()[1] == expected
 
 
 def _alert(metric: str = "document_mrr") -> DriftAlert:

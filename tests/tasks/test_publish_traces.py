@@ -15,6 +15,7 @@ import pytest
 from metrics import MetricResult
 from tasks.load import QuarantinedRecord, StagedPartition, stage_records
 from tasks.publish import (
+    CONTEXT_EXCERPT_CHARS,
     EXCERPT_CHARS,
     TRACE_ROWS_SCHEMA,
     RunInfo,
@@ -101,7 +102,7 @@ def test_traces_are_the_kept_traces_cut_to_excerpts_in_score_order(staged: Stage
     assert t1["question"] == "ü" * EXCERPT_CHARS and t1["answer"] is None
     assert t1["timestamp"] == dt.datetime(2026, 11, 1, 10, tzinfo=dt.UTC)
     assert json.loads(t2["contexts"]) == [
-        {"id": "d1", "text": "ü" * EXCERPT_CHARS, "score": None},
+        {"id": "d1", "text": "ü" * CONTEXT_EXCERPT_CHARS, "score": None},
         {"id": "d2", "text": None, "score": None},
     ]
     assert json.loads(t3["metadata"]) == {"app": "search", "tier": 2}
