@@ -6,11 +6,11 @@ Every trace carries metadata ``{"app": ..., "tenant": ...}`` with 5 apps of uneq
 ``document_mrr`` drops in one app so that something alerts. Each partition is built as a run builds it
 (``tasks.publish.build_publication``, with a traces table of excerpts). Three parts:
 
-1. ``drift_rows``: overall only vs with segments (``DriftSettings(segment_key="metadata.app")``), on the frame
-   ``detect_drift`` would hand it (the Arrow rows ``.to_pandas()``, segments merged from the traces rows).
-   Reported with score rows/s and the time spent inside ``metrics.drift.compare`` (bootstrap or Welch interval,
-   rank test) vs pandas grouping and filtering. The segment preparation (traces to pandas, ``segment_of`` on
-   every trace, merge) is timed apart.
+1. ``drift_rows``: overall only vs with segments (``DriftSettings(segment_key="metadata.app")``), on the Arrow
+   table ``detect_drift`` would hand it (the score rows, segments joined from the traces rows). Reported with score
+   rows/s, the time spent inside ``metrics.drift.compare`` (bootstrap or Welch interval, rank test) and inside
+   ``tasks.drift._frame`` (Arrow to pandas with categoricals) vs pandas grouping and filtering. The segment
+   preparation (``segment_values`` on every trace's metadata, Arrow left join) is timed apart.
 2. ``metrics.drift.mean_difference_interval``: the seeded bootstrap vs Welch's normal interval at the
    ``bootstrap_limit`` boundary (5,000 per side, and 5,000 baseline vs 715 current: a 7-partition baseline of a
    segment with 715 traces a day), on three score shapes, over several data seeds: cost ratio and how far apart
@@ -18,7 +18,7 @@ Every trace carries metadata ``{"app": ..., "tenant": ...}`` with 5 apps of uneq
 3. End to end against a DuckDB file holding the 8 published partitions (``open_warehouse(url).publish``):
    ``detect_drift.fn`` (its body, no Prefect engine; ``get_run_logger`` needs a run context, so the call runs
    inside ``prefect.logging.disable_run_logger``), with the warehouse reads, ``drift_rows`` and ``publish_drift``
-   timed by wrappers; the remainder is ``to_pandas``, segment extraction and merge.
+   timed by wrappers, and ``segment_values`` too; the remainder is mostly the Arrow join of segments.
 
 Drift's wall time is then compared with the time the flow needs to score one partition of N traces
 (``bench/results/flow.json``: traces/s of the flow, cold cache, batch 5,000, and of the plain pass).
@@ -251,16 +251,21 @@ def merge_parts(runs: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, 
 # ------------------------------------------------------------------------------------------ part 1: drift_rows
 
 
-def drift_frame(scores: pa.Table, traces: pa.Table | None) -> Any:
-    """What ``detect_drift`` hands to ``drift_rows``: the same conversions, from in-memory Arrow rows."""
-    from tasks.drift import segment_of
+def drift_table(scores: pa.Table, traces: pa.Table | None) -> pa.Table:
+    """What ``detect_drift`` hands to ``drift_rows``: the same steps, from in-memory Arrow rows."""
+    from tasks.drift import segment_values
 
-    frame = scores.select(SCORE_COLUMNS).to_pandas()
+    table = scores.select(SCORE_COLUMNS)
     if traces is not None:
-        segments = traces.select(["partition_date", "trace_id", "metadata"]).to_pandas()
-        segments["segment"] = [segment_of(m, SEGMENT_KEY) for m in segments.pop("metadata")]
-        frame = frame.merge(segments, on=["partition_date", "trace_id"], how="left")
-    return frame
+        segments = pa.table(
+            {
+                "partition_date": traces["partition_date"],
+                "trace_id": traces["trace_id"],
+                "segment": segment_values(traces["metadata"], SEGMENT_KEY),
+            }
+        )
+        table = table.join(segments, ["partition_date", "trace_id"], join_type="left outer")
+    return table
 
 
 def bench_drift_rows(scores: pa.Table, traces: pa.Table, window: list[dt.date], repeat: int) -> dict[str, Any]:
@@ -268,17 +273,18 @@ def bench_drift_rows(scores: pa.Table, traces: pa.Table, window: list[dt.date], 
     import tasks.drift
     from tasks.drift import DriftSettings, drift_rows
 
-    plain_frame = drift_frame(scores, None)
+    plain_table = drift_table(scores, None)
     prep = Timing()
     for _ in range(repeat):
-        segmented_frame = prep.run(lambda: drift_frame(scores, traces))
+        segmented_table = prep.run(lambda: drift_table(scores, traces))
     settings = {"overall": DriftSettings(), "segmented": DriftSettings(segment_key=SEGMENT_KEY)}
-    frames = {"overall": plain_frame, "segmented": segmented_frame}
+    tables = {"overall": plain_table, "segmented": segmented_table}
     timings = {name: Timing() for name in settings}
     parts: dict[str, list[dict[str, dict[str, float]]]] = {name: [] for name in settings}
     results: dict[str, pa.Table] = {}
     targets = {
         "compare": (tasks.drift, "compare"),
+        "_frame (Arrow to pandas)": (tasks.drift, "_frame"),
         "mean_difference_interval": (metrics.drift, "mean_difference_interval"),
         "rank_test": (metrics.drift, "_rank_p_value"),
     }
@@ -287,7 +293,7 @@ def bench_drift_rows(scores: pa.Table, traces: pa.Table, window: list[dt.date], 
             spans = Spans(targets)
             with spans.installed():
                 results[name] = timings[name].run(
-                    lambda name=name: drift_rows(frames[name], DAY, window, settings[name], "bench")
+                    lambda name=name: drift_rows(tables[name], DAY, window, settings[name], "bench")
                 )
             parts[name].append(spans.to_dict())
             print(
@@ -295,7 +301,7 @@ def bench_drift_rows(scores: pa.Table, traces: pa.Table, window: list[dt.date], 
                 f"{timings[name].cpu[-1]:.2f} s CPU, {results[name].num_rows} drift rows",
                 flush=True,
             )
-    out: dict[str, Any] = {"segment_key": SEGMENT_KEY, "segment_prep (to_pandas + segment_of + merge)": prep.to_dict()}
+    out: dict[str, Any] = {"segment_key": SEGMENT_KEY, "segment_prep (segment_values + Arrow join)": prep.to_dict()}
     for name in settings:
         verdicts: dict[str, int] = defaultdict(int)
         for verdict in results[name]["verdict"].to_pylist():
@@ -303,7 +309,7 @@ def bench_drift_rows(scores: pa.Table, traces: pa.Table, window: list[dt.date], 
         best = merge_parts(parts[name])
         best_wall = min(timings[name].wall)
         out[name] = {
-            **timings[name].to_dict(rows=len(frames[name])),
+            **timings[name].to_dict(rows=tables[name].num_rows),
             "drift_rows_out": results[name].num_rows,
             "verdicts": dict(sorted(verdicts.items())),
             "alerts": [
@@ -313,6 +319,9 @@ def bench_drift_rows(scores: pa.Table, traces: pa.Table, window: list[dt.date], 
             ],
             "parts_of_fastest_run": best,
             "compare_share_of_best_wall_pct": round(100 * best.get("compare", {}).get("wall_s", 0) / best_wall, 1),
+            "frame_share_of_best_wall_pct": round(
+                100 * best.get("_frame (Arrow to pandas)", {}).get("wall_s", 0) / best_wall, 1
+            ),
         }
     out["segmented_over_overall_wall"] = round(min(timings["segmented"].wall) / min(timings["overall"].wall), 2)
     out["segmented_over_overall_cpu"] = round(min(timings["segmented"].cpu) / min(timings["overall"].cpu), 2)
@@ -420,6 +429,7 @@ def bench_end_to_end(url: str, repeat: int) -> dict[str, Any]:
     targets = {
         "read {table}": (DuckDBWarehouse, "read"),
         "drift_rows": (tasks.drift, "drift_rows"),
+        "segment_values": (tasks.drift, "segment_values"),
         "publish_drift": (DuckDBWarehouse, "publish_drift"),
     }
     reports = {}
@@ -447,16 +457,19 @@ def bench_end_to_end(url: str, repeat: int) -> dict[str, Any]:
         read_cpu = sum(v["cpu_s"] for v in reads.values())
         compute = best["drift_rows"]
         publish = best["publish_drift"]
-        other_wall = total_wall - read_wall - compute["wall_s"] - publish["wall_s"]
-        other_cpu = total_cpu - read_cpu - compute["cpu_s"] - publish["cpu_s"]
+        segment = best.get("segment_values", {"wall_s": 0.0, "cpu_s": 0.0, "calls": 0})
+        other_wall = total_wall - read_wall - segment["wall_s"] - compute["wall_s"] - publish["wall_s"]
+        other_cpu = total_cpu - read_cpu - segment["cpu_s"] - compute["cpu_s"] - publish["cpu_s"]
         out[name] = {
             **timings[name].to_dict(),
             "split_of_fastest_run": {
                 "read_wall_s": round(read_wall, 3),
                 "read_cpu_s": round(read_cpu, 3),
                 "reads": reads,
-                "to_pandas_segments_merge_wall_s": round(other_wall, 3),
-                "to_pandas_segments_merge_cpu_s": round(other_cpu, 3),
+                "segment_values_wall_s": segment["wall_s"],
+                "segment_values_cpu_s": segment["cpu_s"],
+                "join_and_rest_wall_s": round(other_wall, 3),
+                "join_and_rest_cpu_s": round(other_cpu, 3),
                 "drift_rows_wall_s": compute["wall_s"],
                 "drift_rows_cpu_s": compute["cpu_s"],
                 "publish_drift_wall_s": publish["wall_s"],
@@ -464,7 +477,8 @@ def bench_end_to_end(url: str, repeat: int) -> dict[str, Any]:
             },
             "shares_of_fastest_wall_pct": {
                 "read": round(100 * read_wall / total_wall, 1),
-                "to_pandas_segments_merge": round(100 * other_wall / total_wall, 1),
+                "segment_values": round(100 * segment["wall_s"] / total_wall, 1),
+                "join_and_rest": round(100 * other_wall / total_wall, 1),
                 "drift_rows": round(100 * compute["wall_s"] / total_wall, 1),
                 "publish_drift": round(100 * publish["wall_s"] / total_wall, 1),
             },
@@ -605,10 +619,11 @@ def main() -> None:
             "One process. Wall: perf_counter; CPU: process_time (all threads of the process, so DuckDB's and "
             "Arrow's worker threads count). Every timed call after gc.collect(). Side by side: each round runs "
             "every variant once, in the same order; best and median over --repeat rounds. parts/split: wrappers "
-            "around metrics.drift functions, DuckDBWarehouse.read/publish_drift and tasks.drift.drift_rows during "
-            "the timed calls (outermost call; the wrappers' own overhead is in the totals). detect_drift.fn runs "
-            "inside prefect.logging.disable_run_logger because get_run_logger() raises MissingContextError "
-            "outside a run. Each detect_drift call replaces the day's drift rows (steady state of a re-run)."
+            "around metrics.drift functions, DuckDBWarehouse.read/publish_drift and tasks.drift's drift_rows, "
+            "_frame and segment_values during the timed calls (outermost call; the wrappers' own overhead is in "
+            "the totals). detect_drift.fn runs inside prefect.logging.disable_run_logger because "
+            "get_run_logger() raises MissingContextError outside a run. Each detect_drift call replaces the "
+            "day's drift rows (steady state of a re-run)."
         ),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -8,12 +8,14 @@ as the flow stages it, and scored with ``score_batch``'s body per batch (``metri
 Timed, every variant once per round, ``--repeat`` rounds:
 
 1. ``assemble-partition``'s work: ``assemble_partition`` (join, de-duplicate), ``read_trace_excerpts`` (re-reads
-   every staged batch, cuts excerpts; split into Parquet reads, ``_excerpts`` and the rest), the quarantine copy
+   every staged batch, cuts excerpts with DuckDB: question and answer to ``EXCERPT_CHARS``, each context text to
+   ``CONTEXT_EXCERPT_CHARS``; split into Parquet reads, ``_excerpts``, ``concat_tables``, ``index_in`` and the rest,
+   mostly the ``take`` into score order), the quarantine copy
    (``write_quarantine_copy`` to a local file), and the whole task body ``assemble_scores.fn``.
 2. ``build_publication`` with the excerpts vs with an empty traces table.
 3. DuckDB ``open_warehouse(url).publish`` of the same publication with vs without its traces rows (traces emptied):
    two warehouse files, one per variant; a first publish into each, then replacing publishes (a daily re-run's
-   steady state: delete and insert), alternating between the two files.
+   steady state: delete and insert), alternating between the two files. Sizes are also given per trace.
 
 The added cost is then set against the flow's wall time for a partition of N traces (``bench/results/flow.json``).
 
@@ -205,6 +207,8 @@ def main() -> None:
     load = {"start": round(os.getloadavg()[0], 2)}
     code = code_state()  # at the start: the tree is shared and may change during the run
 
+    import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
     from prefect.logging import disable_run_logger
 
@@ -212,6 +216,8 @@ def main() -> None:
     from metrics import DEFAULT_METRICS
     from tasks.load import stage_records
     from tasks.publish import (
+        CONTEXT_EXCERPT_CHARS,
+        EXCERPT_CHARS,
         RunInfo,
         assemble_partition,
         assemble_scores,
@@ -254,6 +260,8 @@ def main() -> None:
             "stage_records_s": round(stage_s, 1),
             "score_batches_s": round(score_s, 1),
             "metrics": names,
+            "excerpt_chars": EXCERPT_CHARS,
+            "context_excerpt_chars": CONTEXT_EXCERPT_CHARS,
         }
 
         # 1. assemble-partition's work, side by side
@@ -264,7 +272,9 @@ def main() -> None:
         }
         excerpt_spans = {
             "pq.read_table": (pq, "read_table"),
-            "_excerpts (contexts JSON, text cuts)": (publish_module, "_excerpts"),
+            "_excerpts (DuckDB: contexts JSON, text cuts)": (publish_module, "_excerpts"),
+            "pa.concat_tables": (pa, "concat_tables"),
+            "pc.index_in": (pc, "index_in"),
         }
         quarantine_url = str(scratch / "outputs" / "quarantine.jsonl")
         for round_ in range(args.repeat):
@@ -286,6 +296,8 @@ def main() -> None:
         assert scores.traces.num_rows == len(scores.trace_ids) == excerpts.num_rows
         rest = timings["assemble_partition"].best_cpu + timings["write_quarantine_copy"].best_cpu
         rest_wall = timings["assemble_partition"].best_wall + timings["write_quarantine_copy"].best_wall
+        excerpt_parts = timings["read_trace_excerpts"].to_dict()["parts_of_fastest_run"]
+        unsplit_wall = timings["read_trace_excerpts"].best_wall - sum(v["wall_s"] for v in excerpt_parts.values())
         assemble = {
             **{k: v.to_dict() for k, v in timings.items()},
             "excerpts_over_rest_cpu": ratio(timings["read_trace_excerpts"].best_cpu, rest),
@@ -297,7 +309,9 @@ def main() -> None:
                 100 * timings["read_trace_excerpts"].best_wall / timings["assemble_scores"].best_wall, 1
             ),
             "traces_rows": excerpts.num_rows,
+            "read_trace_excerpts_unsplit_wall_s (filter, take, wrappers)": round(unsplit_wall, 4),
             "traces_arrow_mb": round(excerpts.nbytes / 2**20, 1),
+            "traces_arrow_bytes_per_trace": round(excerpts.nbytes / max(excerpts.num_rows, 1)),
             "rest_means": "assemble_partition + write_quarantine_copy",
         }
         del base, excerpts
@@ -351,6 +365,12 @@ def main() -> None:
             replace["with_traces"].best_cpu, replace["without_traces"].best_cpu
         )
         publish["with_over_without_first_wall"] = ratio(first["with_traces"].wall[0], first["without_traces"].wall[0])
+        added_bytes = paths["with_traces"].stat().st_size - paths["without_traces"].stat().st_size
+        publish["file_mb_added_by_traces"] = round(added_bytes / 2**20, 1)
+        publish["file_bytes_added_per_trace"] = round(added_bytes / max(stored["with_traces"], 1))
+        publish["file_with_over_without"] = ratio(
+            paths["with_traces"].stat().st_size, paths["without_traces"].stat().st_size
+        )
 
     # The added cost against a whole run of the flow on a partition of the same size.
     added_wall = (
