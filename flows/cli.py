@@ -242,7 +242,6 @@ def monitor(
 ) -> None:
     """Evaluate one partition now, then detect drift and send alerts (what the daily schedule runs)."""
     from flows.monitor import monitor as monitor_flow
-    from flows.monitor import partition_to_monitor
     from metrics.errors import RagpulseError
 
     try:
@@ -250,7 +249,7 @@ def monitor(
             config, source=source, metrics=metrics, warehouse=warehouse, work_dir=work_dir, sample_rate=sample,
             trace_format=trace_format, partitioning=partitioning, late_arrival_hours=late_arrival_hours,
         )  # fmt: skip
-        day = _date(date, "--date") if date else partition_to_monitor(timezone)
+        day = _date(date, "--date") if date else None  # the flow picks yesterday in --timezone
         _announce_api()
         result = monitor_flow(
             **_flow_parameters(settings, judge_model, judge_base_url),
@@ -543,10 +542,11 @@ def demo(
 
 def _print_drift(warehouse_url: str, day: dt.date) -> None:
     """The day's drift findings that alert, as the monitor would send them."""
+    from metrics.drift import ALERTING
     from tasks.warehouse import open_warehouse
 
     rows = open_warehouse(warehouse_url).read("drift", start=day, end=day).to_pylist()
-    alerting = [r for r in rows if r["verdict"] in {"degraded", "failure_rate_up", "coverage_down"}]
+    alerting = [r for r in rows if r["verdict"] in ALERTING]
     if not rows:
         return
     if not alerting:

@@ -28,7 +28,7 @@ from prefect.events import emit_event
 from pydantic import BaseModel, ConfigDict, Field
 
 from tasks.drift import DriftAlert, DriftReport
-from tasks.errors import ConfigError
+from tasks.secrets import secret_text
 from tasks.warehouse import ALERTS_SCHEMA, open_warehouse
 
 __all__ = ["WEBHOOK_URL_ENV", "AlertOutcome", "AlertSettings", "send_alerts", "webhook_payload"]
@@ -69,15 +69,12 @@ class AlertOutcome:
 def webhook_url(settings: AlertSettings) -> str | None:
     """The webhook URL from the Prefect Secret block, else the environment; None: no webhook."""
     if settings.webhook_block:
-        from prefect.blocks.system import Secret
-
-        try:
-            value = Secret.load(settings.webhook_block).get()  # type: ignore[union-attr]
-        except ValueError:
-            raise ConfigError(f"no Prefect Secret block named {settings.webhook_block!r} (alert webhook)") from None
-        if not isinstance(value, str) or not value.startswith(("http://", "https://")):
-            raise ConfigError(f"Prefect Secret block {settings.webhook_block!r} must hold an http(s) URL")
-        return value
+        return secret_text(
+            settings.webhook_block,
+            used_for="alert webhook",
+            holds="an http(s) URL",
+            valid=lambda value: value.startswith(("http://", "https://")),
+        )
     return os.environ.get(WEBHOOK_URL_ENV) or None
 
 

@@ -9,6 +9,7 @@ table (replacing the partition's rows, so a re-run never duplicates them).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 from collections import Counter
@@ -39,6 +40,7 @@ __all__ = [
 
 ALL_SEGMENTS = "all"
 _OK, _FAILED = Status.OK.label, Status.FAILED.label
+_DEFAULT = DriftThresholds()
 
 
 class DriftSettings(BaseModel):
@@ -47,12 +49,16 @@ class DriftSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     baseline_partitions: int = Field(default=7, ge=1, le=366, description="Previous partitions in the baseline.")
-    min_baseline_partitions: int = Field(default=3, ge=1, description="Fewer baseline partitions: insufficient data.")
-    min_samples: int = Field(default=30, ge=2, description="Fewer scores on either side: insufficient data.")
-    min_delta: float = Field(default=0.05, ge=0, le=1, description="Smallest mean change that alerts.")
-    confidence: float = Field(default=0.95, gt=0.5, lt=1, description="Level of intervals and tests.")
-    max_failure_rate_increase: float = Field(default=0.05, ge=0, le=1)
-    max_coverage_drop: float = Field(default=0.10, ge=0, le=1)
+    min_baseline_partitions: int = Field(
+        default=_DEFAULT.min_baseline_partitions, ge=1, description="Fewer baseline partitions: insufficient data."
+    )
+    min_samples: int = Field(
+        default=_DEFAULT.min_samples, ge=2, description="Fewer scores on either side: insufficient data."
+    )
+    min_delta: float = Field(default=_DEFAULT.min_delta, ge=0, le=1, description="Smallest mean change that alerts.")
+    confidence: float = Field(default=_DEFAULT.confidence, gt=0.5, lt=1, description="Level of intervals and tests.")
+    max_failure_rate_increase: float = Field(default=_DEFAULT.max_failure_rate_increase, ge=0, le=1)
+    max_coverage_drop: float = Field(default=_DEFAULT.max_coverage_drop, ge=0, le=1)
     segment_key: str | None = Field(
         default=None, description="Metadata key to segment by, e.g. metadata.app (nested keys with dots)."
     )
@@ -62,14 +68,9 @@ class DriftSettings(BaseModel):
     )
 
     def thresholds(self) -> DriftThresholds:
-        return DriftThresholds(
-            min_samples=self.min_samples,
-            min_baseline_partitions=self.min_baseline_partitions,
-            min_delta=self.min_delta,
-            confidence=self.confidence,
-            max_failure_rate_increase=self.max_failure_rate_increase,
-            max_coverage_drop=self.max_coverage_drop,
-        )
+        """The statistical thresholds among these settings; the others (resamples, bootstrap limit) at defaults."""
+        shared = {item.name for item in dataclasses.fields(DriftThresholds)} & set(type(self).model_fields)
+        return DriftThresholds(**self.model_dump(include=shared))
 
 
 @dataclass(frozen=True)
@@ -284,7 +285,6 @@ def _finite(value: float) -> float | None:
 
 
 def alerts_of(rows: pa.Table) -> list[DriftAlert]:
-    alerting = {verdict.value for verdict in ALERTING}
     return [
         DriftAlert(
             partition_date=row["partition_date"],
@@ -298,7 +298,7 @@ def alerts_of(rows: pa.Table) -> list[DriftAlert]:
             judge_model=row["judge_model"],
         )
         for row in rows.to_pylist()
-        if row["verdict"] in alerting
+        if row["verdict"] in ALERTING
     ]
 
 

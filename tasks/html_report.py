@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from metrics.drift import ALERTING, Verdict
 from tasks.storage import redact_url
 from tasks.warehouse import open_warehouse
 
@@ -38,9 +39,9 @@ __all__ = [
     "write_report",
 ]
 
-# Verdicts of the drift table drawn as markers: a change for the worse, and one for the better.
-WORSE_VERDICTS = ("degraded", "failure_rate_up", "coverage_down")
-BETTER_VERDICTS = ("improved",)
+# Verdicts of the drift table drawn as markers: a change for the worse (what alerts), and one for the better.
+WORSE_VERDICTS = ALERTING
+BETTER_VERDICTS = frozenset({Verdict.IMPROVED})
 
 
 @dataclass(frozen=True)
@@ -463,7 +464,7 @@ def _chart(
         )
     for d in dates:
         row = drift.get((d, metric))
-        if row is None or row.get("verdict") not in WORSE_VERDICTS + BETTER_VERDICTS:
+        if row is None or row.get("verdict") not in WORSE_VERDICTS | BETTER_VERDICTS:
             continue
         verdict = row["verdict"]
         p = points.get(d)

@@ -19,11 +19,12 @@ import importlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Protocol, cast
+from typing import Protocol
 
 import pyarrow as pa
 
 from tasks.errors import ConfigError
+from tasks.secrets import secret_text
 
 __all__ = [
     "ALERTS_SCHEMA",
@@ -299,14 +300,9 @@ def open_warehouse(url: str, *, tables: TableNames | None = None) -> Warehouse:
 
 def _secret_url(block_name: str) -> str:
     """Resolve ``secret://name`` through a Prefect Secret block, so the credentials live in Prefect, not config."""
-    from prefect.blocks.system import Secret
-
-    try:
-        value = cast("Secret[Any]", Secret.load(block_name)).get()
-    except ValueError:
-        raise ConfigError(
-            f"no Prefect Secret block named {block_name!r} (warehouse URL secret://{block_name})"
-        ) from None
-    if not isinstance(value, str) or value.startswith(_SECRET_SCHEME):
-        raise ConfigError(f"Prefect Secret block {block_name!r} must hold a warehouse URL string")
-    return value
+    return secret_text(
+        block_name,
+        used_for=f"warehouse URL secret://{block_name}",
+        holds="a warehouse URL string",
+        valid=lambda value: not value.startswith(_SECRET_SCHEME),
+    )

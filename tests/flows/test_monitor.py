@@ -200,3 +200,18 @@ def test_a_failing_webhook_is_retried_reported_and_sent_by_the_next_run(
     assert sorted(retry.alerts["sent"]) == sorted(result.alerts["failed"])
     events = _query(path, "SELECT count(*) FROM alerts WHERE channel = 'event'")
     assert events == [(len(result.alerts["failed"]),)]  # events went out the first time; not again
+
+
+def test_the_webhook_url_can_come_from_a_secret_block(webhook: WebhookReceiver) -> None:
+    from prefect.blocks.system import Secret
+
+    from tasks.alerts import webhook_url
+    from tasks.errors import ConfigError
+
+    Secret(value=webhook.url).save("ragpulse-test-webhook", overwrite=True)
+    Secret(value="not a url").save("ragpulse-test-not-a-url", overwrite=True)
+    assert webhook_url(AlertSettings(webhook_block="ragpulse-test-webhook")) == webhook.url
+    with pytest.raises(ConfigError, match="'ragpulse-test-not-a-url' must hold an http"):
+        webhook_url(AlertSettings(webhook_block="ragpulse-test-not-a-url"))
+    with pytest.raises(ConfigError, match="no Prefect Secret block named 'absent' \\(alert webhook\\)"):
+        webhook_url(AlertSettings(webhook_block="absent"))
