@@ -9,9 +9,9 @@ from prefect import flow, unmapped
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from metrics import DEFAULT_METRICS
-from tasks.judging import judge_score_batch, judge_settings, load_judge_options, plan_judging
+from tasks.judging import judge_score_batch
 from tasks.load import list_partition, stage_partition
-from tasks.publish import assemble_scores, describe_run, publish_partition
+from tasks.publish import assemble_scores, plan_run, publish_partition
 from tasks.report import RunSummary, summarize_run
 from tasks.score import count_cached, fresh_usage, score_batch, score_cache_policy
 from tasks.settings import RunSettings
@@ -58,10 +58,8 @@ def evaluate_partition(
         sample_rate=sample_rate, judge_config=judge_config, trace_format=trace_format,
         format_options=format_options or {}, partitioning=partitioning, late_arrival_hours=late_arrival_hours,
     )  # fmt: skip
-    judge = judge_settings(work_dir, model=judge_model, base_url=judge_base_url)
-    options = load_judge_options(judge_config)
-    plan = plan_judging(settings.metrics, judge.model, options)
-    run = describe_run(source, settings.model_dump(mode="json"), settings.fingerprint(), plan.describe())
+    planned = plan_run(settings, judge_model=judge_model, judge_base_url=judge_base_url)
+    judge, options, plan, run = planned.judge, planned.options, planned.judging, planned.run
     storage = result_storage(work_dir, storage_options)
     outputs = run_dir(work_dir, date, run.run_id)
     docs = local_docs_dir(work_dir, date, run.run_id)

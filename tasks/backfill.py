@@ -16,8 +16,7 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks._retry import IO_RETRIES
 from tasks.errors import ConfigError
-from tasks.judging import judge_settings, load_judge_options, plan_judging
-from tasks.publish import describe_run
+from tasks.publish import plan_run
 from tasks.settings import RunSettings
 from tasks.storage import partition_dates
 from tasks.warehouse import open_warehouse
@@ -34,11 +33,8 @@ class BackfillPlan:
 
 
 def config_hash(settings: RunSettings, *, judge_model: str | None = None, judge_base_url: str | None = None) -> str:
-    """The hash a run of ``settings`` stamps on its ``runs`` row (the same computation as the evaluate flow)."""
-    judge = judge_settings(settings.work_dir, model=judge_model, base_url=judge_base_url)
-    plan = plan_judging(settings.metrics, judge.model, load_judge_options(settings.judge_config))
-    source = settings.source or ""
-    return describe_run(source, settings.model_dump(mode="json"), settings.fingerprint(), plan.describe()).config_hash
+    """The hash a run of ``settings`` stamps on its ``runs`` row."""
+    return plan_run(settings, judge_model=judge_model, judge_base_url=judge_base_url).run.config_hash
 
 
 def published_config_hashes(warehouse_url: str, start: dt.date, end: dt.date) -> dict[dt.date, str]:

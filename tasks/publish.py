@@ -9,7 +9,7 @@ import posixpath
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import numpy as np
@@ -22,8 +22,10 @@ from prefect.cache_policies import NO_CACHE
 
 from metrics import Status
 from tasks._fingerprint import digest
+from tasks.judging import JudgePlan, judge_settings, load_judge_options, plan_judging
 from tasks.load import QuarantinedRecord, StagedPartition
 from tasks.score import ScoredBatch
+from tasks.settings import RunSettings
 from tasks.storage import filesystem, redact_url, storage_errors
 from tasks.warehouse import (
     QUARANTINE_SCHEMA,
@@ -34,16 +36,21 @@ from tasks.warehouse import (
     open_warehouse,
 )
 
+if TYPE_CHECKING:
+    from tasks.judge import JudgeSettings
+
 __all__ = [
     "CONTEXT_EXCERPT_CHARS",
     "EXCERPT_CHARS",
     "TRACE_ROWS_SCHEMA",
     "PartitionScores",
     "RunInfo",
+    "RunPlan",
     "assemble_partition",
     "assemble_scores",
     "build_publication",
     "describe_run",
+    "plan_run",
     "publish_partition",
     "read_trace_excerpts",
     "write_quarantine_copy",
@@ -349,3 +356,24 @@ def describe_run(source: str, config: dict[str, Any], config_hash: str, judge: d
         config={**config, "judge": judge} if judge else config,
         started_at=dt.datetime.now(dt.UTC),
     )
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run of some settings will do with the judge, and the run's identity and configuration hash."""
+
+    judge: JudgeSettings
+    options: dict[str, Any]
+    judging: JudgePlan
+    run: RunInfo
+
+
+def plan_run(settings: RunSettings, *, judge_model: str | None = None, judge_base_url: str | None = None) -> RunPlan:
+    """The judge and run description of ``settings``: the one computation behind a run's configuration hash, so a
+    backfill deciding what is already published agrees with the run that published it."""
+    judge = judge_settings(settings.work_dir, model=judge_model, base_url=judge_base_url)
+    options = load_judge_options(settings.judge_config)
+    judging = plan_judging(settings.metrics, judge.model, options)
+    config = settings.model_dump(mode="json")
+    run = describe_run(settings.source or "", config, settings.fingerprint(), judging.describe())
+    return RunPlan(judge, options, judging, run)
