@@ -215,3 +215,15 @@ def test_the_webhook_url_can_come_from_a_secret_block(webhook: WebhookReceiver) 
         webhook_url(AlertSettings(webhook_block="ragpulse-test-not-a-url"))
     with pytest.raises(ConfigError, match="no Prefect Secret block named 'absent' \\(alert webhook\\)"):
         webhook_url(AlertSettings(webhook_block="absent"))
+
+
+def test_yesterday_is_taken_in_the_schedules_timezone_from_the_scheduled_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from flows import monitor as monitor_module
+
+    scheduled = dt.datetime(2026, 3, 2, 23, 30, tzinfo=dt.UTC)  # already 3 March in Berlin
+    monkeypatch.setattr(monitor_module.flow_run, "get_scheduled_start_time", lambda: scheduled)
+    assert monitor_module.partition_to_monitor("UTC") == dt.date(2026, 3, 1)
+    assert monitor_module.partition_to_monitor("Europe/Berlin") == dt.date(2026, 3, 2)
+    assert monitor_module.partition_to_monitor("Europe/Berlin", lag_days=2) == dt.date(2026, 3, 1)
