@@ -4,14 +4,14 @@ Seeded synthetic score rows: a current partition and a baseline of 7 earlier par
 per partition (default 100,000), 8 of the default metrics, 89.5 % ``ok``, 10 % ``not_applicable``, 0.5 % ``failed``.
 Every trace carries metadata ``{"app": ..., "tenant": ...}`` with 5 apps of unequal size; on the current day
 ``document_mrr`` drops in one app so that something alerts. Each partition is built as a run builds it
-(``tasks.publish.build_publication``, with a traces table of excerpts). Three parts:
+(``ragpulse.tasks.warehouse.publish.build_publication``, with a traces table of excerpts). Three parts:
 
 1. ``drift_rows``: overall only vs with segments (``DriftSettings(segment_key="metadata.app")``), on the Arrow
    table ``detect_drift`` would hand it (the score rows, segments joined from the traces rows). Reported with score
-   rows/s, the time spent inside ``metrics.drift.compare`` (bootstrap or Welch interval, rank test) and inside
-   ``tasks.drift._frame`` (Arrow to pandas with categoricals) vs pandas grouping and filtering. The segment
+   rows/s, the time spent inside ``ragpulse.metrics.drift.compare`` (bootstrap or Welch interval, rank test) and inside
+   ``tasks.monitoring.drift._frame`` (Arrow to pandas with categoricals) vs pandas grouping and filtering. The segment
    preparation (``segment_values`` on every trace's metadata, Arrow left join) is timed apart.
-2. ``metrics.drift.mean_difference_interval``: the seeded bootstrap vs Welch's normal interval at the
+2. ``ragpulse.metrics.drift.mean_difference_interval``: the seeded bootstrap vs Welch's normal interval at the
    ``bootstrap_limit`` boundary (5,000 per side, and 5,000 baseline vs 715 current: a 7-partition baseline of a
    segment with 715 traces a day), on three score shapes, over several data seeds: cost ratio and how far apart
    the two intervals are, relative to their width. One bootstrap beyond the limit shows what the limit saves.
@@ -58,10 +58,10 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 import pyarrow as pa  # noqa: E402
 
-from metrics import Status  # noqa: E402
-from tasks.load import QuarantinedRecord  # noqa: E402
-from tasks.publish import TRACE_ROWS_SCHEMA, PartitionScores, RunInfo, build_publication  # noqa: E402
-from tasks.warehouse import Publication  # noqa: E402
+from ragpulse.metrics import Status  # noqa: E402
+from ragpulse.tasks.ingest.stage import QuarantinedRecord  # noqa: E402
+from ragpulse.tasks.warehouse import Publication  # noqa: E402
+from ragpulse.tasks.warehouse.publish import TRACE_ROWS_SCHEMA, PartitionScores, RunInfo, build_publication  # noqa: E402
 
 DEFAULT_OUT = REPO / "bench" / "results" / "drift.json"
 FLOW_RESULTS = REPO / "bench" / "results" / "flow.json"
@@ -253,7 +253,7 @@ def merge_parts(runs: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, 
 
 def drift_table(scores: pa.Table, traces: pa.Table | None) -> pa.Table:
     """What ``detect_drift`` hands to ``drift_rows``: the same steps, from in-memory Arrow rows."""
-    from tasks.drift import segment_values
+    from ragpulse.tasks.monitoring.drift import segment_values
 
     table = scores.select(SCORE_COLUMNS)
     if traces is not None:
@@ -269,9 +269,9 @@ def drift_table(scores: pa.Table, traces: pa.Table | None) -> pa.Table:
 
 
 def bench_drift_rows(scores: pa.Table, traces: pa.Table, window: list[dt.date], repeat: int) -> dict[str, Any]:
-    import metrics.drift
-    import tasks.drift
-    from tasks.drift import DriftSettings, drift_rows
+    import ragpulse.metrics.drift
+    import ragpulse.tasks.monitoring.drift
+    from ragpulse.tasks.monitoring.drift import DriftSettings, drift_rows
 
     plain_table = drift_table(scores, None)
     prep = Timing()
@@ -283,10 +283,10 @@ def bench_drift_rows(scores: pa.Table, traces: pa.Table, window: list[dt.date], 
     parts: dict[str, list[dict[str, dict[str, float]]]] = {name: [] for name in settings}
     results: dict[str, pa.Table] = {}
     targets = {
-        "compare": (tasks.drift, "compare"),
-        "_frame (Arrow to pandas)": (tasks.drift, "_frame"),
-        "mean_difference_interval": (metrics.drift, "mean_difference_interval"),
-        "rank_test": (metrics.drift, "_rank_p_value"),
+        "compare": (ragpulse.tasks.monitoring.drift, "compare"),
+        "_frame (Arrow to pandas)": (ragpulse.tasks.monitoring.drift, "_frame"),
+        "mean_difference_interval": (ragpulse.metrics.drift, "mean_difference_interval"),
+        "rank_test": (ragpulse.metrics.drift, "_rank_p_value"),
     }
     for round_ in range(repeat):
         for name in settings:  # side by side: one of each per round
@@ -343,7 +343,7 @@ def interval_sample(kind: str, rng: np.random.Generator, n: int, shift: float) -
 
 
 def bench_intervals(repeat: int, seeds: int) -> dict[str, Any]:
-    from metrics.drift import DriftThresholds, mean_difference_interval
+    from ragpulse.metrics.drift import DriftThresholds, mean_difference_interval
 
     limit = DriftThresholds().bootstrap_limit
     resamples = DriftThresholds().n_resamples
@@ -419,17 +419,17 @@ def bench_intervals(repeat: int, seeds: int) -> dict[str, Any]:
 def bench_end_to_end(url: str, repeat: int) -> dict[str, Any]:
     from prefect.logging import disable_run_logger
 
-    import tasks.drift
-    from tasks.drift import DriftSettings, detect_drift
-    from tasks.warehouse.duckdb import DuckDBWarehouse
+    import ragpulse.tasks.monitoring.drift
+    from ragpulse.tasks.monitoring.drift import DriftSettings, detect_drift
+    from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse
 
     settings = {"overall": DriftSettings(), "segmented": DriftSettings(segment_key=SEGMENT_KEY)}
     timings = {name: Timing() for name in settings}
     parts: dict[str, list[dict[str, dict[str, float]]]] = {name: [] for name in settings}
     targets = {
         "read {table}": (DuckDBWarehouse, "read"),
-        "drift_rows": (tasks.drift, "drift_rows"),
-        "segment_values": (tasks.drift, "segment_values"),
+        "drift_rows": (ragpulse.tasks.monitoring.drift, "drift_rows"),
+        "segment_values": (ragpulse.tasks.monitoring.drift, "segment_values"),
         "publish_drift": (DuckDBWarehouse, "publish_drift"),
     }
     reports = {}
@@ -568,7 +568,7 @@ def main() -> None:
     interval_part = bench_intervals(args.repeat, max(args.seeds, args.repeat))
 
     print("part 3: detect_drift against DuckDB", flush=True)
-    from tasks.warehouse import open_warehouse
+    from ragpulse.tasks.warehouse import open_warehouse
 
     with tempfile.TemporaryDirectory() as tmp:
         url = f"duckdb:///{Path(tmp) / 'bench.duckdb'}"
@@ -619,7 +619,8 @@ def main() -> None:
             "One process. Wall: perf_counter; CPU: process_time (all threads of the process, so DuckDB's and "
             "Arrow's worker threads count). Every timed call after gc.collect(). Side by side: each round runs "
             "every variant once, in the same order; best and median over --repeat rounds. parts/split: wrappers "
-            "around metrics.drift functions, DuckDBWarehouse.read/publish_drift and tasks.drift's drift_rows, "
+            "around metrics.drift functions, DuckDBWarehouse.read/publish_drift and tasks.monitoring.drift's "
+            "drift_rows, "
             "_frame and segment_values during the timed calls (outermost call; the wrappers' own overhead is in "
             "the totals). detect_drift.fn runs inside prefect.logging.disable_run_logger because "
             "get_run_logger() raises MissingContextError outside a run. Each detect_drift call replaces the "

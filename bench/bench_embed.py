@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from tasks.embed import CrossEncoderScorer, SentenceTransformerEmbedder  # noqa: E402
+from ragpulse.tasks.scoring.embed import CrossEncoderScorer, SentenceTransformerEmbedder  # noqa: E402
 
 
 def _cpu() -> str:

@@ -1,6 +1,6 @@
 """End-to-end benchmark of the ``evaluate-partition`` flow on one large partition.
 
-Generates one ``dt=`` partition of demo traces (``tasks.demo_data``, in a child process so that its
+Generates one ``dt=`` partition of demo traces (``ragpulse.tasks.demo.generate``, in a child process so that its
 memory is not counted), starts Prefect's ephemeral API (timed separately), warms up on a small
 partition, then for each batch size runs, in this process:
 
@@ -66,18 +66,18 @@ PREFECT_ENV = {
 
 # Pure functions timed inside the tasks, wherever the project's modules refer to them; missing ones are skipped.
 FUNCTION_PROBES = (
-    "tasks.load:stage_records",
-    "tasks.score:read_staged",
-    "tasks.score:read_trace_batch",
-    "metrics.registry:compute",
-    "tasks.publish:assemble_partition",
-    "tasks.publish:write_quarantine_copy",
-    "tasks.publish:build_publication",
-    "tasks.warehouse.duckdb:DuckDBWarehouse.publish",
-    "tasks.report:summarize",
-    "tasks.validate:trace_profile",
-    "tasks.validate:check_traces",
-    "tasks.validate:check_scores",
+    "ragpulse.tasks.ingest.stage:stage_records",
+    "ragpulse.tasks.scoring.score:read_staged",
+    "ragpulse.tasks.scoring.score:read_trace_batch",
+    "ragpulse.metrics.registry:compute",
+    "ragpulse.tasks.warehouse.publish:assemble_partition",
+    "ragpulse.tasks.warehouse.publish:write_quarantine_copy",
+    "ragpulse.tasks.warehouse.publish:build_publication",
+    "ragpulse.tasks.warehouse.duckdb:DuckDBWarehouse.publish",
+    "ragpulse.tasks.reporting.summary:summarize",
+    "ragpulse.tasks.quality.validate:trace_profile",
+    "ragpulse.tasks.quality.validate:check_traces",
+    "ragpulse.tasks.quality.validate:check_scores",
 )
 PROJECT_PACKAGES = ("flows", "tasks", "metrics")
 
@@ -89,9 +89,9 @@ def flow_tasks() -> list[Any]:
     """The Task objects the flow module uses (whatever the flow currently looks like)."""
     from prefect import Task
 
-    import flows.evaluate
+    import ragpulse.flows.evaluate
 
-    return [value for value in vars(flows.evaluate).values() if isinstance(value, Task)]
+    return [value for value in vars(ragpulse.flows.evaluate).values() if isinstance(value, Task)]
 
 
 class Probe:
@@ -411,7 +411,7 @@ def run_plain(
     source: Path, root: Path, batch_size: int, *, repeat: int = 0, profile: cProfile.Profile | None = None
 ) -> RunResult:
     """The flow's body with every task run inline (see without_prefect), on a fresh work dir and warehouse."""
-    from flows.evaluate import evaluate_partition
+    from ragpulse.flows.evaluate import evaluate_partition
 
     probe = Probe()
     with without_prefect(), probe.installed(), Resources() as resources:
@@ -430,7 +430,7 @@ def run_flow(
 ) -> RunResult:
     from prefect.task_runners import ThreadPoolTaskRunner
 
-    from flows.evaluate import evaluate_partition
+    from ragpulse.flows.evaluate import evaluate_partition
 
     if max_workers is not None:
         evaluate_partition = evaluate_partition.with_options(task_runner=ThreadPoolTaskRunner(max_workers=max_workers))
@@ -566,7 +566,7 @@ def describe_partition(root: Path, seconds: float | None) -> dict[str, Any]:
 
 
 def _generate(root: str, traces: int, seed: int) -> None:
-    from tasks.demo_data import generate_demo_traces
+    from ragpulse.tasks.demo.generate import generate_demo_traces
 
     generate_demo_traces(root, start=DAY, days=1, traces_per_day=traces, seed=seed, malformed_per_day=5)
 
@@ -830,7 +830,7 @@ def main(argv: list[str] | None = None) -> int:
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "environment": env,
             "max_workers": args.max_workers or "flow default (ThreadPoolTaskRunner(max_workers=4))",
-            "data": {"traces": args.traces, "partition": str(DAY), "generator": "tasks.demo_data", **data},
+            "data": {"traces": args.traces, "partition": str(DAY), "generator": "ragpulse.tasks.demo.generate", **data},
             "startup": startup,
             "warmup_300_traces": warmup,
             "summary": [c.to_dict() for c in comparisons],

@@ -1,7 +1,7 @@
 """Benchmark of the LLM-judge metrics against a scripted OpenAI-compatible server at a fixed latency.
 
 faithfulness, answer_relevancy, context_precision and context_recall run through
-``metrics.judge.judge_batch`` with ``tasks.judge.OpenAIJudge`` (real ``openai`` client, real HTTP on
+``ragpulse.metrics.judge.judge_batch`` with ``tasks.judge.client.OpenAIJudge`` (real ``openai`` client, real HTTP on
 loopback) and the bundled all-MiniLM-L6-v2 embedder. The server (``tests/judge_server.py``) runs in a
 separate process, so its event loop does not compete with the judge's for this process's GIL; every
 request it receives is summarised there (which metric, prompt characters, ``n``) and sent back.
@@ -189,7 +189,7 @@ class ServerProcess:
 
 def build_traces(count: int, seed: int) -> list[dict[str, Any]]:
     """Demo traces (shipped generator) with a question, an answer, a reference and 5 distinct contexts."""
-    from tasks.demo_data import generate_demo_traces
+    from ragpulse.tasks.demo.generate import generate_demo_traces
 
     with tempfile.TemporaryDirectory() as tmp:
         day = dt.date(2026, 4, 6)
@@ -224,7 +224,7 @@ class HashEmbedder:
 
 
 def _judge(base_url: str, concurrency: int, cache_url: str | None) -> Any:
-    from tasks.judge import JudgeSettings, OpenAIJudge
+    from ragpulse.tasks.judge.client import JudgeSettings, OpenAIJudge
 
     settings = JudgeSettings(
         base_url=base_url, model="judge-bench", api_key="bench", max_concurrency=concurrency, cache_url=cache_url
@@ -233,9 +233,9 @@ def _judge(base_url: str, concurrency: int, cache_url: str | None) -> Any:
 
 
 def run_ragpulse(traces: list[dict[str, Any]], judge: Any, embedder: Any) -> tuple[float, dict[str, Any]]:
-    from metrics.batch import TraceBatch
-    from metrics.judge import JudgeContext, judge_batch
-    from metrics.registry import build_judge_metrics, parse_metrics
+    from ragpulse.metrics.batch import TraceBatch
+    from ragpulse.metrics.judge import JudgeContext, judge_batch
+    from ragpulse.metrics.registry import build_judge_metrics, parse_metrics
 
     batch = TraceBatch.from_records(traces)
     metrics = build_judge_metrics(parse_metrics(METRICS), {})
@@ -356,7 +356,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "judge.json"))
     args = parser.parse_args()
 
-    from tasks.embed import OffLoopEmbedder
+    from ragpulse.tasks.scoring.embed import OffLoopEmbedder
 
     traces = build_traces(args.n + 16, args.seed)
     warm, traces = traces[:16], traces[16:]

@@ -40,7 +40,7 @@ from numpy.typing import NDArray
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from metrics import MetricResult, Status, TraceBatch, compute, parse_metrics
+from ragpulse.metrics import MetricResult, Status, TraceBatch, compute, parse_metrics
 
 CONTEXTS = 10
 CORPUS = 1_000_003  # prime, so that start + j * step (mod CORPUS) is distinct for j < CONTEXTS + 2

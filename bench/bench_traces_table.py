@@ -1,8 +1,8 @@
 """Cost of the ``traces`` table in publishing: re-reading the staged batches for trace excerpts, and DuckDB publish
 time with vs without the traces rows, side by side in one run.
 
-Setup (untimed, once): one partition of N demo traces (``tasks.demo_data``, generated in a child process; 5
-malformed lines, one of them a repeated trace id), staged with ``tasks.load.stage_records`` in batches of 5,000
+Setup (untimed, once): one partition of N demo traces (``ragpulse.tasks.demo.generate``, generated in a child process; 5
+malformed lines, one of them a repeated trace id), staged with ``tasks.ingest.stage.stage_records`` in batches of 5,000
 as the flow stages it, and scored with ``score_batch``'s body per batch (``metrics.DEFAULT_METRICS``).
 
 Timed, every variant once per round, ``--repeat`` rounds:
@@ -149,7 +149,7 @@ def ratio(a: float, b: float) -> float:
 
 
 def _generate(root: str, traces: int, seed: int) -> None:
-    from tasks.demo_data import generate_demo_traces
+    from ragpulse.tasks.demo.generate import generate_demo_traces
 
     generate_demo_traces(root, start=DAY, days=1, traces_per_day=traces, seed=seed, malformed_per_day=5)
 
@@ -212,10 +212,13 @@ def main() -> None:
     import pyarrow.parquet as pq
     from prefect.logging import disable_run_logger
 
-    import tasks.publish as publish_module
-    from metrics import DEFAULT_METRICS
-    from tasks.load import stage_records
-    from tasks.publish import (
+    import ragpulse.tasks.warehouse.publish as publish_module
+    from ragpulse.metrics import DEFAULT_METRICS
+    from ragpulse.tasks.core.storage import list_partition_files
+    from ragpulse.tasks.ingest.stage import stage_records
+    from ragpulse.tasks.scoring.score import score_batch
+    from ragpulse.tasks.warehouse import TRACES_SCHEMA, open_warehouse
+    from ragpulse.tasks.warehouse.publish import (
         CONTEXT_EXCERPT_CHARS,
         EXCERPT_CHARS,
         RunInfo,
@@ -225,9 +228,6 @@ def main() -> None:
         read_trace_excerpts,
         write_quarantine_copy,
     )
-    from tasks.score import score_batch
-    from tasks.storage import list_partition_files
-    from tasks.warehouse import TRACES_SCHEMA, open_warehouse
 
     names = list(DEFAULT_METRICS)
     run = RunInfo(

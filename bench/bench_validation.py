@@ -205,7 +205,7 @@ def measure(
 
 def suite_spans() -> Spans:
     """Time each GX suite run inside check_traces / check_scores, keyed by suite name."""
-    import tasks.validate as validate
+    import ragpulse.tasks.quality.validate as validate
 
     return Spans(
         {"suite": (validate, "_run_suite"), "trace_profile": (validate, "trace_profile")},
@@ -220,8 +220,8 @@ def synthetic_scores(
     n_traces: int, metrics: Sequence[str], *, seed: int, na_rate: float, failed_rate: float
 ) -> tuple[Any, dict[str, int]]:
     """A PartitionScores of ``n_traces`` x ``metrics`` with the given status mix (independent per metric)."""
-    from metrics import Status
-    from tasks.publish import PartitionScores
+    from ragpulse.metrics import Status
+    from ragpulse.tasks.warehouse.publish import PartitionScores
 
     rng = np.random.default_rng(seed)
     trace_ids = np.array([str(uuid.UUID(int=int(x), version=4)) for x in rng.integers(0, 2**63, n_traces)], object)
@@ -260,7 +260,7 @@ def generate_traces(root: Path, n_traces: int, *, n_files: int, seed: int, anoma
     text, a repeated trace_id, a timestamp on the next day, or an empty reference answer (quarantined by the
     input suite).
     """
-    from tasks.demo_data import load_demo_corpus
+    from ragpulse.tasks.demo.generate import load_demo_corpus
 
     corpus = load_demo_corpus()
     passages = {row.passage_id: row.passage for row in corpus}
@@ -335,14 +335,14 @@ def time_gx_import() -> dict[str, Any]:
 
 
 def run_info() -> Any:
-    from tasks.publish import RunInfo
+    from ragpulse.tasks.warehouse.publish import RunInfo
 
     return RunInfo("bench-validation", "bench://synthetic", "0" * 16, {}, dt.datetime.now(dt.UTC))
 
 
 def output_section(args: argparse.Namespace, metrics: list[str], scratch: Path) -> dict[str, Any]:
-    from tasks.publish import build_publication
-    from tasks.validate import check_scores
+    from ragpulse.tasks.quality.validate import check_scores
+    from ragpulse.tasks.warehouse.publish import build_publication
 
     run = run_info()
     print(f"output gate: synthetic {args.score_traces:,} traces x {len(metrics)} metrics", flush=True)
@@ -390,14 +390,14 @@ def output_section(args: argparse.Namespace, metrics: list[str], scratch: Path) 
 def what_if_categorical(publication: Any, metrics: list[str], n_traces: int, repeat: int) -> dict[str, Any]:
     """The scores_out suite on the frame check_scores builds, and on the same rows with string columns as category.
 
-    Uses tasks.validate's private helpers as they are today; skipped if they changed.
+    Uses ragpulse.tasks.quality.validate's private helpers as they are today; skipped if they changed.
     """
     import pyarrow as pa
 
     try:
-        from tasks.validate import DEFAULT_SUITES, _range_expectations, _run_suite, load_suite
+        from ragpulse.tasks.quality.validate import DEFAULT_SUITES, _range_expectations, _run_suite, load_suite
     except ImportError as exc:
-        return {"skipped": f"tasks.validate changed: {exc}"}
+        return {"skipped": f"ragpulse.tasks.quality.validate changed: {exc}"}
     suite = load_suite(DEFAULT_SUITES["scores_out"])
     parameters = {"expected_rows": n_traces * len(metrics), "requested_metrics": metrics}
     extra = _range_expectations(metrics)
@@ -432,12 +432,12 @@ def what_if_categorical(publication: Any, metrics: list[str], n_traces: int, rep
 def pipeline_section(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
     from prefect.logging import disable_run_logger
 
-    import tasks.score as score_module
-    from metrics import DEFAULT_METRICS, Status
-    from tasks.load import stage_records
-    from tasks.publish import assemble_partition, build_publication
-    from tasks.storage import list_partition_files
-    from tasks.validate import TraceLimits, check_scores, check_traces, trace_profile
+    import ragpulse.tasks.scoring.score as score_module
+    from ragpulse.metrics import DEFAULT_METRICS, Status
+    from ragpulse.tasks.core.storage import list_partition_files
+    from ragpulse.tasks.ingest.stage import stage_records
+    from ragpulse.tasks.quality.validate import TraceLimits, check_scores, check_traces, trace_profile
+    from ragpulse.tasks.warehouse.publish import assemble_partition, build_publication
 
     run = run_info()
     names = list(DEFAULT_METRICS)
@@ -673,9 +673,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault(key, value)
     sys.path.insert(0, str(REPO))
     # Everything the project imports at module level (pandas, pyarrow, Prefect) loads before GX is timed.
-    import tasks.publish
-    import tasks.validate  # GX is imported lazily inside it
-    from metrics import DEFAULT_METRICS
+    import ragpulse.tasks.quality.validate  # GX is imported lazily inside it
+    import ragpulse.tasks.warehouse.publish
+    from ragpulse.metrics import DEFAULT_METRICS
 
     env = environment()
     print(f"python {env['python']}, GX {env['great_expectations']}, pandas {env['pandas']}, numpy {env['numpy']}, "
@@ -685,9 +685,9 @@ def main(argv: list[str] | None = None) -> int:
     metrics = list(DEFAULT_METRICS[: args.score_metrics])
     warm_scores, _ = synthetic_scores(1000, metrics, seed=args.seed + 1, na_rate=0.1, failed_rate=0.005)
     run = run_info()
-    warm = tasks.publish.build_publication(warm_scores, run, metrics, n_batches_cached=0)
+    warm = ragpulse.tasks.warehouse.publish.build_publication(warm_scores, run, metrics, n_batches_cached=0)
     start = time.perf_counter()
-    tasks.validate.check_scores(warm, run, n_traces=1000, max_failure_rate=0.05)
+    ragpulse.tasks.quality.validate.check_scores(warm, run, n_traces=1000, max_failure_rate=0.05)
     gx_import["first_call_s"] = round(time.perf_counter() - start, 2)
     print(f"first check_scores call on 10k rows (GX one-off set-up): {gx_import['first_call_s']} s", flush=True)
 
@@ -718,7 +718,8 @@ def main(argv: list[str] | None = None) -> int:
             "reported, with process CPU time (time.process_time) since the machine may be shared. Peak RSS growth: "
             "psutil RSS sampled every 5 ms (and ru_maxrss when the lifetime peak moves) minus RSS at the start of the "
             "call; memory kept by allocators after the first repeat makes later deltas smaller. Data docs go to a "
-            "fresh temporary directory per call. parts_best_wall_s: time inside tasks.validate._run_suite per suite "
+            "fresh temporary directory per call. parts_best_wall_s: time inside tasks.quality.validate._run_suite"
+            " per suite "
             "and inside trace_profile, or inside read_staged / read_trace_batch / compute while scoring. Pipeline = "
             "stage_records + score_batch.fn per staged batch + assemble_partition + build_publication, run once. "
             "Shares are validation seconds / pipeline seconds. In the flow validate-traces runs beside score-batch "

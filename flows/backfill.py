@@ -14,14 +14,14 @@ from prefect.futures import PrefectFuture, as_completed
 from prefect.states import Completed, Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows.evaluate import evaluate_partition
-from flows.runners import build_task_runner
-from tasks.alerts import AlertSettings, send_alerts
-from tasks.backfill import plan_backfill
-from tasks.drift import DriftSettings, detect_drift
-from tasks.errors import ConfigError
-from tasks.report import RunSummary
-from tasks.settings import RunSettings
+from ragpulse.flows.evaluate import evaluate_partition
+from ragpulse.flows.runners import build_task_runner
+from ragpulse.tasks.core.config import RunSettings
+from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.monitoring.alerts import AlertSettings, send_alerts
+from ragpulse.tasks.monitoring.drift import DriftSettings, detect_drift
+from ragpulse.tasks.planning.backfill import plan_backfill
+from ragpulse.tasks.reporting.summary import RunSummary
 
 __all__ = ["MAX_CONCURRENCY", "BackfillProgress", "BackfillResult", "backfill", "progress_listener"]
 

@@ -8,15 +8,15 @@ from typing import Any
 from prefect import flow, unmapped
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from metrics import DEFAULT_METRICS
-from tasks.judging import judge_score_batch
-from tasks.load import list_partition, stage_partition
-from tasks.publish import assemble_scores, plan_run, publish_partition
-from tasks.report import RunSummary, summarize_run
-from tasks.score import count_cached, fresh_usage, score_batch, score_cache_policy
-from tasks.settings import RunSettings
-from tasks.validate import TraceLimits, validate_scores, validate_traces
-from tasks.workdir import local_docs_dir, lock_directory, result_storage, run_dir, staged_dir
+from ragpulse.metrics import DEFAULT_METRICS
+from ragpulse.tasks.core.config import RunSettings
+from ragpulse.tasks.core.workdir import local_docs_dir, lock_directory, result_storage, run_dir, staged_dir
+from ragpulse.tasks.ingest.stage import list_partition, stage_partition
+from ragpulse.tasks.quality.validate import TraceLimits, validate_scores, validate_traces
+from ragpulse.tasks.reporting.summary import RunSummary, summarize_run
+from ragpulse.tasks.scoring.judged import judge_score_batch
+from ragpulse.tasks.scoring.score import count_cached, fresh_usage, score_batch, score_cache_policy
+from ragpulse.tasks.warehouse.publish import assemble_scores, plan_run, publish_partition
 
 __all__ = ["evaluate_partition"]
 

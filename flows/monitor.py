@@ -10,11 +10,11 @@ from zoneinfo import ZoneInfo
 from prefect import flow
 from prefect.runtime import flow_run
 
-from flows.evaluate import evaluate_partition
-from flows.runners import build_task_runner
-from tasks.alerts import AlertSettings, send_alerts
-from tasks.drift import DriftSettings, detect_drift
-from tasks.report import RunSummary
+from ragpulse.flows.evaluate import evaluate_partition
+from ragpulse.flows.runners import build_task_runner
+from ragpulse.tasks.monitoring.alerts import AlertSettings, send_alerts
+from ragpulse.tasks.monitoring.drift import DriftSettings, detect_drift
+from ragpulse.tasks.reporting.summary import RunSummary
 
 __all__ = ["MonitorResult", "monitor", "partition_to_monitor"]
 

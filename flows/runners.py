@@ -6,7 +6,7 @@ from typing import Any
 
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from tasks.errors import ConfigError
+from ragpulse.tasks.core.errors import ConfigError
 
 __all__ = ["build_task_runner"]
 

@@ -4,10 +4,10 @@ Every metric maps a :class:`TraceBatch` to a :class:`MetricResult` with one floa
 NaN with a status and a reason where the metric does not apply.
 """
 
-from metrics._spec import MetricResult, MetricSpec, Status
-from metrics.batch import RelevanceLabels, TraceBatch
-from metrics.errors import InvalidRecordError, RagpulseError, ShapeError, UnknownMetricError
-from metrics.registry import DEFAULT_METRICS, REGISTRY, MetricDefinition, MetricRequest, compute, parse_metrics
+from ragpulse.metrics._spec import MetricResult, MetricSpec, Status
+from ragpulse.metrics.batch import RelevanceLabels, TraceBatch
+from ragpulse.metrics.errors import InvalidRecordError, RagpulseError, ShapeError, UnknownMetricError
+from ragpulse.metrics.registry import DEFAULT_METRICS, REGISTRY, MetricDefinition, MetricRequest, compute, parse_metrics
 
 __all__ = [
     "DEFAULT_METRICS",

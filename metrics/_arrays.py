@@ -9,7 +9,7 @@ from itertools import chain, count, repeat
 import numpy as np
 from numpy.typing import NDArray
 
-from metrics.batch import RelevanceLabels, TraceBatch
+from ragpulse.metrics.batch import RelevanceLabels, TraceBatch
 
 __all__ = ["NO_CONTEXT_TEXT", "NO_LABELS", "NO_RELEVANT", "RankingArrays", "ranking_arrays"]
 

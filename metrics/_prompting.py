@@ -17,10 +17,10 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from metrics._arrays import NO_CONTEXT_TEXT
-from metrics.batch import TraceBatch
-from metrics.errors import ShapeError
-from metrics.judge import Embedder, VerdictParseError, load_json_object
+from ragpulse.metrics._arrays import NO_CONTEXT_TEXT
+from ragpulse.metrics.batch import TraceBatch
+from ragpulse.metrics.errors import ShapeError
+from ragpulse.metrics.judge import Embedder, VerdictParseError, load_json_object
 
 __all__ = [
     "NO_CONTEXT_TEXT",

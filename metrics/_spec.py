@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from metrics.errors import ShapeError
+from ragpulse.metrics.errors import ShapeError
 
 __all__ = ["MetricResult", "MetricSpec", "Status"]
 

@@ -8,8 +8,8 @@ neither metric alone. Changing the prompt below changes both metrics' prompt ver
 
 from __future__ import annotations
 
-from metrics._prompting import ReplyReader, Trace, array_schema, object_schema, user_message
-from metrics.judge import JudgeClient, JudgeRequest, ask
+from ragpulse.metrics._prompting import ReplyReader, Trace, array_schema, object_schema, user_message
+from ragpulse.metrics.judge import JudgeClient, JudgeRequest, ask
 
 __all__ = [
     "PROMPT_VERSION",
@@ -60,7 +60,7 @@ def parse_statements(raw: str, record_id: str) -> list[str]:
     >>> parse_statements('{"statement": []}', "q1")
     Traceback (most recent call last):
     ...
-    metrics.judge.VerdictParseError: record 'q1', field 'statements': statements is missing; raw reply '{"st...
+    ragpulse.metrics.judge.VerdictParseError: record 'q1', field 'statements': statements is missing; raw reply '{"st...
     """
     reader = ReplyReader(raw, record_id)
     return [" ".join(s.split()) for s in reader.texts(reader.root(), "statements")]

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from metrics._prompting import (
+from ragpulse.metrics._prompting import (
     ReplyReader,
     Trace,
     array_schema,
@@ -17,14 +17,14 @@ from metrics._prompting import (
     object_schema,
     user_message,
 )
-from metrics._spec import MetricSpec
-from metrics._statements import answer_statements
-from metrics.batch import TraceBatch
-from metrics.errors import ShapeError
-from metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
+from ragpulse.metrics._spec import MetricSpec
+from ragpulse.metrics._statements import answer_statements
+from ragpulse.metrics.batch import TraceBatch
+from ragpulse.metrics.errors import ShapeError
+from ragpulse.metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
 
 if TYPE_CHECKING:
-    from metrics.registry import MetricRequest
+    from ragpulse.metrics.registry import MetricRequest
 
 __all__ = [
     "CLASSIFY_INSTRUCTIONS",

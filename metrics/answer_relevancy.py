@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from metrics._prompting import ReplyReader, Trace, embed_similarities, object_schema, user_message
-from metrics._spec import MetricSpec
-from metrics.batch import TraceBatch
-from metrics.errors import ShapeError
-from metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
+from ragpulse.metrics._prompting import ReplyReader, Trace, embed_similarities, object_schema, user_message
+from ragpulse.metrics._spec import MetricSpec
+from ragpulse.metrics.batch import TraceBatch
+from ragpulse.metrics.errors import ShapeError
+from ragpulse.metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
 
 if TYPE_CHECKING:
-    from metrics.registry import MetricRequest
+    from ragpulse.metrics.registry import MetricRequest
 
 __all__ = [
     "DEFAULT_GENERATIONS",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from metrics._arrays import RankingArrays
-from metrics._spec import MetricResult, MetricSpec
+from ragpulse.metrics._arrays import RankingArrays
+from ragpulse.metrics._spec import MetricResult, MetricSpec
 
 __all__ = ["SPEC", "average_precision", "score"]
 

@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from metrics.errors import InvalidRecordError, ShapeError
+from ragpulse.metrics.errors import InvalidRecordError, ShapeError
 
 __all__ = ["RelevanceLabels", "TraceBatch"]
 

@@ -5,13 +5,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from metrics._prompting import Input, ReplyReader, Trace, array_schema, format_contexts, object_schema, user_message
-from metrics._spec import MetricSpec
-from metrics.batch import TraceBatch
-from metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
+from ragpulse.metrics._prompting import (
+    Input,
+    ReplyReader,
+    Trace,
+    array_schema,
+    format_contexts,
+    object_schema,
+    user_message,
+)
+from ragpulse.metrics._spec import MetricSpec
+from ragpulse.metrics.batch import TraceBatch
+from ragpulse.metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
 
 if TYPE_CHECKING:
-    from metrics.registry import MetricRequest
+    from ragpulse.metrics.registry import MetricRequest
 
 __all__ = [
     "INSTRUCTIONS_TEMPLATE",

@@ -6,9 +6,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from metrics._spec import MetricResult, MetricSpec
-from metrics._text import normalize_answer
-from metrics.batch import TraceBatch
+from ragpulse.metrics._spec import MetricResult, MetricSpec
+from ragpulse.metrics._text import normalize_answer
+from ragpulse.metrics.batch import TraceBatch
 
 __all__ = ["EXACT", "NORMALIZED", "answer_inapplicable", "exact_match", "score_exact", "score_normalized"]
 

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from metrics._spec import MetricResult, MetricSpec
-from metrics._text import tokens
-from metrics.batch import TraceBatch
-from metrics.exact_match import answer_inapplicable
+from ragpulse.metrics._spec import MetricResult, MetricSpec
+from ragpulse.metrics._text import tokens
+from ragpulse.metrics.batch import TraceBatch
+from ragpulse.metrics.exact_match import answer_inapplicable
 
 __all__ = ["SPEC", "score", "token_f1"]
 

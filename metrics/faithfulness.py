@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from metrics._prompting import (
+from ragpulse.metrics._prompting import (
     ReplyReader,
     Trace,
     array_schema,
@@ -14,13 +14,13 @@ from metrics._prompting import (
     object_schema,
     user_message,
 )
-from metrics._spec import MetricSpec
-from metrics._statements import answer_statements
-from metrics.batch import TraceBatch
-from metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
+from ragpulse.metrics._spec import MetricSpec
+from ragpulse.metrics._statements import answer_statements
+from ragpulse.metrics.batch import TraceBatch
+from ragpulse.metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
 
 if TYPE_CHECKING:
-    from metrics.registry import MetricRequest
+    from ragpulse.metrics.registry import MetricRequest
 
 __all__ = [
     "PROMPT_VERSION",

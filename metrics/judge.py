@@ -17,9 +17,9 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from metrics._spec import MetricResult, MetricSpec, Status
-from metrics.batch import TraceBatch
-from metrics.errors import RagpulseError
+from ragpulse.metrics._spec import MetricResult, MetricSpec, Status
+from ragpulse.metrics.batch import TraceBatch
+from ragpulse.metrics.errors import RagpulseError
 
 __all__ = [
     "PARSE_ERROR",

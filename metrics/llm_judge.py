@@ -9,14 +9,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_args
 
-from metrics._prompting import Input, ReplyReader, Trace, definition_digest, object_schema
-from metrics._spec import MetricSpec
-from metrics.batch import TraceBatch
-from metrics.errors import ShapeError, UnknownMetricError
-from metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
+from ragpulse.metrics._prompting import Input, ReplyReader, Trace, definition_digest, object_schema
+from ragpulse.metrics._spec import MetricSpec
+from ragpulse.metrics.batch import TraceBatch
+from ragpulse.metrics.errors import ShapeError, UnknownMetricError
+from ragpulse.metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
 
 if TYPE_CHECKING:
-    from metrics.registry import MetricRequest
+    from ragpulse.metrics.registry import MetricRequest
 
 __all__ = [
     "INPUTS",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from metrics._arrays import RankingArrays
-from metrics._spec import MetricResult, MetricSpec
+from ragpulse.metrics._arrays import RankingArrays
+from ragpulse.metrics._spec import MetricResult, MetricSpec
 
 __all__ = ["HIT_RATE_AT_K", "PRECISION_AT_K", "hit_rate_at_k", "precision_at_k", "score_hit_rate", "score_precision"]
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from metrics import (
+from ragpulse.metrics import (
     answer_correctness,
     answer_relevancy,
     aspect_critique,
@@ -25,11 +25,11 @@ from metrics import (
     reciprocal_rank,
     semantic_similarity,
 )
-from metrics._arrays import RankingArrays, ranking_arrays
-from metrics._spec import MetricResult, MetricSpec
-from metrics.batch import TraceBatch
-from metrics.errors import ShapeError, UnknownMetricError
-from metrics.judge import JudgeMetric
+from ragpulse.metrics._arrays import RankingArrays, ranking_arrays
+from ragpulse.metrics._spec import MetricResult, MetricSpec
+from ragpulse.metrics.batch import TraceBatch
+from ragpulse.metrics.errors import ShapeError, UnknownMetricError
+from ragpulse.metrics.judge import JudgeMetric
 
 __all__ = [
     "DEFAULT_METRICS",
@@ -75,7 +75,7 @@ def _definitions() -> dict[str, MetricDefinition]:
         (exact_match.EXACT, "answers", exact_match.score_exact),
         (exact_match.NORMALIZED, "answers", exact_match.score_normalized),
         (f1.SPEC, "answers", f1.score),
-        # Judge metrics: the scorer is a JudgeFactory; run them with metrics.judge.judge_batch.
+        # Judge metrics: the scorer is a JudgeFactory; run them with ragpulse.metrics.judge.judge_batch.
         (faithfulness.SPEC, "judge", faithfulness.create),
         (answer_relevancy.SPEC, "judge", answer_relevancy.create),
         (context_precision.WITH_REFERENCE, "judge", context_precision.create_with_reference),
@@ -181,7 +181,9 @@ def compute(batch: TraceBatch, requests: Iterable[MetricRequest]) -> dict[str, M
     for request in requests:
         definition = request.definition
         if definition.needs == "judge":
-            raise ShapeError(request.name, "a metric that needs no judge (use metrics.judge.judge_batch)", "judge")
+            raise ShapeError(
+                request.name, "a metric that needs no judge (use ragpulse.metrics.judge.judge_batch)", "judge"
+            )
         if definition.needs == "ranking":
             arrays = arrays if arrays is not None else ranking_arrays(batch)
             results[request.name] = definition.scorer(arrays, request.k)  # type: ignore[arg-type]

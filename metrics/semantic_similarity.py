@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from metrics._prompting import Trace, embed_similarities
-from metrics._spec import MetricSpec
-from metrics.batch import TraceBatch
-from metrics.errors import ShapeError
-from metrics.judge import JudgeContext, Outcome
+from ragpulse.metrics._prompting import Trace, embed_similarities
+from ragpulse.metrics._spec import MetricSpec
+from ragpulse.metrics.batch import TraceBatch
+from ragpulse.metrics.errors import ShapeError
+from ragpulse.metrics.judge import JudgeContext, Outcome
 
 if TYPE_CHECKING:
-    from metrics.registry import MetricRequest
+    from ragpulse.metrics.registry import MetricRequest
 
 __all__ = [
     "MODES",

@@ -15,8 +15,8 @@ from types import ModuleType
 
 import pytest
 
-import metrics
-from metrics import REGISTRY, MetricSpec
+from ragpulse import metrics
+from ragpulse.metrics import REGISTRY, MetricSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,7 @@ METRIC_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 def _metrics_modules() -> list[ModuleType]:
-    names = [info.name for info in pkgutil.iter_modules(metrics.__path__, prefix="metrics.")]
+    names = [info.name for info in pkgutil.iter_modules(metrics.__path__, prefix="ragpulse.metrics.")]
     return [metrics, *(importlib.import_module(name) for name in sorted(names))]
 
 
@@ -99,8 +99,8 @@ def test_every_spec_in_the_package_is_registered() -> None:
 def test_importing_metrics_loads_no_prefect_boto3_or_pandas() -> None:
     code = (
         "import importlib, json, pkgutil, sys\n"
-        "import metrics\n"
-        "for info in pkgutil.iter_modules(metrics.__path__, prefix='metrics.'):\n"
+        "from ragpulse import metrics\n"
+        "for info in pkgutil.iter_modules(metrics.__path__, prefix='ragpulse.metrics.'):\n"
         "    importlib.import_module(info.name)\n"
         "print(json.dumps(sorted({name.split('.')[0] for name in sys.modules})))\n"
     )

@@ -23,8 +23,8 @@ from typing import Protocol
 
 import pyarrow as pa
 
-from tasks.errors import ConfigError
-from tasks.secrets import secret_text
+from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.secrets import secret_text
 
 __all__ = [
     "ALERTS_SCHEMA",
@@ -260,12 +260,12 @@ class TableNames:
 
 # scheme -> "module:class"; each backend takes (url, *, tables) and implements Warehouse.
 _BACKENDS = {
-    "duckdb": "tasks.warehouse.duckdb:DuckDBWarehouse",
-    "postgresql": "tasks.warehouse.postgres:PostgresWarehouse",
-    "postgres": "tasks.warehouse.postgres:PostgresWarehouse",
-    "s3": "tasks.warehouse.parquet:ParquetLake",
-    "s3a": "tasks.warehouse.parquet:ParquetLake",
-    "file": "tasks.warehouse.parquet:ParquetLake",
+    "duckdb": "ragpulse.tasks.warehouse.duckdb:DuckDBWarehouse",
+    "postgresql": "ragpulse.tasks.warehouse.postgres:PostgresWarehouse",
+    "postgres": "ragpulse.tasks.warehouse.postgres:PostgresWarehouse",
+    "s3": "ragpulse.tasks.warehouse.parquet:ParquetLake",
+    "s3a": "ragpulse.tasks.warehouse.parquet:ParquetLake",
+    "file": "ragpulse.tasks.warehouse.parquet:ParquetLake",
 }
 _SECRET_SCHEME = "secret://"
 

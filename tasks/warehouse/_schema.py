@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tasks.errors import ConfigError, WarehouseError
-from tasks.warehouse import (
+from ragpulse.tasks.core.errors import ConfigError, WarehouseError
+from ragpulse.tasks.warehouse import (
     ALERTS_SCHEMA,
     DRIFT_SCHEMA,
     QUARANTINE_SCHEMA,

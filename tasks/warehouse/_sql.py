@@ -20,11 +20,11 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 from sqlalchemy.pool import NullPool
 
-from metrics.errors import RagpulseError
-from tasks.errors import WarehouseError
-from tasks.storage import redact_url
-from tasks.warehouse import Publication, TableNames
-from tasks.warehouse._schema import (
+from ragpulse.metrics.errors import RagpulseError
+from ragpulse.tasks.core.errors import WarehouseError
+from ragpulse.tasks.core.storage import redact_url
+from ragpulse.tasks.warehouse import Publication, TableNames
+from ragpulse.tasks.warehouse._schema import (
     META,
     PUBLISHED_AT,
     SCHEMA_VERSION,

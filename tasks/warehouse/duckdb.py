@@ -14,9 +14,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from tasks.errors import ConfigError, WarehouseError, WarehouseLockedError
-from tasks.warehouse import Publication, TableNames
-from tasks.warehouse._schema import (
+from ragpulse.tasks.core.errors import ConfigError, WarehouseError, WarehouseLockedError
+from ragpulse.tasks.warehouse import Publication, TableNames
+from ragpulse.tasks.warehouse._schema import (
     META,
     PUBLISHED_AT,
     SCHEMA_VERSION,

@@ -51,11 +51,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
-from metrics.errors import RagpulseError
-from tasks.errors import ConfigError, WarehouseError
-from tasks.storage import filesystem, redact_url
-from tasks.warehouse import Publication, TableNames
-from tasks.warehouse._schema import (
+from ragpulse.metrics.errors import RagpulseError
+from ragpulse.tasks.core.errors import ConfigError, WarehouseError
+from ragpulse.tasks.core.storage import filesystem, redact_url
+from ragpulse.tasks.warehouse import Publication, TableNames
+from ragpulse.tasks.warehouse._schema import (
     PUBLISHED_AT,
     SCHEMA_VERSION,
     TABLES,

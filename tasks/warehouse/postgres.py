@@ -20,10 +20,10 @@ import pyarrow.csv as pacsv
 import sqlalchemy as sa
 from psycopg import sql
 
-from tasks.errors import ConfigError
-from tasks.storage import redact_url
-from tasks.warehouse import _IDENTIFIER, TableNames
-from tasks.warehouse._sql import SqlWarehouse
+from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.storage import redact_url
+from ragpulse.tasks.warehouse import _IDENTIFIER, TableNames
+from ragpulse.tasks.warehouse._sql import SqlWarehouse
 
 __all__ = ["PostgresWarehouse"]
 

@@ -10,7 +10,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from flows.evaluate import evaluate_partition
+from ragpulse.flows.evaluate import evaluate_partition
 from tests.tasks.adapters.conftest import FIXTURES, copy_with_mtime, langsmith_parquet
 
 DAY = dt.date(2026, 3, 2)

@@ -15,8 +15,8 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import app
-from metrics import REGISTRY
+from ragpulse.flows.cli import app
+from ragpulse.metrics import REGISTRY
 
 runner = CliRunner()
 
@@ -65,7 +65,7 @@ def test_bad_options_are_clear_errors(args: list[str], message: str) -> None:
 
 
 def test_config_file_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tasks.settings import load_settings
+    from ragpulse.tasks.core.config import load_settings
 
     config = tmp_path / "ragpulse.toml"
     config.write_text('[ragpulse]\nsource = "s3://logs"\nbatch_size = 100\nmetrics = ["document_mrr"]\n')
@@ -85,8 +85,8 @@ def test_config_file_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_storage_options_must_not_carry_credentials() -> None:
-    from tasks.errors import ConfigError
-    from tasks.settings import load_settings
+    from ragpulse.tasks.core.config import load_settings
+    from ragpulse.tasks.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="must not carry credentials \\(secret\\)"):
         load_settings(None, storage_options={"endpoint_url": "http://minio", "secret": "s3cr3t"})
@@ -129,7 +129,7 @@ def test_demo_generates_scores_and_reuses_partitions(tmp_path: Path) -> None:
 
 
 def _demo_traces(root: Path, days: int = 2) -> list[dt.date]:
-    from tasks.demo_data import generate_demo_traces
+    from ragpulse.tasks.demo.generate import generate_demo_traces
 
     return generate_demo_traces(root, start=dt.date(2026, 6, 1), days=days, traces_per_day=40)
 
@@ -189,7 +189,7 @@ def test_serve_registers_the_daily_schedule_and_pauses_it_on_exit(
 
     env = {**os.environ, "PREFECT_API_URL": prefect_api, "PREFECT_LOGGING_LEVEL": "WARNING"}
     name = f"monitor-{stop.name.lower()}"
-    command = [sys.executable, "-m", "flows.cli", "serve", "--source", str(tmp_path), "--name", name]
+    command = [sys.executable, "-m", "ragpulse.flows.cli", "serve", "--source", str(tmp_path), "--name", name]
     command += ["--cron", "30 5 * * *", "--timezone", "Europe/Berlin", "--segment-key", "metadata.app"]
     process = subprocess.Popen(command, env=env, cwd=Path(__file__).parents[2], stderr=subprocess.PIPE, text=True)
     try:

@@ -13,12 +13,12 @@ import duckdb
 import pytest
 from prefect.client.orchestration import get_client
 
-from flows.evaluate import evaluate_partition
-from flows.runners import build_task_runner
-from metrics import DEFAULT_METRICS
-from tasks.demo_data import generate_demo_traces
-from tasks.errors import PartitionNotFoundError
-from tasks.validate import OutputValidationError
+from ragpulse.flows.evaluate import evaluate_partition
+from ragpulse.flows.runners import build_task_runner
+from ragpulse.metrics import DEFAULT_METRICS
+from ragpulse.tasks.core.errors import PartitionNotFoundError
+from ragpulse.tasks.demo.generate import generate_demo_traces
+from ragpulse.tasks.quality.validate import OutputValidationError
 
 DAY = dt.date(2026, 3, 2)
 TRACES = 120
@@ -108,7 +108,7 @@ def _cli(args: list[str], cwd: Path, api_url: str) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(PREFECT_API_URL=api_url, PREFECT_SERVER_ANALYTICS_ENABLED="false")
     done = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "evaluate", "--json", *args],
+        [sys.executable, "-m", "ragpulse.flows.cli", "evaluate", "--json", *args],
         cwd=cwd,
         env=env,
         capture_output=True,

@@ -12,8 +12,8 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from flows.evaluate import evaluate_partition
-from tasks.demo_data import generate_demo_traces
+from ragpulse.flows.evaluate import evaluate_partition
+from ragpulse.tasks.demo.generate import generate_demo_traces
 from tests.judge_server import Fault, JudgeServer
 
 DAY = dt.date(2026, 4, 6)

@@ -13,10 +13,10 @@ import duckdb
 import pytest
 from prefect.client.orchestration import get_client
 
-from flows.backfill import backfill, progress_listener
-from flows.monitor import monitor
-from tasks.alerts import WEBHOOK_URL_ENV, AlertSettings
-from tasks.drift import DriftSettings
+from ragpulse.flows.backfill import backfill, progress_listener
+from ragpulse.flows.monitor import monitor
+from ragpulse.tasks.monitoring.alerts import WEBHOOK_URL_ENV, AlertSettings
+from ragpulse.tasks.monitoring.drift import DriftSettings
 from tests.webhook_receiver import SECRET_PATH, WebhookReceiver
 
 START = dt.date(2026, 4, 1)
@@ -205,8 +205,8 @@ def test_a_failing_webhook_is_retried_reported_and_sent_by_the_next_run(
 def test_the_webhook_url_can_come_from_a_secret_block(webhook: WebhookReceiver) -> None:
     from prefect.blocks.system import Secret
 
-    from tasks.alerts import webhook_url
-    from tasks.errors import ConfigError
+    from ragpulse.tasks.core.errors import ConfigError
+    from ragpulse.tasks.monitoring.alerts import webhook_url
 
     Secret(value=webhook.url).save("ragpulse-test-webhook", overwrite=True)
     Secret(value="not a url").save("ragpulse-test-not-a-url", overwrite=True)
@@ -220,7 +220,7 @@ def test_the_webhook_url_can_come_from_a_secret_block(webhook: WebhookReceiver) 
 def test_yesterday_is_taken_in_the_schedules_timezone_from_the_scheduled_start(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from flows import monitor as monitor_module
+    from ragpulse.flows import monitor as monitor_module
 
     scheduled = dt.datetime(2026, 3, 2, 23, 30, tzinfo=dt.UTC)  # already 3 March in Berlin
     monkeypatch.setattr(monitor_module.flow_run, "get_scheduled_start_time", lambda: scheduled)

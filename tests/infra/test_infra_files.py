@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tasks.embed import TORCH_THREADS_ENV
-from tasks.judge import JudgeSettings
-from tasks.settings import RunSettings
+from ragpulse.tasks.core.config import RunSettings
+from ragpulse.tasks.judge.client import JudgeSettings
+from ragpulse.tasks.scoring.embed import TORCH_THREADS_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"

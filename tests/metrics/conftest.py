@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from metrics import TraceBatch
+from ragpulse.metrics import TraceBatch
 
 Record = dict[str, Any]
 

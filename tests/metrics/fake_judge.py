@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from metrics import Status, TraceBatch
-from metrics.judge import Embedder, JudgeClient, JudgeContext, JudgeMetric, JudgeRequest, Outcome, judge_batch
+from ragpulse.metrics import Status, TraceBatch
+from ragpulse.metrics.judge import Embedder, JudgeClient, JudgeContext, JudgeMetric, JudgeRequest, Outcome, judge_batch
 
 __all__ = ["FakeEmbedder", "FakeJudge", "FakePairScorer", "prompt_chars", "reply", "run", "traces"]
 

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from metrics import ShapeError, Status, TraceBatch
-from metrics._statements import build_statements_request
-from metrics.answer_correctness import (
+from ragpulse.metrics import ShapeError, Status, TraceBatch
+from ragpulse.metrics._statements import build_statements_request
+from ragpulse.metrics.answer_correctness import (
     AnswerCorrectness,
     Classification,
     build_classify_request,
@@ -16,9 +16,9 @@ from metrics.answer_correctness import (
     factual_f1,
     parse_classification,
 )
-from metrics.faithfulness import Faithfulness
-from metrics.judge import PARSE_ERROR, JudgeContext, judge_batch
-from metrics.registry import MetricRequest
+from ragpulse.metrics.faithfulness import Faithfulness
+from ragpulse.metrics.judge import PARSE_ERROR, JudgeContext, judge_batch
+from ragpulse.metrics.registry import MetricRequest
 from tests.metrics.fake_judge import FakeEmbedder, FakeJudge, reply, run, traces
 
 QUESTION = "What powers the Sun?"

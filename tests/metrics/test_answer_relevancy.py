@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from metrics import ShapeError, Status, TraceBatch
-from metrics.answer_relevancy import INSTRUCTIONS, AnswerRelevancy, answer_relevancy, build_request, create
-from metrics.judge import PARSE_ERROR
-from metrics.registry import MetricRequest
+from ragpulse.metrics import ShapeError, Status, TraceBatch
+from ragpulse.metrics.answer_relevancy import INSTRUCTIONS, AnswerRelevancy, answer_relevancy, build_request, create
+from ragpulse.metrics.judge import PARSE_ERROR
+from ragpulse.metrics.registry import MetricRequest
 from tests.metrics.fake_judge import FakeEmbedder, FakeJudge, reply, run, traces
 
 QUESTION = "Where is the Eiffel Tower?"

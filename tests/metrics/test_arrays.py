@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from metrics import TraceBatch
-from metrics._arrays import NO_LABELS, NO_RELEVANT, ranking_arrays
+from ragpulse.metrics import TraceBatch
+from ragpulse.metrics._arrays import NO_LABELS, NO_RELEVANT, ranking_arrays
 
 Builder = Callable[..., Any]
 
@@ -109,7 +109,7 @@ def test_matches_a_naive_per_trace_loop(random_records: Builder) -> None:
 
 
 def test_text_labels_with_contexts_logged_without_text_are_not_applicable() -> None:
-    from metrics._arrays import NO_CONTEXT_TEXT
+    from ragpulse.metrics._arrays import NO_CONTEXT_TEXT
 
     batch = TraceBatch(
         trace_ids=["by-text", "by-id"],

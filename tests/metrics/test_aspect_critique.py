@@ -6,8 +6,8 @@ from collections.abc import Mapping
 
 import pytest
 
-from metrics import RagpulseError, ShapeError, Status, TraceBatch, UnknownMetricError
-from metrics.aspect_critique import (
+from ragpulse.metrics import RagpulseError, ShapeError, Status, TraceBatch, UnknownMetricError
+from ragpulse.metrics.aspect_critique import (
     BUILTIN_ASPECTS,
     INSTRUCTIONS_TEMPLATE,
     Aspect,
@@ -17,8 +17,8 @@ from metrics.aspect_critique import (
     create,
     known_aspects,
 )
-from metrics.judge import PARSE_ERROR
-from metrics.registry import MetricRequest, build_judge_metrics, parse_metrics
+from ragpulse.metrics.judge import PARSE_ERROR
+from ragpulse.metrics.registry import MetricRequest, build_judge_metrics, parse_metrics
 from tests.metrics.fake_judge import FakeJudge, reply, run, traces
 
 QUESTION = "How do I reset my router?"

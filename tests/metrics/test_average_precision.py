@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from metrics import Status
-from metrics._arrays import ranking_arrays
-from metrics.average_precision import SPEC, average_precision, score
+from ragpulse.metrics import Status
+from ragpulse.metrics._arrays import ranking_arrays
+from ragpulse.metrics.average_precision import SPEC, average_precision, score
 
 Builder = Callable[..., Any]
 

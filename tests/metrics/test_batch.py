@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from metrics import InvalidRecordError, ShapeError, TraceBatch
+from ragpulse.metrics import InvalidRecordError, ShapeError, TraceBatch
 
 
 def _batch(**overrides: Any) -> TraceBatch:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from metrics import Status, TraceBatch
-from metrics.context_precision import (
+from ragpulse.metrics import Status, TraceBatch
+from ragpulse.metrics.context_precision import (
     ContextPrecision,
     build_request,
     context_precision,
@@ -14,8 +14,8 @@ from metrics.context_precision import (
     create_without_reference,
     parse_verdicts,
 )
-from metrics.judge import PARSE_ERROR, VerdictParseError
-from metrics.registry import MetricRequest
+from ragpulse.metrics.judge import PARSE_ERROR, VerdictParseError
+from ragpulse.metrics.registry import MetricRequest
 from tests.metrics.fake_judge import FakeJudge, reply, run, traces
 
 QUESTION = "Who painted the Mona Lisa?"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from metrics import Status, TraceBatch
-from metrics.context_recall import INSTRUCTIONS, ContextRecall, build_request, create, parse_claims
-from metrics.judge import PARSE_ERROR, VerdictParseError
-from metrics.registry import MetricRequest
+from ragpulse.metrics import Status, TraceBatch
+from ragpulse.metrics.context_recall import INSTRUCTIONS, ContextRecall, build_request, create, parse_claims
+from ragpulse.metrics.judge import PARSE_ERROR, VerdictParseError
+from ragpulse.metrics.registry import MetricRequest
 from tests.metrics.fake_judge import FakeJudge, reply, run, traces
 
 QUESTION = "What do we know about Marie Curie?"

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from metrics import Status
-from metrics.context_relevance import INSTRUCTIONS, ContextRelevance, build_request, create, parse_relevant_statements
-from metrics.judge import PARSE_ERROR, VerdictParseError
-from metrics.registry import MetricRequest
+from ragpulse.metrics import Status
+from ragpulse.metrics.context_relevance import (
+    INSTRUCTIONS,
+    ContextRelevance,
+    build_request,
+    create,
+    parse_relevant_statements,
+)
+from ragpulse.metrics.judge import PARSE_ERROR, VerdictParseError
+from ragpulse.metrics.registry import MetricRequest
 from tests.metrics.fake_judge import FakeJudge, reply, run, traces
 
 QUESTION = "What is the capital of Italy?"

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from metrics.drift import ALERTING, DriftThresholds, Sample, Verdict, compare, mean_difference_interval
+from ragpulse.metrics.drift import ALERTING, DriftThresholds, Sample, Verdict, compare, mean_difference_interval
 
 
 def _scores(rng: np.random.Generator, n: int, mean: float, spread: float = 0.2) -> np.ndarray:

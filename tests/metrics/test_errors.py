@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from metrics.errors import InvalidRecordError, RagpulseError, ShapeError, UnknownMetricError
+from ragpulse.metrics.errors import InvalidRecordError, RagpulseError, ShapeError, UnknownMetricError
 
 
 def test_tree() -> None:

@@ -8,9 +8,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from metrics import Status
-from metrics._text import normalize_answer
-from metrics.exact_match import EXACT, NORMALIZED, answer_inapplicable, exact_match, score_exact, score_normalized
+from ragpulse.metrics import Status
+from ragpulse.metrics._text import normalize_answer
+from ragpulse.metrics.exact_match import (
+    EXACT,
+    NORMALIZED,
+    answer_inapplicable,
+    exact_match,
+    score_exact,
+    score_normalized,
+)
 
 Builder = Callable[..., Any]
 

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from metrics import Status
-from metrics.f1 import SPEC, score, token_f1
+from ragpulse.metrics import Status
+from ragpulse.metrics.f1 import SPEC, score, token_f1
 
 Builder = Callable[..., Any]
 

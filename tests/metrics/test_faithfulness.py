@@ -6,17 +6,17 @@ import math
 
 import pytest
 
-from metrics import Status, TraceBatch
-from metrics._statements import STATEMENTS_INSTRUCTIONS, build_statements_request, parse_statements
-from metrics.faithfulness import (
+from ragpulse.metrics import Status, TraceBatch
+from ragpulse.metrics._statements import STATEMENTS_INSTRUCTIONS, build_statements_request, parse_statements
+from ragpulse.metrics.faithfulness import (
     VERDICTS_INSTRUCTIONS,
     Faithfulness,
     build_verdicts_request,
     create,
     parse_verdicts,
 )
-from metrics.judge import PARSE_ERROR, JudgeCallError, JudgeRequest, VerdictParseError
-from metrics.registry import MetricRequest
+from ragpulse.metrics.judge import PARSE_ERROR, JudgeCallError, JudgeRequest, VerdictParseError
+from ragpulse.metrics.registry import MetricRequest
 from tests.metrics.fake_judge import FakeJudge, reply, run, traces
 
 QUESTION = "When was the Eiffel Tower built and how tall is it?"

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from metrics import (
+from ragpulse.metrics import (
     DEFAULT_METRICS,
     REGISTRY,
     ShapeError,
@@ -30,8 +30,8 @@ from metrics import (
     faithfulness,
     parse_metrics,
 )
-from metrics.judge import PARSE_ERROR, JudgeCallError, JudgeContext, JudgeMetric, JudgeRequest, judge_batch
-from metrics.registry import build_judge_metrics
+from ragpulse.metrics.judge import PARSE_ERROR, JudgeCallError, JudgeContext, JudgeMetric, JudgeRequest, judge_batch
+from ragpulse.metrics.registry import build_judge_metrics
 from tests.metrics.fake_judge import FakeEmbedder, FakeJudge, prompt_chars, reply, traces
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from metrics import ShapeError, Status, TraceBatch, UnknownMetricError
-from metrics.judge import PARSE_ERROR
-from metrics.llm_judge import JudgeDefinition, LLMJudge, UnknownJudgeError, build_request, create
-from metrics.registry import MetricRequest
+from ragpulse.metrics import ShapeError, Status, TraceBatch, UnknownMetricError
+from ragpulse.metrics.judge import PARSE_ERROR
+from ragpulse.metrics.llm_judge import JudgeDefinition, LLMJudge, UnknownJudgeError, build_request, create
+from ragpulse.metrics.registry import MetricRequest
 from tests.metrics.fake_judge import FakeJudge, reply, run, traces
 
 GROUNDED: dict[str, Any] = {

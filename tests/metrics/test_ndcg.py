@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from metrics import Status
-from metrics._arrays import ranking_arrays
-from metrics.ndcg import SPEC, ndcg, score
+from ragpulse.metrics import Status
+from ragpulse.metrics._arrays import ranking_arrays
+from ragpulse.metrics.ndcg import SPEC, ndcg, score
 
 Builder = Callable[..., Any]
 

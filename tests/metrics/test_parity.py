@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from metrics import MetricResult, Status, TraceBatch, compute, parse_metrics
+from ragpulse.metrics import MetricResult, Status, TraceBatch, compute, parse_metrics
 
 N_TRACES = 2_000
 RTOL = 1e-9

@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from metrics import Status
-from metrics._arrays import ranking_arrays
-from metrics.precision import (
+from ragpulse.metrics import Status
+from ragpulse.metrics._arrays import ranking_arrays
+from ragpulse.metrics.precision import (
     HIT_RATE_AT_K,
     PRECISION_AT_K,
     hit_rate_at_k,

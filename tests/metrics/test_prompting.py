@@ -7,9 +7,16 @@ import asyncio
 import numpy as np
 import pytest
 
-from metrics import ShapeError, TraceBatch
-from metrics._prompting import ReplyReader, Trace, clipped_cosines, embed_similarities, object_schema, user_message
-from metrics.judge import VerdictParseError
+from ragpulse.metrics import ShapeError, TraceBatch
+from ragpulse.metrics._prompting import (
+    ReplyReader,
+    Trace,
+    clipped_cosines,
+    embed_similarities,
+    object_schema,
+    user_message,
+)
+from ragpulse.metrics.judge import VerdictParseError
 from tests.metrics.fake_judge import FakeEmbedder, traces
 
 
@@ -103,8 +110,8 @@ def test_an_embedder_returning_the_wrong_rows_is_a_bug() -> None:
 
 
 def test_contexts_without_text_make_judge_inputs_missing() -> None:
-    from metrics import TraceBatch
-    from metrics._prompting import Trace
+    from ragpulse.metrics import TraceBatch
+    from ragpulse.metrics._prompting import Trace
 
     batch = TraceBatch(
         trace_ids=["t"], context_ids=[["a", "b"]], context_texts=[["some text", None]], relevant_ids=[None],

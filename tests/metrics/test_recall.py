@@ -7,9 +7,17 @@ from typing import Any
 
 import numpy as np
 
-from metrics import Status
-from metrics._arrays import ranking_arrays
-from metrics.recall import MULTI_HIT, RECALL_AT_K, SINGLE_HIT, recall, score_at_k, score_multi_hit, score_single_hit
+from ragpulse.metrics import Status
+from ragpulse.metrics._arrays import ranking_arrays
+from ragpulse.metrics.recall import (
+    MULTI_HIT,
+    RECALL_AT_K,
+    SINGLE_HIT,
+    recall,
+    score_at_k,
+    score_multi_hit,
+    score_single_hit,
+)
 
 Builder = Callable[..., Any]
 

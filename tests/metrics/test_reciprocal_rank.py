@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from metrics import Status
-from metrics._arrays import ranking_arrays
-from metrics.reciprocal_rank import SPEC, reciprocal_rank, score
+from ragpulse.metrics import Status
+from ragpulse.metrics._arrays import ranking_arrays
+from ragpulse.metrics.reciprocal_rank import SPEC, reciprocal_rank, score
 
 Builder = Callable[..., Any]
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from metrics import (
+from ragpulse.metrics import (
     DEFAULT_METRICS,
     REGISTRY,
     MetricRequest,
@@ -19,7 +19,7 @@ from metrics import (
     compute,
     parse_metrics,
 )
-from metrics.registry import spec_name
+from ragpulse.metrics.registry import spec_name
 
 Builder = Callable[..., Any]
 

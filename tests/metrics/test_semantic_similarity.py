@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from metrics import ShapeError, Status, TraceBatch
-from metrics.registry import MetricRequest
-from metrics.semantic_similarity import SemanticSimilarity, create
+from ragpulse.metrics import ShapeError, Status, TraceBatch
+from ragpulse.metrics.registry import MetricRequest
+from ragpulse.metrics.semantic_similarity import SemanticSimilarity, create
 from tests.metrics.fake_judge import FakeEmbedder, FakeJudge, FakePairScorer, run, traces
 
 ANSWER = "Paris is France's capital."

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from metrics import MetricResult, MetricSpec, ShapeError, Status
+from ragpulse.metrics import MetricResult, MetricSpec, ShapeError, Status
 
 
 def test_status_labels() -> None:

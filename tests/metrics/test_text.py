@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from metrics._text import normalize_answer, tokens
+from ragpulse.metrics._text import normalize_answer, tokens
 
 
 @pytest.mark.parametrize(

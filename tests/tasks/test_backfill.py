@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from tasks.backfill import config_hash, published_config_hashes
-from tasks.settings import RunSettings
-from tasks.warehouse import QUARANTINE_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, Publication, open_warehouse
+from ragpulse.tasks.core.config import RunSettings
+from ragpulse.tasks.planning.backfill import config_hash, published_config_hashes
+from ragpulse.tasks.warehouse import QUARANTINE_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, Publication, open_warehouse
 
 DAY = dt.date(2026, 7, 1)
 

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from tasks import demo_data
+from ragpulse.tasks.demo import generate as demo_data
 
 START = datetime.date(2024, 3, 11)
 DAYS = 7

@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-import tasks.embed as embed_module
-from metrics.semantic_similarity import pair_scores
-from tasks.embed import (
+import ragpulse.tasks.scoring.embed as embed_module
+from ragpulse.metrics.semantic_similarity import pair_scores
+from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.scoring.embed import (
     DEFAULT_EMBEDDING_MODEL,
     TORCH_THREADS_ENV,
     CrossEncoderScorer,
@@ -28,7 +29,6 @@ from tasks.embed import (
     clear_model_cache,
     resolve_model,
 )
-from tasks.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 CAT = "The cat sits on the mat"
@@ -70,7 +70,7 @@ def no_network() -> Iterator[list[Any]]:
 
 @pytest.fixture(autouse=True)
 def offline_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Set here so that tasks.embed's own ``setdefault`` never leaks them into the rest of the session."""
+    """Set here so that tasks.scoring.embed's own ``setdefault`` never leaks them into the rest of the session."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
 
@@ -104,7 +104,7 @@ def cosine(rows: np.ndarray, i: int, j: int) -> float:
 def test_importing_tasks_embed_loads_no_torch() -> None:
     code = (
         "import json, sys\n"
-        "import tasks.embed as e\n"
+        "import ragpulse.tasks.scoring.embed as e\n"
         "e.SentenceTransformerEmbedder()\n"  # resolving the bundled model is cheap too
         "print(json.dumps(sorted({name.split('.')[0] for name in sys.modules})))\n"
     )
@@ -112,7 +112,7 @@ def test_importing_tasks_embed_loads_no_torch() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     loaded = set(json.loads(done.stdout))
     heavy = {"torch", "sentence_transformers", "transformers", "huggingface_hub", "tokenizers"}
-    assert not loaded & heavy, f"import tasks.embed loaded {sorted(loaded & heavy)}"
+    assert not loaded & heavy, f"import ragpulse.tasks.scoring.embed loaded {sorted(loaded & heavy)}"
 
 
 def test_bundled_model_loads_offline_and_gives_384_dim_unit_vectors(embedder: SentenceTransformerEmbedder) -> None:
@@ -350,7 +350,7 @@ def test_logits_become_probabilities() -> None:
 
 
 def test_off_loop_embedder_encodes_in_a_worker_thread_and_matches_the_local_model() -> None:
-    from tasks.embed import OffLoopEmbedder
+    from ragpulse.tasks.scoring.embed import OffLoopEmbedder
 
     embedder = OffLoopEmbedder()
     loop_thread: list[int] = []

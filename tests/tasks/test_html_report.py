@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from tasks.html_report import (
+from ragpulse.tasks.reporting.html.report import (
     MetricPoint,
     ReportData,
     _band,
@@ -25,7 +25,7 @@ from tasks.html_report import (
     worst_traces,
     write_report,
 )
-from tasks.warehouse import open_warehouse
+from ragpulse.tasks.warehouse import open_warehouse
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Read at import: the autouse clean_environ fixture drops RAGPULSE_* variables before each test runs.
@@ -220,7 +220,14 @@ def report_data(n_worst: int = 5) -> ReportData:
 
 def publish_warehouse(url: str) -> None:
     """Publish the synthetic partitions, their traces and drift rows through the warehouse API."""
-    from tasks.warehouse import DRIFT_SCHEMA, QUARANTINE_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, TRACES_SCHEMA, Publication
+    from ragpulse.tasks.warehouse import (
+        DRIFT_SCHEMA,
+        QUARANTINE_SCHEMA,
+        RUNS_SCHEMA,
+        SCORES_SCHEMA,
+        TRACES_SCHEMA,
+        Publication,
+    )
 
     warehouse = open_warehouse(url)
     scores = scores_table()
@@ -463,7 +470,7 @@ def test_the_warehouse_password_is_not_shown(monkeypatch: pytest.MonkeyPatch) ->
         def read(self, table: str, **_: object) -> pa.Table:
             return pa.table({"partition_date": pa.array([], pa.date32())})
 
-    monkeypatch.setattr("tasks.html_report.open_warehouse", lambda url: Empty())
+    monkeypatch.setattr("ragpulse.tasks.reporting.html.report.open_warehouse", lambda url: Empty())
     page = build_report("postgresql://rp:s3cret@db:5432/ragpulse", end=DATES[-1])
     assert "s3cret" not in page
     assert "postgresql://rp:***@db:5432/ragpulse" in page

@@ -25,13 +25,21 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from metrics import TraceBatch
-from metrics._spec import MetricSpec, Status
-from metrics.judge import JudgeCallError, JudgeContext, JudgeRequest, Outcome, ask, judge_batch, load_json_object
-from tasks._ratelimit import ConcurrencyGate, TokenBucket
-from tasks.errors import ConfigError
-from tasks.judge import JudgeSettings, OpenAIJudge, merge_usage, retry_after_seconds
-from tasks.judge_cache import JudgeCache
+from ragpulse.metrics import TraceBatch
+from ragpulse.metrics._spec import MetricSpec, Status
+from ragpulse.metrics.judge import (
+    JudgeCallError,
+    JudgeContext,
+    JudgeRequest,
+    Outcome,
+    ask,
+    judge_batch,
+    load_json_object,
+)
+from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.judge.cache import JudgeCache
+from ragpulse.tasks.judge.client import JudgeSettings, OpenAIJudge, merge_usage, retry_after_seconds
+from ragpulse.tasks.judge.ratelimit import ConcurrencyGate, TokenBucket
 from tests.judge_server import Fault, JudgeServer, fresh_judge_server
 
 T = TypeVar("T")
@@ -575,8 +583,8 @@ def test_another_process_reads_the_same_cache(server: JudgeServer, model: str, t
     one(OpenAIJudge(settings))
     script = """
 import asyncio, json, sys
-from metrics.judge import JudgeRequest
-from tasks.judge import JudgeSettings, OpenAIJudge
+from ragpulse.metrics.judge import JudgeRequest
+from ragpulse.tasks.judge.client import JudgeSettings, OpenAIJudge
 settings = JudgeSettings.model_validate_json(sys.argv[1])
 request = JudgeRequest(**json.loads(sys.argv[2]))
 judge = OpenAIJudge(settings)

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tasks.load import BatchRef, QuarantinedRecord, StagedPartition, stage_records
-from tasks.storage import SourceFile, list_partition_files
+from ragpulse.tasks.core.storage import SourceFile, list_partition_files
+from ragpulse.tasks.ingest.stage import BatchRef, QuarantinedRecord, StagedPartition, stage_records
 
 DATE = dt.date(2024, 3, 11)
 CONTEXT = pa.struct([("id", pa.string()), ("text", pa.string()), ("score", pa.float64())])

@@ -12,9 +12,13 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from metrics import MetricResult
-from tasks.load import QuarantinedRecord, StagedPartition, stage_records
-from tasks.publish import (
+from ragpulse.metrics import MetricResult
+from ragpulse.tasks.core.storage import SourceFile
+from ragpulse.tasks.ingest.stage import QuarantinedRecord, StagedPartition, stage_records
+from ragpulse.tasks.scoring.score import ScoredBatch
+from ragpulse.tasks.warehouse import TRACES_SCHEMA
+from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse
+from ragpulse.tasks.warehouse.publish import (
     CONTEXT_EXCERPT_CHARS,
     EXCERPT_CHARS,
     TRACE_ROWS_SCHEMA,
@@ -24,10 +28,6 @@ from tasks.publish import (
     build_publication,
     read_trace_excerpts,
 )
-from tasks.score import ScoredBatch
-from tasks.storage import SourceFile
-from tasks.warehouse import TRACES_SCHEMA
-from tasks.warehouse.duckdb import DuckDBWarehouse
 
 DAY = dt.date(2026, 11, 1)
 LONG = "ü" * 1500 + "🦆"

@@ -15,10 +15,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tasks._retry import only_transient
-from tasks.errors import ConfigError, PartitionNotFoundError, StorageError
-from tasks.load import stage_records
-from tasks.storage import SourceFile, filesystem, list_partition_files, partition_dates, redact_url
+from ragpulse.tasks.core.errors import ConfigError, PartitionNotFoundError, StorageError
+from ragpulse.tasks.core.retry import only_transient
+from ragpulse.tasks.core.storage import SourceFile, filesystem, list_partition_files, partition_dates, redact_url
+from ragpulse.tasks.ingest.stage import stage_records
 
 DATE = dt.date(2024, 3, 11)
 PARTITION = f"root/dt={DATE.isoformat()}"

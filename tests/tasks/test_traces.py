@@ -10,8 +10,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from metrics.errors import InvalidRecordError
-from tasks.traces import STAGED_SCHEMA, parse_record
+from ragpulse.metrics.errors import InvalidRecordError
+from ragpulse.tasks.ingest.records import STAGED_SCHEMA, parse_record
 
 SOURCE = "s3://bucket/traces/dt=2024-03-11/part-0.jsonl"
 

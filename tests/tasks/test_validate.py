@@ -13,11 +13,10 @@ import numpy as np
 import pytest
 from prefect.logging import disable_run_logger
 
-from metrics import Status
-from tasks.load import StagedPartition, stage_records
-from tasks.publish import PartitionScores, RunInfo, assemble_partition, build_publication
-from tasks.storage import list_partition_files
-from tasks.validate import (
+from ragpulse.metrics import Status
+from ragpulse.tasks.core.storage import list_partition_files
+from ragpulse.tasks.ingest.stage import StagedPartition, stage_records
+from ragpulse.tasks.quality.validate import (
     DEFAULT_SUITES,
     OutputValidationError,
     TraceLimits,
@@ -27,7 +26,8 @@ from tasks.validate import (
     trace_profile,
     validate_scores,
 )
-from tasks.warehouse.duckdb import DuckDBWarehouse
+from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse
+from ragpulse.tasks.warehouse.publish import PartitionScores, RunInfo, assemble_partition, build_publication
 
 DAY = dt.date(2026, 5, 4)
 RUN = RunInfo("run-1", "file:///traces", "cfg", {}, dt.datetime(2026, 5, 5, tzinfo=dt.UTC))

@@ -17,15 +17,15 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from metrics import MetricResult, Status
-from tasks.errors import ConfigError, WarehouseError, WarehouseLockedError
-from tasks.load import QuarantinedRecord, StagedPartition
-from tasks.publish import PartitionScores, RunInfo, assemble_partition, build_publication
-from tasks.score import ScoredBatch
-from tasks.warehouse import TableNames, open_warehouse
-from tasks.warehouse.duckdb import DuckDBWarehouse, duckdb_path
-from tasks.warehouse.parquet import ParquetLake
-from tasks.warehouse.postgres import PostgresWarehouse
+from ragpulse.metrics import MetricResult, Status
+from ragpulse.tasks.core.errors import ConfigError, WarehouseError, WarehouseLockedError
+from ragpulse.tasks.ingest.stage import QuarantinedRecord, StagedPartition
+from ragpulse.tasks.scoring.score import ScoredBatch
+from ragpulse.tasks.warehouse import TableNames, open_warehouse
+from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse, duckdb_path
+from ragpulse.tasks.warehouse.parquet import ParquetLake
+from ragpulse.tasks.warehouse.postgres import PostgresWarehouse
+from ragpulse.tasks.warehouse.publish import PartitionScores, RunInfo, assemble_partition, build_publication
 
 DAY = dt.date(2026, 11, 1)
 
@@ -138,7 +138,7 @@ def test_locked_file_gives_a_clear_error(tmp_path: Path, monkeypatch: pytest.Mon
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        monkeypatch.setattr("tasks.warehouse.duckdb._LOCK_WAIT_SECONDS", 1.0)
+        monkeypatch.setattr("ragpulse.tasks.warehouse.duckdb._LOCK_WAIT_SECONDS", 1.0)
         started = time.monotonic()
         with pytest.raises(WarehouseLockedError, match="locked by another process"):
             _publish(DuckDBWarehouse(f"duckdb:///{path}"), _scores(2), "r2", ["m1", "m2"])

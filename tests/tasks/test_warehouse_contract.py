@@ -27,11 +27,10 @@ from fsspec.implementations.local import LocalFileSystem
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from metrics import Status
-from tasks.errors import ConfigError, WarehouseError
-from tasks.load import QuarantinedRecord
-from tasks.publish import TRACE_ROWS_SCHEMA, PartitionScores, RunInfo, build_publication
-from tasks.warehouse import (
+from ragpulse.metrics import Status
+from ragpulse.tasks.core.errors import ConfigError, WarehouseError
+from ragpulse.tasks.ingest.stage import QuarantinedRecord
+from ragpulse.tasks.warehouse import (
     ALERTS_SCHEMA,
     DRIFT_SCHEMA,
     VALIDATIONS_SCHEMA,
@@ -40,8 +39,9 @@ from tasks.warehouse import (
     Warehouse,
     open_warehouse,
 )
-from tasks.warehouse._schema import MIGRATIONS, SCHEMA_VERSION, STATUSES, TABLES, AddColumn, AddTable
-from tasks.warehouse.parquet import ParquetLake
+from ragpulse.tasks.warehouse._schema import MIGRATIONS, SCHEMA_VERSION, STATUSES, TABLES, AddColumn, AddTable
+from ragpulse.tasks.warehouse.parquet import ParquetLake
+from ragpulse.tasks.warehouse.publish import TRACE_ROWS_SCHEMA, PartitionScores, RunInfo, build_publication
 
 DAY = dt.date(2026, 11, 1)
 PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
@@ -55,7 +55,8 @@ V4_KEYS = ("traces", "drift", "alerts")
 def publication(
     day: dt.date, run_id: str, *, n: int = 6, metrics: tuple[str, ...] = ("m1", "m2"), seed: int = 0
 ) -> Publication:
-    """A real publication (tasks.publish builds it) with awkward values: random doubles, NULLs, quoting, unicode."""
+    """A real publication (tasks.warehouse.publish builds it) with awkward values:
+    random doubles, NULLs, quoting, unicode."""
     rng = np.random.default_rng(seed)
     values = {m: rng.random(n) for m in metrics}
     status = {m: np.zeros(n, dtype=np.int8) for m in metrics}

@@ -16,9 +16,9 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from tasks.errors import ConfigError, WarehouseError
-from tasks.warehouse import QUARANTINE_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, Publication, open_warehouse
-from tasks.warehouse.parquet import ParquetLake
+from ragpulse.tasks.core.errors import ConfigError, WarehouseError
+from ragpulse.tasks.warehouse import QUARANTINE_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, Publication, open_warehouse
+from ragpulse.tasks.warehouse.parquet import ParquetLake
 
 DAY = dt.date(2026, 11, 1)
 NOW = dt.datetime(2026, 11, 2, tzinfo=dt.UTC)

@@ -20,16 +20,16 @@ import pyarrow as pa
 import pytest
 from psycopg import sql
 
-from tasks.errors import ConfigError, WarehouseError
-from tasks.warehouse import (
+from ragpulse.tasks.core.errors import ConfigError, WarehouseError
+from ragpulse.tasks.warehouse import (
     QUARANTINE_SCHEMA,
     RUNS_SCHEMA,
     SCORES_SCHEMA,
     Publication,
     open_warehouse,
 )
-from tasks.warehouse._schema import SCHEMA_VERSION
-from tasks.warehouse.postgres import PostgresWarehouse
+from ragpulse.tasks.warehouse._schema import SCHEMA_VERSION
+from ragpulse.tasks.warehouse.postgres import PostgresWarehouse
 
 PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"

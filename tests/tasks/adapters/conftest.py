@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tasks.load import StagedPartition, select_source_files, stage_records
-from tasks.score import read_staged
+from ragpulse.tasks.ingest.stage import StagedPartition, select_source_files, stage_records
+from ragpulse.tasks.scoring.score import read_staged
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "adapters"
 DAY = dt.date(2026, 3, 2)

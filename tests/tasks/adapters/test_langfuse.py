@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tasks.adapters import AdapterOptions
-from tasks.adapters.langfuse import select_files, spans
-from tasks.errors import ConfigError
-from tasks.storage import list_partition_files
+from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.storage import list_partition_files
+from ragpulse.tasks.ingest.adapters import AdapterOptions
+from ragpulse.tasks.ingest.adapters.langfuse import select_files, spans
 from tests.tasks.adapters.conftest import DAY, FIXTURES, MIDDAY, Staged, copy_with_mtime, quarantined
 
 

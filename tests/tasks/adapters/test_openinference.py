@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from metrics.errors import InvalidRecordError
-from tasks.adapters import AdapterOptions
-from tasks.adapters.openinference import spans
+from ragpulse.metrics.errors import InvalidRecordError
+from ragpulse.tasks.ingest.adapters import AdapterOptions
+from ragpulse.tasks.ingest.adapters.openinference import spans
 from tests.tasks.adapters.conftest import FIXTURES, Staged, quarantined
 
 SOURCE = FIXTURES / "openinference"

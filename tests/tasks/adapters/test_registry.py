@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-import tasks.adapters as adapters
-from metrics import DEFAULT_METRICS, parse_metrics
-from tasks.adapters import FORMATS, adapter_for, parse_options
-from tasks.errors import ConfigError, PartitionNotFoundError
-from tasks.load import _stage_key
-from tasks.settings import RunSettings
-from tasks.storage import SourceFile, list_partition_files
+import ragpulse.tasks.ingest.adapters as adapters
+from ragpulse.metrics import DEFAULT_METRICS, parse_metrics
+from ragpulse.tasks.core.config import RunSettings
+from ragpulse.tasks.core.errors import ConfigError, PartitionNotFoundError
+from ragpulse.tasks.core.storage import SourceFile, list_partition_files
+from ragpulse.tasks.ingest.adapters import FORMATS, adapter_for, parse_options
+from ragpulse.tasks.ingest.stage import _stage_key
 
 DAY = dt.date(2026, 3, 2)
 
@@ -110,7 +110,7 @@ def test_event_time_lists_files_modified_within_the_late_arrival_window(tmp_path
 
 
 def test_canonical_traces_are_selected_by_timestamp_under_event_time(tmp_path: Path) -> None:
-    from tasks.load import stage_records
+    from ragpulse.tasks.ingest.stage import stage_records
 
     lines = [
         {"trace_id": "in-day", "timestamp": "2026-03-02T23:59:59Z", "question": "q?"},

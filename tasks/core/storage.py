@@ -1,0 +1,238 @@
+"""Object storage through fsspec: partition listing, file identity and error translation.
+
+Any fsspec URL works (``file://``, plain paths, ``s3://`` via s3fs, ``gs://`` via gcsfs). s3fs reads
+credentials and ``AWS_ENDPOINT_URL_S3`` from the environment; ``storage_options`` carries the rest
+(e.g. ``endpoint_url`` for MinIO or R2).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import posixpath
+import re
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import fsspec
+from fsspec import AbstractFileSystem
+
+from ragpulse.metrics.errors import RagpulseError
+from ragpulse.tasks.core.errors import ConfigError, PartitionNotFoundError, StorageError
+
+__all__ = [
+    "PARTITIONINGS",
+    "TRACE_SUFFIXES",
+    "NoTraceFilesError",
+    "SourceFile",
+    "event_time_window",
+    "file_identity",
+    "filesystem",
+    "list_partition_files",
+    "partition_dates",
+    "redact_url",
+    "reject_credentials",
+    "storage_errors",
+]
+
+TRACE_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
+PARTITIONINGS = ("dt", "event-time")
+"""``dt``: the day's files sit in ``<source>/dt=YYYY-MM-DD/``; ``event-time``: files anywhere below
+``<source>`` modified within the day widened by the late-arrival window (staging keeps the traces whose
+event time falls in the day)."""
+_PARTITION = re.compile(r"^dt=(\d{4}-\d{2}-\d{2})$")
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One trace file and the identity that tells whether it changed since a cached run."""
+
+    url: str
+    size: int
+    version: str
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.url)
+
+
+_CREDENTIAL_KEYS = frozenset({"key", "secret", "token", "password", "aws_secret_access_key"})
+
+
+def reject_credentials(options: Mapping[str, Any], setting: str) -> dict[str, Any]:
+    """fsspec options as given, or ValueError when they carry credentials (those belong in the environment)."""
+    leaked = sorted(k for k in options if k.lower() in _CREDENTIAL_KEYS)
+    if leaked:
+        raise ValueError(
+            f"{setting} must not carry credentials ({', '.join(leaked)}); "
+            "use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile instead"
+        )
+    return dict(options)
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password replaced, for logs, artifacts and tables."""
+    return re.sub(r"(://[^/:@]*):[^/@]*@", r"\1:***@", url)
+
+
+def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[AbstractFileSystem, str]:
+    """The filesystem for ``url`` and the path inside it."""
+    try:
+        fs, path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+    except (ImportError, ValueError) as exc:
+        raise ConfigError(f"cannot open storage URL {url!r}: {exc}") from exc
+    return fs, path.rstrip("/")
+
+
+@contextmanager
+def storage_errors(url: str) -> Iterator[None]:
+    """Translate client errors: missing and forbidden are final, everything else is transient."""
+    try:
+        yield
+    except RagpulseError:
+        raise
+    except FileNotFoundError:
+        raise
+    except PermissionError as exc:
+        raise ConfigError(f"access denied to {url}: {exc}; check the credentials in the environment") from exc
+    except (OSError, TimeoutError, ConnectionError) as exc:
+        raise StorageError(f"storage error on {url}: {exc}") from exc
+    except Exception as exc:
+        if isinstance(exc, _botocore_transient()):
+            raise StorageError(f"storage error on {url}: {exc}") from exc
+        raise
+
+
+def _botocore_transient() -> tuple[type[BaseException], ...]:
+    """botocore's connection and HTTP-client errors, which s3fs passes through untranslated (not OSErrors).
+
+    Looked up lazily: when botocore is not loaded, no client of it can have raised.
+    """
+    exceptions = sys.modules.get("botocore.exceptions")
+    if exceptions is None:
+        return ()
+    return (exceptions.ConnectionError, exceptions.HTTPClientError)
+
+
+def _unstrip(fs: AbstractFileSystem, path: str) -> str:
+    return fs.unstrip_protocol(path) if fs.protocol not in ("file", ("file", "local")) else path
+
+
+def _version(info: Mapping[str, Any]) -> str:
+    for key in ("ETag", "etag", "md5Hash", "generation", "mtime", "LastModified", "last_modified", "updated"):
+        if info.get(key) is not None:
+            return str(info[key]).strip('"')
+    return ""
+
+
+def partition_dates(source: str, storage_options: Mapping[str, Any] | None = None) -> list[dt.date]:
+    """Every ``dt=YYYY-MM-DD`` partition under ``source``, sorted."""
+    fs, root = filesystem(source, storage_options)
+    with storage_errors(source):
+        fs.invalidate_cache(root)
+        try:
+            entries = fs.ls(root, detail=False)
+        except FileNotFoundError:
+            return []
+    dates = []
+    for entry in entries:
+        match = _PARTITION.match(posixpath.basename(str(entry).rstrip("/")))
+        if match:
+            dates.append(dt.date.fromisoformat(match[1]))
+    return sorted(dates)
+
+
+def file_identity(url: str, storage_options: Mapping[str, Any] | None = None) -> SourceFile:
+    """The identity of one file named by URL (FileNotFoundError when it is not there)."""
+    fs, path = filesystem(url, storage_options)
+    with storage_errors(url):
+        info = fs.info(path)
+    return SourceFile(url=_unstrip(fs, info["name"]), size=int(info.get("size") or 0), version=_version(info))
+
+
+def _modified(info: Mapping[str, Any]) -> dt.datetime | None:
+    """Last modification time from a listing entry (local ``mtime``, S3 ``LastModified``, GCS ``updated``)."""
+    for key in ("LastModified", "last_modified", "updated", "mtime", "created"):
+        value = info.get(key)
+        if isinstance(value, dt.datetime):
+            return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+        if isinstance(value, int | float):
+            return dt.datetime.fromtimestamp(value, tz=dt.UTC)
+        if isinstance(value, str):
+            try:
+                parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                continue
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+    return None
+
+
+def event_time_window(date: dt.date, late_arrival_hours: float) -> tuple[dt.datetime, dt.datetime]:
+    """Files modified in [D 00:00 - late, D+1 00:00 + late) UTC can hold spans of traces that started on D,
+    or spans that tell a trace started the day before (a root flushed just before midnight)."""
+    start = dt.datetime.combine(date, dt.time(), tzinfo=dt.UTC)
+    late = dt.timedelta(hours=late_arrival_hours)
+    return start - late, start + dt.timedelta(days=1) + late
+
+
+class NoTraceFilesError(PartitionNotFoundError):
+    """A day has no trace files for a reason other than a missing ``dt=`` folder; the message says which."""
+
+    def __init__(self, source: str, date: dt.date, why: str) -> None:
+        self.source = source
+        self.date = date.isoformat()
+        self.available = []
+        Exception.__init__(self, f"no trace files for {date} under {source}: {why}")
+
+
+def list_partition_files(
+    source: str,
+    date: dt.date,
+    storage_options: Mapping[str, Any] | None = None,
+    *,
+    partitioning: str = "dt",
+    late_arrival_hours: float = 0.0,
+    recursive: bool = False,
+    suffixes: tuple[str, ...] = TRACE_SUFFIXES,
+) -> list[SourceFile]:
+    """Trace files of one day in name order; raises PartitionNotFoundError when there are none.
+
+    ``dt``: the files of ``<source>/dt=<date>/`` (and its subfolders when ``recursive``). ``event-time``:
+    every file below ``source`` whose modification time lies in :func:`event_time_window`; a file whose
+    store reports no modification time is read (staging's event-time filter still keeps only the day).
+    """
+    if partitioning not in PARTITIONINGS:
+        raise ConfigError(f"unknown partitioning {partitioning!r}; use one of {', '.join(PARTITIONINGS)}")
+    fs, root = filesystem(source, storage_options)
+    directory = root if partitioning == "event-time" else f"{root}/dt={date.isoformat()}"
+    with storage_errors(source):
+        fs.invalidate_cache(directory)
+        try:
+            if recursive or partitioning == "event-time":
+                listing = list(fs.find(directory, detail=True).values())
+            else:
+                listing = fs.ls(directory, detail=True)
+        except FileNotFoundError:
+            listing = []
+    if partitioning == "event-time":
+        low, high = event_time_window(date, late_arrival_hours)
+        listing = [e for e in listing if (m := _modified(e)) is None or low <= m < high]
+    files = sorted(
+        (
+            SourceFile(url=_unstrip(fs, entry["name"]), size=int(entry.get("size") or 0), version=_version(entry))
+            for entry in listing
+            if entry.get("type") == "file" and str(entry["name"]).endswith(suffixes)
+        ),
+        key=lambda f: f.url,
+    )
+    if not files:
+        if partitioning == "event-time":
+            low, high = event_time_window(date, late_arrival_hours)
+            why = f"none was modified between {low:%Y-%m-%d %H:%M} and {high:%Y-%m-%d %H:%M} UTC (event-time)"
+            raise NoTraceFilesError(source, date, why)
+        present = partition_dates(source, storage_options)
+        nearest = sorted(present, key=lambda d: abs((d - date).days))[:5]
+        raise PartitionNotFoundError(source, date.isoformat(), [d.isoformat() for d in sorted(nearest)])
+    return files

@@ -1,0 +1,596 @@
+"""Seeded generator of realistic demo RAG traces for ``ragpulse demo``.
+
+The demo must run on a fresh clone with no network, so everything comes from a compact sample of
+the ARES synthetic-query data shipped in ``tasks/demo/corpus/`` (see its ATTRIBUTION.md and
+docs/demo.md). Output is deterministic for a seed and never reads the wall clock, so demo runs
+and tests are reproducible. No Prefect import: the module is usable from tests and scripts alone.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime
+import functools
+import gzip
+import hashlib
+import io
+import json
+import os
+import random
+import re
+import sys
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "APPS",
+    "CORPUS_PATH",
+    "DRIFT_APP",
+    "MALFORMED_KINDS",
+    "CorpusRow",
+    "build_demo_corpus",
+    "generate_demo_traces",
+    "load_demo_corpus",
+]
+
+CORPUS_PATH = Path(__file__).with_name("corpus") / "ares_sample.jsonl.gz"
+"""The shipped sample: one JSON object per line, fields as in :class:`CorpusRow`."""
+
+MALFORMED_KINDS = ("truncated_json", "missing_question", "contexts_not_list", "bad_timestamp", "duplicate_trace_id")
+"""Kinds of deliberately broken lines, used in this order round-robin across the days."""
+
+JSONL_FILE = "traces-00.jsonl"
+GZIP_FILE = "traces-01.jsonl.gz"
+PARQUET_FILE = "traces-02.parquet"
+
+_REFUSALS = (
+    "I couldn't find that in the available documents.",
+    "Sorry, I don't have enough information to answer that.",
+    "The provided context does not mention this.",
+)
+_STOPWORD_TEXT = (
+    "the and for was were what who whom whose which when where why how did does with from that "
+    "this are his her its their has have had been into than then also not but can could would "
+    "about after before there they them she him one two name named"
+)
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+_WORD = re.compile(r"[a-z0-9]+")
+_ANSWER_PREFIX = re.compile(r"^\s*(?:the answer is\s*:?|answer\s*:)\s*", re.IGNORECASE)
+_ARTICLES = re.compile(r"\b(?:a|an|the)\b\s*", re.IGNORECASE)
+_MAX_PASSAGE_CHARS = 1500
+_HOURLY_TRAFFIC = (1, 1, 1, 1, 1, 2, 3, 5, 8, 10, 10, 9, 8, 9, 10, 10, 9, 7, 5, 4, 3, 2, 2, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusRow:
+    """One ARES (question, passage, answer) example with its human-style labels.
+
+    ``answer`` is None for rows whose passage does not answer the question (ARES gives none);
+    their answer labels are then False.
+    """
+
+    source: str
+    passage_id: str
+    passage: str
+    question: str
+    answer: str | None
+    context_relevant: bool
+    answer_faithful: bool
+    answer_relevant: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class _AppProfile:
+    """How one simulated application retrieves and logs; differences make per-app slices meaningful."""
+
+    name: str
+    weight: float
+    nq_share: float
+    models: tuple[str, ...]
+    tenants: tuple[str, ...]
+    hit_rate: float
+    rank_weights: tuple[float, ...]
+    duplicate_rate: float
+    null_score_rate: float
+    logs_latency: bool
+
+
+_PROFILES = (
+    _AppProfile(
+        name="support-bot",
+        weight=0.40,
+        nq_share=0.85,
+        models=("gpt-4o-mini", "llama-3.1-8b"),
+        tenants=("acme", "globex"),
+        hit_rate=0.93,
+        rank_weights=(0.60, 0.20, 0.10, 0.05, 0.03, 0.02),
+        duplicate_rate=0.0,
+        null_score_rate=0.0,
+        logs_latency=True,
+    ),
+    _AppProfile(
+        name="docs-search",
+        weight=0.35,
+        nq_share=0.50,
+        models=("gpt-4o-mini",),
+        tenants=("acme", "globex", "initech"),
+        hit_rate=0.90,
+        rank_weights=(0.50, 0.22, 0.12, 0.08, 0.05, 0.03),
+        duplicate_rate=0.12,
+        null_score_rate=0.0,
+        logs_latency=False,
+    ),
+    _AppProfile(
+        name="research-assistant",
+        weight=0.25,
+        nq_share=0.15,
+        models=("llama-3.1-8b", "mistral-small-24b"),
+        tenants=("initech",),
+        hit_rate=0.85,
+        rank_weights=(0.45, 0.22, 0.13, 0.09, 0.06, 0.05),
+        duplicate_rate=0.03,
+        null_score_rate=0.15,
+        logs_latency=False,
+    ),
+)
+DRIFT_APP = "docs-search"
+"""The app whose retrieval gets worse on the last generated day: the answering passage is missed more
+often and ranked lower, so drift detection on the demo data has something to find."""
+_DRIFTED = {
+    p.name: dataclasses.replace(p, hit_rate=0.80, rank_weights=(0.28, 0.24, 0.18, 0.13, 0.10, 0.07))
+    for p in _PROFILES
+    if p.name == DRIFT_APP
+}
+APPS = tuple(p.name for p in _PROFILES)
+
+
+# --------------------------------------------------------------------------------------------- corpus
+
+
+def load_demo_corpus(path: str | os.PathLike[str] = CORPUS_PATH) -> tuple[CorpusRow, ...]:
+    """Read the shipped sample (cached: the generator calls this once per run)."""
+    return _load_corpus(str(path))
+
+
+@functools.lru_cache(maxsize=4)
+def _load_corpus(path: str) -> tuple[CorpusRow, ...]:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return tuple(CorpusRow(**json.loads(line)) for line in fh if line.strip())
+
+
+def build_demo_corpus(
+    nq_tsv: str | os.PathLike[str],
+    hotpotqa_tsv: str | os.PathLike[str],
+    out: str | os.PathLike[str] = CORPUS_PATH,
+    *,
+    per_source: int = 400,
+) -> int:
+    """One-off: select the shipped sample from the ARES TSVs and write it; returns bytes written.
+
+    Kept here so the selection is reproducible; the demo itself only reads the shipped file.
+    """
+    rows: list[CorpusRow] = []
+    for source, path in (("nq", nq_tsv), ("hotpotqa", hotpotqa_tsv)):
+        rows.extend(_select(source, _read_ares_tsv(path), per_source))
+    # Twins (same question and passage) next to each other so gzip stores the passage once.
+    rows.sort(key=lambda r: (r.source, int(r.passage_id.split("-")[1]), r.question, not r.answer_faithful))
+    text = "".join(json.dumps(r.__dict__, ensure_ascii=False) + "\n" for r in rows)
+    data = _gzip_bytes(text.encode("utf-8"))
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_bytes(data)
+    return len(data)
+
+
+def _read_ares_tsv(path: str | os.PathLike[str]) -> list[dict[str, str]]:
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # ARES passages exceed csv's 128 KiB default
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh, delimiter="\t"))
+
+
+def _select(source: str, raw: Sequence[Mapping[str, str]], n: int) -> list[CorpusRow]:
+    """Deterministic stratified pick: 60% correct answers, 20% their wrong-answer twins, 20% off-topic.
+
+    Order is by a SHA-256 of (source, document_index, query), so it does not depend on file order.
+    Passages over 1,500 characters and passages whose text is already used under another id are
+    skipped; off-topic rows are kept only if their question has no answering passage in ARES at all.
+    """
+    n_good, n_bad = n * 3 // 5, n // 5
+    n_neg = n - n_good - n_bad
+
+    def key(r: Mapping[str, str]) -> str:
+        return hashlib.sha256(f"{source}\t{r['document_index']}\t{r['synthetic_query']}".encode()).hexdigest()
+
+    ordered = sorted(raw, key=key)
+    owner: dict[str, str] = {}  # passage text -> passage id
+    chosen: list[CorpusRow] = []
+
+    def take(r: Mapping[str, str]) -> bool:
+        pid, text = f"{source}-{r['document_index']}", r["document"]
+        if not text.strip() or len(text) > _MAX_PASSAGE_CHARS or owner.get(text, pid) != pid:
+            return False
+        owner[text] = pid
+        chosen.append(
+            CorpusRow(
+                source=source,
+                passage_id=pid,
+                passage=text,
+                question=r["synthetic_query"],
+                answer=r["generated_answer"] or None,
+                context_relevant=r["Context_Relevance_Label"] == "Yes",
+                answer_faithful=r["Answer_Faithfulness_Label"] == "Yes",
+                answer_relevant=r["Answer_Relevance_Label"] == "Yes",
+            )
+        )
+        return True
+
+    def labels(r: Mapping[str, str]) -> tuple[str, str, str]:
+        return r["Context_Relevance_Label"], r["Answer_Faithfulness_Label"], r["Answer_Relevance_Label"]
+
+    good: dict[str, str] = {}  # question -> passage id
+    for r in ordered:
+        fresh = r["synthetic_query"] not in good
+        if len(good) < n_good and labels(r) == ("Yes", "Yes", "Yes") and fresh and take(r):
+            good[r["synthetic_query"]] = f"{source}-{r['document_index']}"
+    bad = 0
+    for r in ordered:
+        twin = good.get(r["synthetic_query"]) == f"{source}-{r['document_index']}"
+        if bad < n_bad and labels(r) == ("Yes", "No", "No") and twin and take(r):
+            bad += 1
+    answerable = {r["synthetic_query"] for r in raw if r["Context_Relevance_Label"] == "Yes"}
+    neg: set[str] = set()
+    for r in ordered:
+        q = r["synthetic_query"]
+        if len(neg) < n_neg and labels(r)[0] == "No" and q not in answerable and q not in neg and take(r):
+            neg.add(q)
+    if (len(good), bad, len(neg)) != (n_good, n_bad, n_neg):
+        raise ValueError(f"{source}: only {len(good)}/{bad}/{len(neg)} eligible rows for {n_good}/{n_bad}/{n_neg}")
+    return chosen
+
+
+# ------------------------------------------------------------------------------------------ generator
+
+
+def generate_demo_traces(
+    root: str | os.PathLike[str],
+    *,
+    start: datetime.date,
+    days: int = 7,
+    traces_per_day: int = 300,
+    seed: int = 7,
+    malformed_per_day: int = 3,
+) -> list[datetime.date]:
+    """Write ``days`` Hive-style partitions ``<root>/dt=YYYY-MM-DD/`` of demo traces; return their dates.
+
+    Each day holds ``traces_per_day`` valid traces split over ``traces-00.jsonl`` and
+    ``traces-01.jsonl.gz`` (plus ``traces-02.parquet`` on the middle day) and ``malformed_per_day``
+    deliberately broken lines in the JSONL files. Day ``i`` uses ``random.Random(seed + i)``.
+    """
+    if isinstance(start, datetime.datetime):
+        start = start.date()
+    if days < 1:
+        raise ValueError(f"days must be >= 1, got {days}")
+    if traces_per_day < 3:
+        raise ValueError(f"traces_per_day must be >= 3 (one per file), got {traces_per_day}")
+    if malformed_per_day < 0:
+        raise ValueError(f"malformed_per_day must be >= 0, got {malformed_per_day}")
+    world = _world(str(CORPUS_PATH))
+    parquet_day = days // 2
+    written: list[datetime.date] = []
+    for offset in range(days):
+        day = start + datetime.timedelta(days=offset)
+        rng = random.Random(seed + offset)
+        partition = Path(root) / f"dt={day.isoformat()}"
+        partition.mkdir(parents=True, exist_ok=True)
+        for name in (JSONL_FILE, GZIP_FILE, PARQUET_FILE):  # idempotent re-runs
+            (partition / name).unlink(missing_ok=True)
+        with_parquet = offset == parquet_day
+        drifted = offset == days - 1 and days > 1
+        files = _day_traces(world, rng, day, traces_per_day, with_parquet=with_parquet, drifted=drifted)
+        first_kind = offset * malformed_per_day
+        kinds = [MALFORMED_KINDS[(first_kind + i) % len(MALFORMED_KINDS)] for i in range(malformed_per_day)]
+        lines = {name: [_dumps(t) for t in files[name]] for name in (JSONL_FILE, GZIP_FILE)}
+        _inject_malformed(world, rng, day, kinds, files, lines, drifted=drifted)
+        (partition / JSONL_FILE).write_bytes("".join(lines[JSONL_FILE]).encode("utf-8"))
+        (partition / GZIP_FILE).write_bytes(_gzip_bytes("".join(lines[GZIP_FILE]).encode("utf-8")))
+        if with_parquet:
+            _write_parquet(partition / PARQUET_FILE, files[PARQUET_FILE])
+        written.append(day)
+    return written
+
+
+@dataclasses.dataclass(frozen=True)
+class _World:
+    """The corpus indexed for fast, deterministic distractor choice."""
+
+    rows: dict[str, tuple[CorpusRow, ...]]  # by source
+    passages: dict[str, str]  # passage id -> text
+    ids_by_source: dict[str, tuple[str, ...]]
+    neighbours: dict[tuple[str, str], tuple[str, ...]]  # (source, question) -> lexically similar passage ids
+    references: dict[tuple[str, str], str]  # (source, question) -> ARES answer labelled faithful and relevant
+
+
+@functools.lru_cache(maxsize=2)
+def _world(path: str) -> _World:
+    corpus = _load_corpus(path)
+    passages = {r.passage_id: r.passage for r in corpus}
+    sources = sorted({r.source for r in corpus})
+    ids_by_source = {s: tuple(sorted({r.passage_id for r in corpus if r.source == s})) for s in sources}
+    words = {pid: _words(text) for pid, text in passages.items()}
+    neighbours: dict[tuple[str, str], tuple[str, ...]] = {}
+    for r in corpus:
+        if (r.source, r.question) in neighbours:
+            continue
+        q = _words(r.question)
+        pool = [pid for pid in ids_by_source[r.source] if pid != r.passage_id]
+        ranked = sorted(pool, key=lambda pid: (-len(q & words[pid]), pid))
+        neighbours[(r.source, r.question)] = tuple(ranked[:16])
+    references = {
+        (r.source, r.question): r.answer
+        for r in corpus
+        if r.answer is not None and r.context_relevant and r.answer_faithful and r.answer_relevant
+    }
+    rows = {s: tuple(r for r in corpus if r.source == s) for s in sources}
+    return _World(rows, passages, ids_by_source, neighbours, references)
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _STOPWORDS)
+
+
+def _day_traces(
+    world: _World, rng: random.Random, day: datetime.date, n: int, *, with_parquet: bool, drifted: bool
+) -> dict[str, list[dict[str, Any]]]:
+    """The day's valid traces in time order, cut into contiguous per-file chunks like rotated logs."""
+    seconds = sorted(_second_of_day(rng) for _ in range(n))
+    shares = (0.4, 0.3, 0.3) if with_parquet else (0.5, 0.5)
+    bounds = [0]
+    for share in shares[:-1]:
+        bounds.append(bounds[-1] + max(1, round(n * share)))
+    bounds.append(n)
+    names = (JSONL_FILE, GZIP_FILE, PARQUET_FILE)[: len(shares)]
+    files: dict[str, list[dict[str, Any]]] = {name: [] for name in (JSONL_FILE, GZIP_FILE, PARQUET_FILE)}
+    used: set[str] = set()
+    for i, name in enumerate(names):
+        for second in seconds[bounds[i] : bounds[i + 1]]:
+            trace = _trace(world, rng, day, second, used, graded=name != PARQUET_FILE, drifted=drifted)
+            files[name].append(trace)
+    return files
+
+
+def _second_of_day(rng: random.Random) -> float:
+    hour = rng.choices(range(24), weights=_HOURLY_TRAFFIC)[0]
+    return hour * 3600 + rng.random() * 3600
+
+
+def _timestamp(day: datetime.date, second: float) -> str:
+    ms = min(int(second * 1000), 86_399_999)
+    t = datetime.time(ms // 3_600_000, ms // 60_000 % 60, ms // 1000 % 60, ms % 1000 * 1000)
+    return f"{day.isoformat()}T{t.isoformat(timespec='milliseconds')}Z"
+
+
+def _trace_id(rng: random.Random, used: set[str]) -> str:
+    while True:
+        trace_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        if trace_id not in used:
+            used.add(trace_id)
+            return trace_id
+
+
+def _trace(
+    world: _World,
+    rng: random.Random,
+    day: datetime.date,
+    second: float,
+    used: set[str],
+    *,
+    graded: bool,
+    drifted: bool,
+) -> dict[str, Any]:
+    """One valid trace: a corpus question run through a simulated retriever and generator."""
+    profile = rng.choices(_PROFILES, weights=[p.weight for p in _PROFILES])[0]
+    if drifted:
+        profile = _DRIFTED.get(profile.name, profile)
+    hit_rate, rank_weights = profile.hit_rate, profile.rank_weights
+    source = "nq" if rng.random() < profile.nq_share else "hotpotqa"
+    row = rng.choice(world.rows[source])
+    k = rng.randint(3, 8)
+
+    # Retrieval: the answering passage lands at a skewed random rank, or is missed.
+    gold = row.passage_id if row.context_relevant else None
+    if gold is not None:
+        rank = rng.choices(range(1, len(rank_weights) + 1), weights=rank_weights)[0]
+        gold_rank = rank if rng.random() < hit_rate and rank <= k else None
+    else:  # ARES's off-topic passage is what the pipeline retrieved for an unanswerable question
+        gold_rank = None
+    distractors = _distractors(world, rng, row, k - (gold_rank is not None) - (gold is None))
+    ids = list(distractors)
+    if gold_rank is not None:
+        ids.insert(gold_rank - 1, row.passage_id)
+    if gold is None:
+        ids.insert(rng.randint(0, 1), row.passage_id)
+    if rng.random() < profile.duplicate_rate:  # a hybrid retriever returns one passage twice
+        first = rng.randrange(len(ids) - 1)
+        lower = [j for j in range(first + 1, len(ids)) if ids[j] != row.passage_id]
+        if lower:
+            ids[rng.choice(lower)] = ids[first]
+    contexts = [
+        {"id": pid, "text": world.passages[pid], "score": s} for pid, s in zip(ids, _scores(rng, len(ids)), strict=True)
+    ]
+    if rng.random() < profile.null_score_rate:  # a reranker that does not expose scores
+        for c in contexts:
+            c["score"] = None
+
+    answer = _answer(world, rng, row, gold_hit=gold_rank is not None)
+    reference, reference_answers = _references(world, rng, row)
+    trace: dict[str, Any] = {
+        "trace_id": _trace_id(rng, used),
+        "timestamp": _timestamp(day, second),
+        "question": row.question,
+        "answer": answer,
+        "contexts": contexts,
+        "reference": reference,
+        "reference_answers": reference_answers,
+        "relevant_context_ids": _relevance(rng, gold, contexts, graded=graded),
+        "metadata": {"app": profile.name, "model": rng.choice(profile.models), "tenant": rng.choice(profile.tenants)},
+    }
+    if profile.logs_latency:  # an SDK version that logs a field outside the contract
+        trace["latency_ms"] = int(rng.lognormvariate(6.8, 0.35))
+    return trace
+
+
+def _distractors(world: _World, rng: random.Random, row: CorpusRow, m: int) -> list[str]:
+    """Other corpus passages: mostly lexically close ones from the same source, some random ones."""
+    near = list(world.neighbours[(row.source, row.question)])
+    picked: list[str] = []
+    while len(picked) < m:
+        if near and rng.random() < 0.8:
+            pid = near.pop(min(int(rng.expovariate(0.5)), len(near) - 1))
+        else:
+            source = row.source if rng.random() < 0.9 else rng.choice(sorted(world.ids_by_source))
+            pid = rng.choice(world.ids_by_source[source])
+        if pid != row.passage_id and pid not in picked:
+            picked.append(pid)
+    return picked
+
+
+def _scores(rng: random.Random, n: int) -> list[float]:
+    score = rng.uniform(0.55, 0.93)
+    out = []
+    for _ in range(n):
+        out.append(round(score, 4))
+        score -= rng.uniform(0.005, 0.08)
+    return out
+
+
+def _answer(world: _World, rng: random.Random, row: CorpusRow, *, gold_hit: bool) -> str | None:
+    """Mostly the ARES answer; refusals or a hallucinated answer when nothing useful was retrieved."""
+    if rng.random() < 0.02:  # generation timed out
+        return None
+    if row.answer is None or (not gold_hit and rng.random() < 0.5):
+        if rng.random() < 0.75:
+            return rng.choice(_REFUSALS)
+        other = rng.choice(world.rows[row.source])
+        return other.answer or rng.choice(_REFUSALS)
+    return row.answer
+
+
+def _references(world: _World, rng: random.Random, row: CorpusRow) -> tuple[str | None, list[str] | None]:
+    """Ground truth only where ARES has a faithful and relevant answer to the question, sometimes as variants."""
+    truth = world.references.get((row.source, row.question))
+    if truth is None or rng.random() < 0.25:
+        return None, None
+    core = _core_answer(truth)
+    reference = truth if rng.random() < 0.6 else core
+    if len(core.split()) <= 6 and rng.random() < 0.5:  # alias lists are written for short answers
+        variants = list(dict.fromkeys([core, core.lower(), " ".join(_ARTICLES.sub(" ", core).split())]))
+        return reference, [v for v in variants if v]
+    return reference, None
+
+
+def _core_answer(text: str) -> str:
+    """'The answer is: "The Googleplex".' -> 'The Googleplex': how a labeller would write it."""
+    core = _ANSWER_PREFIX.sub("", text).strip().rstrip(".").strip()
+    if len(core) > 1 and core[0] == core[-1] == '"':
+        core = core[1:-1].strip()
+    return core or text.strip()
+
+
+def _relevance(
+    rng: random.Random, gold: str | None, contexts: Sequence[Mapping[str, Any]], *, graded: bool
+) -> list[str] | dict[str, int] | None:
+    """~25% unlabelled; else the answering passage as a list or a graded map (3 best, 1 partial)."""
+    if rng.random() < 0.25:
+        return None
+    if gold is None:
+        return []
+    if not graded or rng.random() < 0.55:
+        return [gold]
+    labels = {gold: rng.choice((2, 3, 3))}
+    others = [c["id"] for c in contexts if c["id"] != gold]
+    if others and rng.random() < 0.3:
+        labels[others[0]] = 1
+    return labels
+
+
+def _inject_malformed(
+    world: _World,
+    rng: random.Random,
+    day: datetime.date,
+    kinds: Iterable[str],
+    files: Mapping[str, list[dict[str, Any]]],
+    lines: dict[str, list[str]],
+    *,
+    drifted: bool,
+) -> None:
+    """Insert one broken line per kind at a random place in a random JSONL file."""
+    used = {t["trace_id"] for traces in files.values() for t in traces}
+    valid = {line for name in lines for line in lines[name]}
+    for kind in kinds:
+        name = rng.choice((JSONL_FILE, GZIP_FILE))
+        trace = _trace(world, rng, day, rng.random() * 86_400, used, graded=True, drifted=drifted)
+        position = rng.randint(0, len(lines[name]))
+        if kind == "truncated_json":  # a writer killed mid-line
+            text = _dumps(trace)
+            line = text[: rng.randint(20, len(text) - 10)] + "\n"
+        elif kind == "missing_question":
+            del trace["question"]
+            line = _dumps(trace)
+        elif kind == "contexts_not_list":  # contexts JSON-encoded twice by a buggy client
+            trace["contexts"] = json.dumps(trace["contexts"], ensure_ascii=False)
+            line = _dumps(trace)
+        elif kind == "bad_timestamp":
+            stamp = datetime.datetime.fromisoformat(trace["timestamp"][:-1])
+            trace["timestamp"] = stamp.strftime("%d/%m/%Y %H:%M:%S")
+            line = _dumps(trace)
+        elif kind == "duplicate_trace_id":  # another trace reusing an earlier line's id
+            candidates = [i for i, text in enumerate(lines[name]) if text in valid]
+            if not candidates:
+                name = GZIP_FILE if name == JSONL_FILE else JSONL_FILE
+                candidates = [i for i, text in enumerate(lines[name]) if text in valid]
+            original = rng.choice(candidates)
+            trace["trace_id"] = json.loads(lines[name][original])["trace_id"]
+            position = rng.randint(original + 1, len(lines[name]))
+            line = _dumps(trace)
+        else:
+            raise ValueError(f"unknown malformed kind {kind!r}")
+        lines[name].insert(position, line)
+
+
+def _dumps(trace: Mapping[str, Any]) -> str:
+    return json.dumps(trace, ensure_ascii=False) + "\n"
+
+
+def _gzip_bytes(data: bytes) -> bytes:
+    """Gzip with no file name and mtime 0, so equal input gives byte-identical output."""
+    buffer = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0) as fh:
+        fh.write(data)
+    return buffer.getvalue()
+
+
+def _write_parquet(path: Path, traces: Sequence[Mapping[str, Any]]) -> None:
+    """Same columns as the JSON lines; labels are id lists only and metadata a struct (see docs/demo.md)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema(
+        [
+            ("trace_id", pa.string()),
+            ("timestamp", pa.string()),
+            ("question", pa.string()),
+            ("answer", pa.string()),
+            (
+                "contexts",
+                pa.list_(pa.struct([("id", pa.string()), ("text", pa.string()), ("score", pa.float64())])),
+            ),
+            ("reference", pa.string()),
+            ("reference_answers", pa.list_(pa.string())),
+            ("relevant_context_ids", pa.list_(pa.string())),
+            ("metadata", pa.struct([("app", pa.string()), ("model", pa.string()), ("tenant", pa.string())])),
+            ("latency_ms", pa.int64()),
+        ]
+    )
+    pq.write_table(pa.Table.from_pylist(list(traces), schema=schema), path)

@@ -1,0 +1,98 @@
+"""Adapters from tracing tools' exports to the canonical trace format, one module per source.
+
+``ragpulse`` is the canonical JSONL/Parquet itself (no adapter). Every other format names an
+:class:`Adapter` that projects each decoded source record (a JSONL line or a Parquet row) to zero or
+more :class:`~ragpulse.tasks.ingest.adapters._model.Span`; staging groups the spans of a partition by trace id and
+:func:`~ragpulse.tasks.ingest.adapters._model.assemble` turns each group into a raw canonical trace, validated and
+quarantined exactly like a JSONL line. The field mapping of each source is in docs/traces.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ragpulse.metrics.errors import InvalidRecordError
+from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.storage import SourceFile
+from ragpulse.tasks.ingest.adapters._model import AdapterOptions, Span, assemble
+
+__all__ = [
+    "CANONICAL_FORMAT",
+    "FORMATS",
+    "Adapter",
+    "AdapterOptions",
+    "Span",
+    "adapter_for",
+    "assemble",
+    "parse_options",
+]
+
+CANONICAL_FORMAT = "ragpulse"
+_COMMON_OPTIONS = frozenset({"question_keys", "answer_keys", "retriever_names"})
+_DOCUMENT_OPTIONS = frozenset({"documents_path", "id_key", "text_key", "score_key"})
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """One source format: how its records become spans, which options it reads, which files belong to a run."""
+
+    name: str
+    spans: Callable[[Any, AdapterOptions], Iterator[Span | InvalidRecordError]]
+    option_names: frozenset[str] = _COMMON_OPTIONS
+    select_files: Callable[[list[SourceFile], Mapping[str, Any] | None], list[SourceFile]] | None = None
+
+
+def _registry() -> dict[str, Adapter]:
+    from ragpulse.tasks.ingest.adapters import langfuse, langsmith, openinference, otel_genai
+
+    return {
+        "openinference": Adapter("openinference", openinference.spans),
+        "otel-genai": Adapter("otel-genai", otel_genai.spans),
+        "langfuse": Adapter("langfuse", langfuse.spans, _COMMON_OPTIONS | _DOCUMENT_OPTIONS, langfuse.select_files),
+        "langsmith": Adapter("langsmith", langsmith.spans, _COMMON_OPTIONS | _DOCUMENT_OPTIONS),
+    }
+
+
+_ADAPTERS = _registry()
+FORMATS = (CANONICAL_FORMAT, *_ADAPTERS)
+"""Every accepted ``trace_format``, the canonical one first."""
+
+
+def adapter_for(trace_format: str) -> Adapter | None:
+    """The adapter of ``trace_format``; None for the canonical format. ConfigError lists the formats."""
+    if trace_format == CANONICAL_FORMAT:
+        return None
+    try:
+        return _ADAPTERS[trace_format]
+    except KeyError:
+        raise ConfigError(f"unknown trace_format {trace_format!r}; use one of {', '.join(FORMATS)}") from None
+
+
+def parse_options(trace_format: str, options: Mapping[str, Any] | None) -> AdapterOptions:
+    """``format_options`` checked against what the format reads; ConfigError names unknown keys and bad values."""
+    adapter = adapter_for(trace_format)
+    given = dict(options or {})
+    if adapter is None:
+        if given:
+            raise ConfigError(f"format_options {sorted(given)} are not read by trace_format {trace_format!r}")
+        return AdapterOptions()
+    unknown = sorted(set(given) - adapter.option_names)
+    if unknown:
+        raise ConfigError(
+            f"format_options {unknown} are not read by trace_format {trace_format!r}; "
+            f"it reads {', '.join(sorted(adapter.option_names))}"
+        )
+    values: dict[str, Any] = {}
+    for key, value in given.items():
+        if key in _COMMON_OPTIONS:
+            items = [value] if isinstance(value, str) else value
+            if not isinstance(items, list | tuple) or not all(isinstance(i, str) and i for i in items):
+                raise ConfigError(f"format_options.{key} must be a list of non-empty strings, got {value!r}")
+            values[key] = tuple(items)
+        elif not isinstance(value, str):
+            raise ConfigError(f"format_options.{key} must be a dotted path string, got {value!r}")
+        else:
+            values[key] = value
+    return AdapterOptions(**values)

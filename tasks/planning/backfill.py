@@ -1,0 +1,85 @@
+"""Planning a backfill: which partitions of a date range still need a run with this configuration.
+
+A partition counts as done when its newest published run has the same configuration hash (metric names and
+versions, judge model and prompt versions, sample rate: what can change a score). Anything else is run again;
+the task cache and the judge-call cache make a re-run of a half-done partition pay nothing twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from ragpulse.tasks.core.config import RunSettings
+from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.retry import IO_RETRIES
+from ragpulse.tasks.core.storage import partition_dates
+from ragpulse.tasks.warehouse import open_warehouse
+from ragpulse.tasks.warehouse.publish import plan_run
+
+__all__ = ["BackfillPlan", "config_hash", "plan_backfill", "published_config_hashes"]
+
+
+@dataclass(frozen=True)
+class BackfillPlan:
+    config_hash: str
+    to_run: list[dt.date]
+    skipped: list[dt.date] = field(default_factory=list)
+    missing: list[dt.date] = field(default_factory=list)
+
+
+def config_hash(settings: RunSettings, *, judge_model: str | None = None, judge_base_url: str | None = None) -> str:
+    """The hash a run of ``settings`` stamps on its ``runs`` row."""
+    return plan_run(settings, judge_model=judge_model, judge_base_url=judge_base_url).run.config_hash
+
+
+def published_config_hashes(warehouse_url: str, start: dt.date, end: dt.date) -> dict[dt.date, str]:
+    """The configuration hash of each partition's newest published run (by publish time)."""
+    runs = open_warehouse(warehouse_url).read(
+        "runs", start=start, end=end, columns=["partition_date", "config_hash", "published_at"]
+    )
+    newest: dict[dt.date, tuple[Any, str]] = {}
+    for row in runs.to_pylist():
+        day, stamp = row["partition_date"], row["published_at"]
+        if day not in newest or (stamp is not None and (newest[day][0] is None or stamp > newest[day][0])):
+            newest[day] = (stamp, row["config_hash"])
+    return {day: value[1] for day, value in newest.items()}
+
+
+@task(name="plan-backfill", cache_policy=NO_CACHE, persist_result=False, **IO_RETRIES)
+def plan_backfill(
+    settings: RunSettings,
+    start: dt.date,
+    end: dt.date,
+    *,
+    force: bool = False,
+    judge_model: str | None = None,
+    judge_base_url: str | None = None,
+) -> BackfillPlan:
+    """The partitions in [start, end] that the source has (every day for event-time partitioning), minus those
+    already published with this configuration."""
+    if end < start:
+        raise ConfigError(f"backfill end {end} is before its start {start}")
+    if settings.source is None:
+        raise ConfigError("backfill needs a trace source")
+    expected = config_hash(settings, judge_model=judge_model, judge_base_url=judge_base_url)
+    days = [start + dt.timedelta(days=i) for i in range((end - start).days + 1)]
+    if settings.partitioning == "dt":
+        available = [d for d in partition_dates(settings.source, settings.storage_options) if start <= d <= end]
+    else:
+        # Event-time sources have no day folders to list: every day of the range is tried.
+        available = days
+    published = {} if force else published_config_hashes(settings.warehouse, start, end)
+    to_run = [d for d in available if published.get(d) != expected]
+    skipped = [d for d in available if published.get(d) == expected]
+    have = set(available)
+    plan = BackfillPlan(expected, to_run, skipped, [d for d in days if d not in have])
+    get_run_logger().info(
+        "backfill %s..%s: %d partition(s) to run, %d already published with config %s, %d day(s) without traces",
+        start, end, len(plan.to_run), len(plan.skipped), expected, len(plan.missing),
+    )  # fmt: skip
+    return plan

