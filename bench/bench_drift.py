@@ -535,7 +535,7 @@ def code_state() -> dict[str, Any]:
             return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
         return ""
 
-    modules = ["tasks/drift.py", "metrics/drift.py", "tasks/warehouse/duckdb.py"]
+    modules = ["tasks/monitoring/drift.py", "metrics/drift.py", "tasks/warehouse/duckdb.py"]
     uncommitted = git("status", "--porcelain", "--", *modules).splitlines()
     return {"commit": git("rev-parse", "HEAD"), "uncommitted": uncommitted}
 

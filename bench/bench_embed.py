@@ -1,6 +1,6 @@
-"""Load time and encoding throughput of tasks/embed.py with the bundled all-MiniLM-L6-v2, on this CPU.
+"""Load time and encoding throughput of tasks/scoring/embed.py with the bundled all-MiniLM-L6-v2, on this CPU.
 
-Texts are the first ``--n`` questions, answers and passages of ``tasks/demo_corpus/ares_sample.jsonl.gz`` (real
+Texts are the first ``--n`` questions, answers and passages of ``tasks/demo/corpus/ares_sample.jsonl.gz`` (real
 RAG traffic: about 13, 4 and 110 words). Times, in one process: importing torch and sentence-transformers, the
 first model load, then for each text kind and torch thread count the best of ``--repeat`` passes (wall and process
 CPU time) of ``SentenceTransformerEmbedder(batch_size=64, cache_size=0).embed(texts)``, an LRU-hit pass, and the

@@ -2,7 +2,7 @@
 
 faithfulness, answer_relevancy, context_precision and context_recall run through
 ``ragpulse.metrics.judge.judge_batch`` with ``tasks.judge.client.OpenAIJudge`` (real ``openai`` client, real HTTP on
-loopback) and the bundled all-MiniLM-L6-v2 embedder. The server (``tests/judge_server.py``) runs in a
+loopback) and the bundled all-MiniLM-L6-v2 embedder. The server (``tests/doubles/judge_server.py``) runs in a
 separate process, so its event loop does not compete with the judge's for this process's GIL; every
 request it receives is summarised there (which metric, prompt characters, ``n``) and sent back.
 
@@ -143,7 +143,7 @@ def server_view(records: list[dict[str, Any]]) -> dict[str, float]:
 
 def _serve(conn: Any, latency: float) -> None:
     """The server process: start the scripted server, then answer ``records``/``reset``/``stop`` commands."""
-    from tests.judge_server import JudgeServer
+    from tests.doubles.judge_server import JudgeServer
 
     server = JudgeServer(responder=respond, latency=latency).start()
     conn.send(server.base_url)
@@ -218,7 +218,7 @@ class HashEmbedder:
     async def embed(self, texts: Any) -> Any:
         import numpy as np
 
-        from tests.judge_server import pseudo_embedding
+        from tests.doubles.judge_server import pseudo_embedding
 
         return np.array([pseudo_embedding(str(t), 384) for t in texts], dtype=np.float32)
 

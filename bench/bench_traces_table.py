@@ -190,7 +190,7 @@ def code_state() -> dict[str, Any]:
             return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
         return ""
 
-    modules = ["tasks/publish.py", "tasks/load.py", "tasks/warehouse/duckdb.py"]
+    modules = ["tasks/warehouse/publish.py", "tasks/ingest/stage.py", "tasks/warehouse/duckdb.py"]
     uncommitted = git("status", "--porcelain", "--", *modules).splitlines()
     return {"commit": git("rev-parse", "HEAD"), "uncommitted": uncommitted}
 

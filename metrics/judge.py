@@ -1,7 +1,7 @@
 """The judge interface: what LLM-judge metrics send, what they get back, and how one batch is judged.
 
 Metrics build :class:`JudgeRequest` objects and parse the replies; a :class:`JudgeClient` does the
-I/O (``tasks/judge.py`` over HTTP, a fake in unit tests). Nothing here retries, sleeps, caches or
+I/O (``tasks/judge/client.py`` over HTTP, a fake in unit tests). Nothing here retries, sleeps, caches or
 reads settings: a failed call arrives as :class:`JudgeCallError` and becomes a NaN with a reason.
 """
 

@@ -1,6 +1,6 @@
 """Judge and semantic metrics as cached async Prefect tasks, beside the retrieval metrics.
 
-The call-level cache (tasks/judge.py) makes re-runs and interrupted backfills free of repeated
+The call-level cache (tasks/judge/client.py) makes re-runs and interrupted backfills free of repeated
 calls; this task's own cache skips whole batches whose content, metrics, prompts and judge model
 are unchanged.
 """

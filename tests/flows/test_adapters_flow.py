@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from ragpulse.flows.evaluate import evaluate_partition
-from tests.tasks.adapters.conftest import FIXTURES, copy_with_mtime, langsmith_parquet
+from tests.tasks.ingest.adapters.conftest import FIXTURES, copy_with_mtime, langsmith_parquet
 
 DAY = dt.date(2026, 3, 2)
 OTEL = ["5b8efff798038103d269b633813fc60c", "0af7651916cd43dd8448eb211c80319c", "4bf92f3577b34da6a3ce929d0e0e4736"]

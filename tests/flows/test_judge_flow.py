@@ -14,7 +14,7 @@ import pytest
 
 from ragpulse.flows.evaluate import evaluate_partition
 from ragpulse.tasks.demo.generate import generate_demo_traces
-from tests.judge_server import Fault, JudgeServer
+from tests.doubles.judge_server import Fault, JudgeServer
 
 DAY = dt.date(2026, 4, 6)
 JUDGED = ["document_mrr", "faithfulness", "context_recall", "aspect_critique:coherence"]

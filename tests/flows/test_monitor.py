@@ -17,7 +17,7 @@ from ragpulse.flows.backfill import backfill, progress_listener
 from ragpulse.flows.monitor import monitor
 from ragpulse.tasks.monitoring.alerts import WEBHOOK_URL_ENV, AlertSettings
 from ragpulse.tasks.monitoring.drift import DriftSettings
-from tests.webhook_receiver import SECRET_PATH, WebhookReceiver
+from tests.doubles.webhook_receiver import SECRET_PATH, WebhookReceiver
 
 START = dt.date(2026, 4, 1)
 DAYS = [START + dt.timedelta(days=i) for i in range(7)]

@@ -19,7 +19,7 @@ from ragpulse.metrics.answer_correctness import (
 from ragpulse.metrics.faithfulness import Faithfulness
 from ragpulse.metrics.judge import PARSE_ERROR, JudgeContext, judge_batch
 from ragpulse.metrics.registry import MetricRequest
-from tests.metrics.fake_judge import FakeEmbedder, FakeJudge, reply, run, traces
+from tests.doubles.fake_judge import FakeEmbedder, FakeJudge, reply, run, traces
 
 QUESTION = "What powers the Sun?"
 ANSWER = "The Sun is powered by nuclear fission. Its core is very hot. It is a star."

@@ -10,7 +10,7 @@ from ragpulse.metrics import ShapeError, Status, TraceBatch
 from ragpulse.metrics.answer_relevancy import INSTRUCTIONS, AnswerRelevancy, answer_relevancy, build_request, create
 from ragpulse.metrics.judge import PARSE_ERROR
 from ragpulse.metrics.registry import MetricRequest
-from tests.metrics.fake_judge import FakeEmbedder, FakeJudge, reply, run, traces
+from tests.doubles.fake_judge import FakeEmbedder, FakeJudge, reply, run, traces
 
 QUESTION = "Where is the Eiffel Tower?"
 ANSWER = "The Eiffel Tower stands on the Champ de Mars in Paris."

@@ -19,7 +19,7 @@ from ragpulse.metrics.aspect_critique import (
 )
 from ragpulse.metrics.judge import PARSE_ERROR
 from ragpulse.metrics.registry import MetricRequest, build_judge_metrics, parse_metrics
-from tests.metrics.fake_judge import FakeJudge, reply, run, traces
+from tests.doubles.fake_judge import FakeJudge, reply, run, traces
 
 QUESTION = "How do I reset my router?"
 ANSWER = "Hold the reset button for ten seconds, then wait for the lights to settle."

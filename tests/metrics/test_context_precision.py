@@ -16,7 +16,7 @@ from ragpulse.metrics.context_precision import (
 )
 from ragpulse.metrics.judge import PARSE_ERROR, VerdictParseError
 from ragpulse.metrics.registry import MetricRequest
-from tests.metrics.fake_judge import FakeJudge, reply, run, traces
+from tests.doubles.fake_judge import FakeJudge, reply, run, traces
 
 QUESTION = "Who painted the Mona Lisa?"
 ANSWER = "Leonardo da Vinci painted it."

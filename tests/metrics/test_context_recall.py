@@ -8,7 +8,7 @@ from ragpulse.metrics import Status, TraceBatch
 from ragpulse.metrics.context_recall import INSTRUCTIONS, ContextRecall, build_request, create, parse_claims
 from ragpulse.metrics.judge import PARSE_ERROR, VerdictParseError
 from ragpulse.metrics.registry import MetricRequest
-from tests.metrics.fake_judge import FakeJudge, reply, run, traces
+from tests.doubles.fake_judge import FakeJudge, reply, run, traces
 
 QUESTION = "What do we know about Marie Curie?"
 REFERENCE = "Marie Curie won two Nobel Prizes. She discovered polonium. She was born in Warsaw. She died in 1934."

@@ -14,7 +14,7 @@ from ragpulse.metrics.context_relevance import (
 )
 from ragpulse.metrics.judge import PARSE_ERROR, VerdictParseError
 from ragpulse.metrics.registry import MetricRequest
-from tests.metrics.fake_judge import FakeJudge, reply, run, traces
+from tests.doubles.fake_judge import FakeJudge, reply, run, traces
 
 QUESTION = "What is the capital of Italy?"
 CONTEXTS = ["Rome is the capital of Italy. It has 2.8 million inhabitants.", "Madrid is the capital of Spain."]

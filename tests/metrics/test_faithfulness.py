@@ -17,7 +17,7 @@ from ragpulse.metrics.faithfulness import (
 )
 from ragpulse.metrics.judge import PARSE_ERROR, JudgeCallError, JudgeRequest, VerdictParseError
 from ragpulse.metrics.registry import MetricRequest
-from tests.metrics.fake_judge import FakeJudge, reply, run, traces
+from tests.doubles.fake_judge import FakeJudge, reply, run, traces
 
 QUESTION = "When was the Eiffel Tower built and how tall is it?"
 ANSWER = "It was built from 1887 to 1889 for the World's Fair. It is 330 metres tall, and it is in Lyon."

@@ -32,7 +32,7 @@ from ragpulse.metrics import (
 )
 from ragpulse.metrics.judge import PARSE_ERROR, JudgeCallError, JudgeContext, JudgeMetric, JudgeRequest, judge_batch
 from ragpulse.metrics.registry import build_judge_metrics
-from tests.metrics.fake_judge import FakeEmbedder, FakeJudge, prompt_chars, reply, traces
+from tests.doubles.fake_judge import FakeEmbedder, FakeJudge, prompt_chars, reply, traces
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tasks" / "demo_corpus" / "ares_sample.jsonl.gz"

@@ -10,7 +10,7 @@ from ragpulse.metrics import ShapeError, Status, TraceBatch, UnknownMetricError
 from ragpulse.metrics.judge import PARSE_ERROR
 from ragpulse.metrics.llm_judge import JudgeDefinition, LLMJudge, UnknownJudgeError, build_request, create
 from ragpulse.metrics.registry import MetricRequest
-from tests.metrics.fake_judge import FakeJudge, reply, run, traces
+from tests.doubles.fake_judge import FakeJudge, reply, run, traces
 
 GROUNDED: dict[str, Any] = {
     "instructions": "Rate from 1 to 5 how well the answer sticks to the contexts.",

@@ -17,7 +17,7 @@ from ragpulse.metrics._prompting import (
     user_message,
 )
 from ragpulse.metrics.judge import VerdictParseError
-from tests.metrics.fake_judge import FakeEmbedder, traces
+from tests.doubles.fake_judge import FakeEmbedder, traces
 
 
 def test_trace_reads_one_batch_row() -> None:

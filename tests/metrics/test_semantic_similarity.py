@@ -8,7 +8,7 @@ import pytest
 from ragpulse.metrics import ShapeError, Status, TraceBatch
 from ragpulse.metrics.registry import MetricRequest
 from ragpulse.metrics.semantic_similarity import SemanticSimilarity, create
-from tests.metrics.fake_judge import FakeEmbedder, FakeJudge, FakePairScorer, run, traces
+from tests.doubles.fake_judge import FakeEmbedder, FakeJudge, FakePairScorer, run, traces
 
 ANSWER = "Paris is France's capital."
 REFERENCES = ["The capital of France is Paris.", "Paris."]

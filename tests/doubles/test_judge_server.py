@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.judge_server import Fault, JudgeServer, fresh_judge_server, pseudo_embedding
+from tests.doubles.judge_server import Fault, JudgeServer, fresh_judge_server, pseudo_embedding
 
 
 @pytest.fixture

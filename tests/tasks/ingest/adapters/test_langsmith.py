@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tasks.adapters.conftest import Staged, langsmith_parquet, quarantined
+from tests.tasks.ingest.adapters.conftest import Staged, langsmith_parquet, quarantined
 
 
 def U(n: int) -> str:

@@ -13,7 +13,7 @@ from ragpulse.tasks.core.errors import ConfigError
 from ragpulse.tasks.core.storage import list_partition_files
 from ragpulse.tasks.ingest.adapters import AdapterOptions
 from ragpulse.tasks.ingest.adapters.langfuse import select_files, spans
-from tests.tasks.adapters.conftest import DAY, FIXTURES, MIDDAY, Staged, copy_with_mtime, quarantined
+from tests.tasks.ingest.adapters.conftest import DAY, FIXTURES, MIDDAY, Staged, copy_with_mtime, quarantined
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 
 from ragpulse.tasks.monitoring.alerts import AlertSettings, _post, webhook_payload
 from ragpulse.tasks.monitoring.drift import DriftAlert, DriftSettings, alerts_of, drift_rows, segment_values
-from tests.webhook_receiver import SECRET_PATH, WebhookReceiver
+from tests.doubles.webhook_receiver import SECRET_PATH, WebhookReceiver
 
 DAYS = [dt.date(2026, 5, 1) + dt.timedelta(days=i) for i in range(8)]
 

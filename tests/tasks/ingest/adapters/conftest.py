@@ -16,7 +16,7 @@ import pytest
 from ragpulse.tasks.ingest.stage import StagedPartition, select_source_files, stage_records
 from ragpulse.tasks.scoring.score import read_staged
 
-FIXTURES = Path(__file__).parents[2] / "fixtures" / "adapters"
+FIXTURES = Path(__file__).parents[3] / "fixtures" / "adapters"
 DAY = dt.date(2026, 3, 2)
 MIDDAY = dt.datetime(2026, 3, 2, 13, tzinfo=dt.UTC).timestamp()
 

@@ -40,7 +40,7 @@ from ragpulse.tasks.core.errors import ConfigError
 from ragpulse.tasks.judge.cache import JudgeCache
 from ragpulse.tasks.judge.client import JudgeSettings, OpenAIJudge, merge_usage, retry_after_seconds
 from ragpulse.tasks.judge.ratelimit import ConcurrencyGate, TokenBucket
-from tests.judge_server import Fault, JudgeServer, fresh_judge_server
+from tests.doubles.judge_server import Fault, JudgeServer, fresh_judge_server
 
 T = TypeVar("T")
 KEY = "sk-test-0123456789-SECRET-do-not-log"

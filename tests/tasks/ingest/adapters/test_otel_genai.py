@@ -10,7 +10,7 @@ import pytest
 from ragpulse.metrics.errors import InvalidRecordError
 from ragpulse.tasks.ingest.adapters import AdapterOptions
 from ragpulse.tasks.ingest.adapters.otel_genai import any_value, spans
-from tests.tasks.adapters.conftest import FIXTURES, Staged, quarantined
+from tests.tasks.ingest.adapters.conftest import FIXTURES, Staged, quarantined
 
 SOURCE = FIXTURES / "otel-genai"
 T1, T2, T3, T4 = (

@@ -1,4 +1,4 @@
-"""tasks/embed.py against the real bundled all-MiniLM-L6-v2, loaded offline with the network blocked."""
+"""tasks/scoring/embed.py against the real bundled all-MiniLM-L6-v2, loaded offline with the network blocked."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from ragpulse.tasks.scoring.embed import (
     resolve_model,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CAT = "The cat sits on the mat"
 CAT_2 = "A cat is sitting on a mat"
 REVENUE = "Quarterly revenue grew 8%"

@@ -13,7 +13,7 @@ The server (Starlette on uvicorn, in a background thread, random free port on 12
 
 Every request is recorded (path, JSON body, headers, start and end times) and ``max_in_flight`` is
 the most chat requests it was serving at once. Use the ``judge_server`` fixture (one server per test
-session, ``reset()`` before each test; register it with ``pytest_plugins = ["tests.judge_server"]`` in
+session, ``reset()`` before each test; register it with ``pytest_plugins = ["tests.doubles.judge_server"]`` in
 ``tests/conftest.py``), or build your own fixture with ``yield from fresh_judge_server()``::
 
     def test_something(judge_server: JudgeServer) -> None:
