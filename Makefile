@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX_URL ?=
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint bench wheel clean
 
 setup: $(VENV)/.installed
 
@@ -33,6 +33,19 @@ bench: setup
 	$(BIN)/python bench/bench_validation.py
 	$(BIN)/python bench/bench_publish.py
 	$(BIN)/python bench/bench_drift.py
+
+# The wheel, built from a fresh copy of the files git tracks or would track (uncommitted work included), so
+# setuptools' build/ and ragpulse.egg-info land in the copy, not here, and no stale build/lib file can reach the
+# wheel. A plain `pip wheel .` still works; its leftovers are ignored by .gitignore.
+WHEEL_DIR ?= dist
+
+wheel:
+	@set -e; src="$$(mktemp -d)"; trap 'rm -rf "$$src"' EXIT; \
+	git -c core.quotePath=false ls-files --cached --others --exclude-standard \
+		| while IFS= read -r f; do if [ -f "$$f" ]; then printf '%s\n' "$$f"; fi; done \
+		| tar -cf - -T - | tar -xf - -C "$$src"; \
+	$(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation -w "$(abspath $(WHEEL_DIR))" "$$src"; \
+	ls "$(abspath $(WHEEL_DIR))"/ragpulse-*.whl
 
 clean:
 	rm -rf $(VENV) ragpulse-demo .ragpulse ragpulse.duckdb

@@ -4,9 +4,9 @@ Seeded synthetic score rows: a current partition and a baseline of 7 earlier par
 per partition (default 100,000), 8 of the default metrics, 89.5 % ``ok``, 10 % ``not_applicable``, 0.5 % ``failed``.
 Every trace carries metadata ``{"app": ..., "tenant": ...}`` with 5 apps of unequal size; on the current day
 ``document_mrr`` drops in one app so that something alerts. Each partition is built as a run builds it
-(``ragpulse.tasks.warehouse.publish.build_publication``, with a traces table of excerpts). Three parts:
+(``ragpulse.tasks.warehouse.publication.build_publication``, with a traces table of excerpts). Three parts:
 
-1. ``drift_rows``: overall only vs with segments (``DriftSettings(segment_key="metadata.app")``), on the Arrow
+1. ``drift_rows``: overall only vs with segments (``DriftConfig(segment_key="metadata.app")``), on the Arrow
    table ``detect_drift`` would hand it (the score rows, segments joined from the traces rows). Reported with score
    rows/s, the time spent inside ``ragpulse.metrics.drift.compare`` (bootstrap or Welch interval, rank test) and inside
    ``tasks.monitoring.drift._frame`` (Arrow to pandas with categoricals) vs pandas grouping and filtering. The segment
@@ -59,9 +59,9 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 import pyarrow as pa  # noqa: E402
 
 from ragpulse.metrics import Status  # noqa: E402
-from ragpulse.tasks.ingest.stage import QuarantinedRecord  # noqa: E402
+from ragpulse.tasks.core.types import TRACE_ROWS_SCHEMA, PartitionScores, QuarantinedRecord, RunInfo  # noqa: E402
 from ragpulse.tasks.warehouse import Publication  # noqa: E402
-from ragpulse.tasks.warehouse.publish import TRACE_ROWS_SCHEMA, PartitionScores, RunInfo, build_publication  # noqa: E402
+from ragpulse.tasks.warehouse.publication import build_publication  # noqa: E402
 
 DEFAULT_OUT = REPO / "bench" / "results" / "drift.json"
 FLOW_RESULTS = REPO / "bench" / "results" / "flow.json"
@@ -271,13 +271,14 @@ def drift_table(scores: pa.Table, traces: pa.Table | None) -> pa.Table:
 def bench_drift_rows(scores: pa.Table, traces: pa.Table, window: list[dt.date], repeat: int) -> dict[str, Any]:
     import ragpulse.metrics.drift
     import ragpulse.tasks.monitoring.drift
-    from ragpulse.tasks.monitoring.drift import DriftSettings, drift_rows
+    from ragpulse.tasks.config import DriftConfig
+    from ragpulse.tasks.monitoring.drift import drift_rows
 
     plain_table = drift_table(scores, None)
     prep = Timing()
     for _ in range(repeat):
         segmented_table = prep.run(lambda: drift_table(scores, traces))
-    settings = {"overall": DriftSettings(), "segmented": DriftSettings(segment_key=SEGMENT_KEY)}
+    settings = {"overall": DriftConfig(), "segmented": DriftConfig(segment_key=SEGMENT_KEY)}
     tables = {"overall": plain_table, "segmented": segmented_table}
     timings = {name: Timing() for name in settings}
     parts: dict[str, list[dict[str, dict[str, float]]]] = {name: [] for name in settings}
@@ -420,10 +421,11 @@ def bench_end_to_end(url: str, repeat: int) -> dict[str, Any]:
     from prefect.logging import disable_run_logger
 
     import ragpulse.tasks.monitoring.drift
-    from ragpulse.tasks.monitoring.drift import DriftSettings, detect_drift
+    from ragpulse.tasks.config import DriftConfig
+    from ragpulse.tasks.monitoring.drift import detect_drift
     from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse
 
-    settings = {"overall": DriftSettings(), "segmented": DriftSettings(segment_key=SEGMENT_KEY)}
+    settings = {"overall": DriftConfig(), "segmented": DriftConfig(segment_key=SEGMENT_KEY)}
     timings = {name: Timing() for name in settings}
     parts: dict[str, list[dict[str, dict[str, float]]]] = {name: [] for name in settings}
     targets = {

@@ -69,7 +69,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "embed.json")
     args = parser.parse_args()
 
-    with gzip.open(ROOT / "tasks" / "demo_corpus" / "ares_sample.jsonl.gz", "rt") as handle:
+    with gzip.open(ROOT / "tasks" / "demo" / "corpus" / "ares_sample.jsonl.gz", "rt") as handle:
         rows = [json.loads(line) for line in handle]
     rows = rows[: args.n]
     texts = {kind: [row[kind] or "" for row in rows] for kind in ("question", "answer", "passage")}

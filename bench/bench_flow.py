@@ -4,9 +4,10 @@ Generates one ``dt=`` partition of demo traces (``ragpulse.tasks.demo.generate``
 memory is not counted), starts Prefect's ephemeral API (timed separately), warms up on a small
 partition, then for each batch size runs, in this process:
 
-* a **plain-Python** pass: the flow's own body (``evaluate_partition.fn``) with every task call,
-  ``submit`` and ``map`` replaced by a direct call of the task body (``Task.fn``) in the calling
-  thread: no engine, no API, no result persistence, no cache, no thread pool, no artifacts;
+* a **plain-Python** pass: the pipeline's own body (``score_partition.fn``, which ``evaluate_partition`` runs
+  as its subflow) with every task call, ``submit`` and ``map`` replaced by a direct call of the task body
+  (``Task.fn``) in the calling thread: no engine, no API, no result persistence, no cache, no thread pool,
+  no artifacts;
 * the **flow** on the ephemeral API (cold cache: fresh work dir and warehouse);
 
 and finally re-runs the flow on the default batch size's work dir (warm cache).
@@ -66,18 +67,18 @@ PREFECT_ENV = {
 
 # Pure functions timed inside the tasks, wherever the project's modules refer to them; missing ones are skipped.
 FUNCTION_PROBES = (
-    "ragpulse.tasks.ingest.stage:stage_records",
-    "ragpulse.tasks.scoring.score:read_staged",
-    "ragpulse.tasks.scoring.score:read_trace_batch",
+    "ragpulse.tasks.ingest.staging:stage_records",
+    "ragpulse.tasks.scoring.batches:read_staged",
+    "ragpulse.tasks.scoring.batches:read_trace_batch",
     "ragpulse.metrics.registry:compute",
-    "ragpulse.tasks.warehouse.publish:assemble_partition",
-    "ragpulse.tasks.warehouse.publish:write_quarantine_copy",
-    "ragpulse.tasks.warehouse.publish:build_publication",
+    "ragpulse.tasks.scoring.assemble:assemble_partition",
+    "ragpulse.tasks.warehouse.publication:write_quarantine_copy",
+    "ragpulse.tasks.warehouse.publication:build_publication",
     "ragpulse.tasks.warehouse.duckdb:DuckDBWarehouse.publish",
-    "ragpulse.tasks.reporting.summary:summarize",
-    "ragpulse.tasks.quality.validate:trace_profile",
-    "ragpulse.tasks.quality.validate:check_traces",
-    "ragpulse.tasks.quality.validate:check_scores",
+    "ragpulse.tasks.reporting.run_summary:summarize",
+    "ragpulse.tasks.quality.checks:trace_profile",
+    "ragpulse.tasks.quality.checks:check_traces",
+    "ragpulse.tasks.quality.checks:check_scores",
 )
 PROJECT_PACKAGES = ("flows", "tasks", "metrics")
 
@@ -410,15 +411,17 @@ class RunResult:
 def run_plain(
     source: Path, root: Path, batch_size: int, *, repeat: int = 0, profile: cProfile.Profile | None = None
 ) -> RunResult:
-    """The flow's body with every task run inline (see without_prefect), on a fresh work dir and warehouse."""
-    from ragpulse.flows.evaluate import evaluate_partition
+    """The pipeline's body with every task run inline (see without_prefect), on a fresh work dir and warehouse."""
+    from ragpulse.flows.evaluate import score_partition
+    from ragpulse.tasks.config import RunConfig
 
+    config = RunConfig(**_groups(source, root, batch_size))
     probe = Probe()
     with without_prefect(), probe.installed(), Resources() as resources:
         if profile is not None:
             profile.enable()
         start = time.perf_counter()
-        summary = evaluate_partition.fn(**_flow_arguments(source, root, batch_size))
+        summary = score_partition.fn(DAY, config)
         end = time.perf_counter()
         if profile is not None:
             profile.disable()
@@ -428,16 +431,13 @@ def run_plain(
 def run_flow(
     source: Path, root: Path, batch_size: int, kind: str, *, repeat: int = 0, max_workers: int | None = None
 ) -> RunResult:
-    from prefect.task_runners import ThreadPoolTaskRunner
-
     from ragpulse.flows.evaluate import evaluate_partition
 
-    if max_workers is not None:
-        evaluate_partition = evaluate_partition.with_options(task_runner=ThreadPoolTaskRunner(max_workers=max_workers))
+    groups = _groups(source, root, batch_size, max_workers)
     probe = Probe()
     with probe.installed(), Resources() as resources:
         start = time.perf_counter()
-        summary = evaluate_partition(**_flow_arguments(source, root, batch_size))
+        summary = evaluate_partition(date=DAY, **groups)
         end = time.perf_counter()
     result = _result(kind, batch_size, repeat, start, end, summary, probe, resources)
     result.task_runs, result.task_run_seconds = task_runs_of(
@@ -448,14 +448,19 @@ def run_flow(
     return result
 
 
-def _flow_arguments(source: Path, root: Path, batch_size: int) -> dict[str, Any]:
-    return {
-        "source": str(source),
-        "date": DAY,
-        "warehouse": f"duckdb:///{root / 'warehouse.duckdb'}",
-        "work_dir": str(root / "work"),
-        "batch_size": batch_size,
+def _groups(source: Path, root: Path, batch_size: int, max_workers: int | None = None) -> dict[str, Any]:
+    """The configuration groups of a run: ``source`` into a warehouse and work dir under ``root``; the thread
+    pool has ``max_workers`` threads, by default RunnerConfig's."""
+    from ragpulse.tasks.config import OutputConfig, RunnerConfig, ScoringConfig, SourceConfig
+
+    groups: dict[str, Any] = {
+        "source": SourceConfig(url=str(source)),
+        "scoring": ScoringConfig(batch_size=batch_size),
+        "output": OutputConfig(warehouse=f"duckdb:///{root / 'warehouse.duckdb'}", work_dir=str(root / "work")),
     }
+    if max_workers is not None:
+        groups["runner"] = RunnerConfig(kind="thread", max_workers=max_workers)
+    return groups
 
 
 def _result(
@@ -726,7 +731,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm-batch-size", type=int, default=5000, help="batch size re-run warm; 0: none")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each configuration; the best counts (default 1)")
     parser.add_argument(
-        "--max-workers", type=int, help="thread-pool size for the flow runs (default: the flow's own task runner)"
+        "--max-workers", type=int, help="thread-pool size for the flow runs (default: RunnerConfig's max_workers)"
     )
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--source", type=Path, help=f"use this existing partition root (with dt={DAY}/)")
@@ -829,7 +834,7 @@ def main(argv: list[str] | None = None) -> int:
             "command": " ".join(["python", "bench/bench_flow.py", *(argv if argv is not None else sys.argv[1:])]),
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "environment": env,
-            "max_workers": args.max_workers or "flow default (ThreadPoolTaskRunner(max_workers=4))",
+            "max_workers": args.max_workers or "RunnerConfig default (thread, max_workers=4)",
             "data": {"traces": args.traces, "partition": str(DAY), "generator": "ragpulse.tasks.demo.generate", **data},
             "startup": startup,
             "warmup_300_traces": warmup,
@@ -840,8 +845,9 @@ def main(argv: list[str] | None = None) -> int:
             "script_seconds": round(time.perf_counter() - began, 1),
             "method": (
                 "One process; the ephemeral API start-up and an untimed warm-up on 300 traces (which pays the "
-                "first-call imports) come first. wall_s: the evaluate_partition call. plain: the flow's own body "
-                "(evaluate_partition.fn) with every task call, submit and map replaced by a direct call of Task.fn in "
+                "first-call imports) come first. wall_s: the evaluate_partition call. plain: the pipeline's own body "
+                "(score_partition.fn, evaluate_partition's subflow) with every task call, submit and map replaced "
+                "by a direct call of Task.fn in "
                 "the calling thread: no engine, API, result persistence, cache, thread pool or artifacts; fresh work "
                 "dir and warehouse. flow-cold: fresh work dir and warehouse; flow-warm: the same flow re-run on the "
                 "flow-cold work dir and warehouse of its batch size. Best (lowest wall) of --repeat runs. "

@@ -224,7 +224,7 @@ class HashEmbedder:
 
 
 def _judge(base_url: str, concurrency: int, cache_url: str | None) -> Any:
-    from ragpulse.tasks.judge.client import JudgeSettings, OpenAIJudge
+    from ragpulse.tasks.judge import JudgeSettings, OpenAIJudge
 
     settings = JudgeSettings(
         base_url=base_url, model="judge-bench", api_key="bench", max_concurrency=concurrency, cache_url=cache_url

@@ -1,6 +1,6 @@
 """Publishing throughput: N score rows into DuckDB, PostgreSQL and the Parquet lake (local disk, S3), side by side.
 
-One seeded publication is built before any clock starts, with ``tasks.warehouse.publish.build_publication`` as a run
+One seeded publication is built before any clock starts, with ``tasks.warehouse.publication.build_publication`` as a run
 builds it: N/10 traces x 10 metrics (N score rows, 2 % of them not_applicable with a NULL value), 100
 quarantined records and the run row. Each backend then, through ``open_warehouse(url).publish``:
 
@@ -47,11 +47,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ragpulse.metrics import Status
 from ragpulse.tasks.core.storage import filesystem
-from ragpulse.tasks.ingest.stage import QuarantinedRecord
+from ragpulse.tasks.core.types import PartitionScores, QuarantinedRecord, RunInfo
 from ragpulse.tasks.warehouse import Publication, open_warehouse
 from ragpulse.tasks.warehouse.parquet import ParquetLake
 from ragpulse.tasks.warehouse.postgres import PostgresWarehouse
-from ragpulse.tasks.warehouse.publish import PartitionScores, RunInfo, build_publication
+from ragpulse.tasks.warehouse.publication import build_publication
 
 DAY = dt.date(2026, 11, 1)
 METRICS = [f"metric_{i}" for i in range(10)]

@@ -2,8 +2,8 @@
 time with vs without the traces rows, side by side in one run.
 
 Setup (untimed, once): one partition of N demo traces (``ragpulse.tasks.demo.generate``, generated in a child process; 5
-malformed lines, one of them a repeated trace id), staged with ``tasks.ingest.stage.stage_records`` in batches of 5,000
-as the flow stages it, and scored with ``score_batch``'s body per batch (``metrics.DEFAULT_METRICS``).
+malformed lines, one of them a repeated trace id), staged with ``tasks.ingest.staging.stage_records`` in batches of
+5,000 as the flow stages it, and scored with ``score_batch``'s body per batch (``metrics.DEFAULT_METRICS``).
 
 Timed, every variant once per round, ``--repeat`` rounds:
 
@@ -190,7 +190,12 @@ def code_state() -> dict[str, Any]:
             return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
         return ""
 
-    modules = ["tasks/warehouse/publish.py", "tasks/ingest/stage.py", "tasks/warehouse/duckdb.py"]
+    modules = [
+        "tasks/warehouse/publication.py",
+        "tasks/scoring/assemble.py",
+        "tasks/ingest/staging.py",
+        "tasks/warehouse/duckdb.py",
+    ]
     uncommitted = git("status", "--porcelain", "--", *modules).splitlines()
     return {"commit": git("rev-parse", "HEAD"), "uncommitted": uncommitted}
 
@@ -212,18 +217,17 @@ def main() -> None:
     import pyarrow.parquet as pq
     from prefect.logging import disable_run_logger
 
-    import ragpulse.tasks.warehouse.publish as publish_module
+    import ragpulse.tasks.warehouse.publication as publication_module
     from ragpulse.metrics import DEFAULT_METRICS
     from ragpulse.tasks.core.storage import list_partition_files
-    from ragpulse.tasks.ingest.stage import stage_records
-    from ragpulse.tasks.scoring.score import score_batch
+    from ragpulse.tasks.core.types import TRACE_ROWS_SCHEMA, RunInfo
+    from ragpulse.tasks.ingest.staging import stage_records
+    from ragpulse.tasks.scoring.assemble import assemble_partition
+    from ragpulse.tasks.scoring.score import assemble_scores, score_batch
     from ragpulse.tasks.warehouse import TRACES_SCHEMA, open_warehouse
-    from ragpulse.tasks.warehouse.publish import (
+    from ragpulse.tasks.warehouse.publication import (
         CONTEXT_EXCERPT_CHARS,
         EXCERPT_CHARS,
-        RunInfo,
-        assemble_partition,
-        assemble_scores,
         build_publication,
         read_trace_excerpts,
         write_quarantine_copy,
@@ -272,7 +276,7 @@ def main() -> None:
         }
         excerpt_spans = {
             "pq.read_table": (pq, "read_table"),
-            "_excerpts (DuckDB: contexts JSON, text cuts)": (publish_module, "_excerpts"),
+            "_excerpts (DuckDB: contexts JSON, text cuts)": (publication_module, "_excerpts"),
             "pa.concat_tables": (pa, "concat_tables"),
             "pc.index_in": (pc, "index_in"),
         }
@@ -318,7 +322,7 @@ def main() -> None:
 
         # 2. build_publication with vs without excerpts
         print("part 2: build_publication with vs without the traces rows", flush=True)
-        no_traces = dataclasses.replace(scores, traces=publish_module.TRACE_ROWS_SCHEMA.empty_table())
+        no_traces = dataclasses.replace(scores, traces=TRACE_ROWS_SCHEMA.empty_table())
         builds = {"with_traces": Timing(), "without_traces": Timing()}
         for _ in range(args.repeat):
             publication = builds["with_traces"].run(lambda: build_publication(scores, run, names, n_batches_cached=0))

@@ -205,10 +205,10 @@ def measure(
 
 def suite_spans() -> Spans:
     """Time each GX suite run inside check_traces / check_scores, keyed by suite name."""
-    import ragpulse.tasks.quality.validate as validate
+    import ragpulse.tasks.quality.checks as checks
 
     return Spans(
-        {"suite": (validate, "_run_suite"), "trace_profile": (validate, "trace_profile")},
+        {"suite": (checks, "_run_suite"), "trace_profile": (checks, "trace_profile")},
         key=lambda label, *args, **kwargs: f"suite {args[0]['name']}" if label == "suite" else label,
     )
 
@@ -221,7 +221,7 @@ def synthetic_scores(
 ) -> tuple[Any, dict[str, int]]:
     """A PartitionScores of ``n_traces`` x ``metrics`` with the given status mix (independent per metric)."""
     from ragpulse.metrics import Status
-    from ragpulse.tasks.warehouse.publish import PartitionScores
+    from ragpulse.tasks.core.types import PartitionScores
 
     rng = np.random.default_rng(seed)
     trace_ids = np.array([str(uuid.UUID(int=int(x), version=4)) for x in rng.integers(0, 2**63, n_traces)], object)
@@ -260,7 +260,7 @@ def generate_traces(root: Path, n_traces: int, *, n_files: int, seed: int, anoma
     text, a repeated trace_id, a timestamp on the next day, or an empty reference answer (quarantined by the
     input suite).
     """
-    from ragpulse.tasks.demo.generate import load_demo_corpus
+    from ragpulse.tasks.demo.sample import load_demo_corpus
 
     corpus = load_demo_corpus()
     passages = {row.passage_id: row.passage for row in corpus}
@@ -335,14 +335,14 @@ def time_gx_import() -> dict[str, Any]:
 
 
 def run_info() -> Any:
-    from ragpulse.tasks.warehouse.publish import RunInfo
+    from ragpulse.tasks.core.types import RunInfo
 
     return RunInfo("bench-validation", "bench://synthetic", "0" * 16, {}, dt.datetime.now(dt.UTC))
 
 
 def output_section(args: argparse.Namespace, metrics: list[str], scratch: Path) -> dict[str, Any]:
-    from ragpulse.tasks.quality.validate import check_scores
-    from ragpulse.tasks.warehouse.publish import build_publication
+    from ragpulse.tasks.quality.checks import check_scores
+    from ragpulse.tasks.warehouse.publication import build_publication
 
     run = run_info()
     print(f"output gate: synthetic {args.score_traces:,} traces x {len(metrics)} metrics", flush=True)
@@ -390,14 +390,14 @@ def output_section(args: argparse.Namespace, metrics: list[str], scratch: Path) 
 def what_if_categorical(publication: Any, metrics: list[str], n_traces: int, repeat: int) -> dict[str, Any]:
     """The scores_out suite on the frame check_scores builds, and on the same rows with string columns as category.
 
-    Uses ragpulse.tasks.quality.validate's private helpers as they are today; skipped if they changed.
+    Uses ragpulse.tasks.quality.checks' private helpers as they are today; skipped if they changed.
     """
     import pyarrow as pa
 
     try:
-        from ragpulse.tasks.quality.validate import DEFAULT_SUITES, _range_expectations, _run_suite, load_suite
+        from ragpulse.tasks.quality.checks import DEFAULT_SUITES, _range_expectations, _run_suite, load_suite
     except ImportError as exc:
-        return {"skipped": f"ragpulse.tasks.quality.validate changed: {exc}"}
+        return {"skipped": f"ragpulse.tasks.quality.checks changed: {exc}"}
     suite = load_suite(DEFAULT_SUITES["scores_out"])
     parameters = {"expected_rows": n_traces * len(metrics), "requested_metrics": metrics}
     extra = _range_expectations(metrics)
@@ -435,9 +435,10 @@ def pipeline_section(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
     import ragpulse.tasks.scoring.score as score_module
     from ragpulse.metrics import DEFAULT_METRICS, Status
     from ragpulse.tasks.core.storage import list_partition_files
-    from ragpulse.tasks.ingest.stage import stage_records
-    from ragpulse.tasks.quality.validate import TraceLimits, check_scores, check_traces, trace_profile
-    from ragpulse.tasks.warehouse.publish import assemble_partition, build_publication
+    from ragpulse.tasks.ingest.staging import stage_records
+    from ragpulse.tasks.quality.checks import TraceLimits, check_scores, check_traces, trace_profile
+    from ragpulse.tasks.scoring.assemble import assemble_partition
+    from ragpulse.tasks.warehouse.publication import build_publication
 
     run = run_info()
     names = list(DEFAULT_METRICS)
@@ -673,8 +674,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault(key, value)
     sys.path.insert(0, str(REPO))
     # Everything the project imports at module level (pandas, pyarrow, Prefect) loads before GX is timed.
-    import ragpulse.tasks.quality.validate  # GX is imported lazily inside it
-    import ragpulse.tasks.warehouse.publish
+    import ragpulse.tasks.quality.checks  # GX is imported lazily inside it
+    import ragpulse.tasks.warehouse.publication
     from ragpulse.metrics import DEFAULT_METRICS
 
     env = environment()
@@ -685,9 +686,9 @@ def main(argv: list[str] | None = None) -> int:
     metrics = list(DEFAULT_METRICS[: args.score_metrics])
     warm_scores, _ = synthetic_scores(1000, metrics, seed=args.seed + 1, na_rate=0.1, failed_rate=0.005)
     run = run_info()
-    warm = ragpulse.tasks.warehouse.publish.build_publication(warm_scores, run, metrics, n_batches_cached=0)
+    warm = ragpulse.tasks.warehouse.publication.build_publication(warm_scores, run, metrics, n_batches_cached=0)
     start = time.perf_counter()
-    ragpulse.tasks.quality.validate.check_scores(warm, run, n_traces=1000, max_failure_rate=0.05)
+    ragpulse.tasks.quality.checks.check_scores(warm, run, n_traces=1000, max_failure_rate=0.05)
     gx_import["first_call_s"] = round(time.perf_counter() - start, 2)
     print(f"first check_scores call on 10k rows (GX one-off set-up): {gx_import['first_call_s']} s", flush=True)
 
@@ -718,7 +719,7 @@ def main(argv: list[str] | None = None) -> int:
             "reported, with process CPU time (time.process_time) since the machine may be shared. Peak RSS growth: "
             "psutil RSS sampled every 5 ms (and ru_maxrss when the lifetime peak moves) minus RSS at the start of the "
             "call; memory kept by allocators after the first repeat makes later deltas smaller. Data docs go to a "
-            "fresh temporary directory per call. parts_best_wall_s: time inside tasks.quality.validate._run_suite"
+            "fresh temporary directory per call. parts_best_wall_s: time inside tasks.quality.checks._run_suite"
             " per suite "
             "and inside trace_profile, or inside read_staged / read_trace_batch / compute while scoring. Pipeline = "
             "stage_records + score_batch.fn per staged batch + assemble_partition + build_publication, run once. "

@@ -1,7 +1,5 @@
 """Backfills: evaluate every partition of a date range, a few at once, skipping what is already published."""
 
-from __future__ import annotations
-
 import datetime as dt
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,15 +13,25 @@ from prefect.states import Completed, Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from ragpulse.flows.evaluate import evaluate_partition
-from ragpulse.flows.runners import build_task_runner
-from ragpulse.tasks.core.config import RunSettings
+from ragpulse.tasks.config import (
+    PARTITION_GROUPS,
+    AlertConfig,
+    DriftConfig,
+    JudgeConfig,
+    OutputConfig,
+    QualityConfig,
+    RunConfig,
+    RunnerConfig,
+    ScoringConfig,
+    SourceConfig,
+)
 from ragpulse.tasks.core.errors import ConfigError
-from ragpulse.tasks.monitoring.alerts import AlertSettings, send_alerts
-from ragpulse.tasks.monitoring.drift import DriftSettings, detect_drift
+from ragpulse.tasks.monitoring.alerts import send_alerts
+from ragpulse.tasks.monitoring.drift import detect_drift
 from ragpulse.tasks.planning.backfill import plan_backfill
-from ragpulse.tasks.reporting.summary import RunSummary
+from ragpulse.tasks.reporting.run_summary import RunSummary
 
-__all__ = ["MAX_CONCURRENCY", "BackfillProgress", "BackfillResult", "backfill", "progress_listener"]
+__all__ = ["MAX_CONCURRENCY", "BackfillProgress", "BackfillResult", "backfill", "evaluate_date", "progress_listener"]
 
 MAX_CONCURRENCY = 16
 
@@ -78,68 +86,44 @@ class BackfillResult:
 
 
 @task(name="evaluate-date", task_run_name="evaluate dt={date}", cache_policy=NO_CACHE, persist_result=False)
-def evaluate_date(date: dt.date, parameters: dict[str, Any], runner: dict[str, Any]) -> RunSummary:
+def evaluate_date(date: dt.date, config: RunConfig) -> RunSummary:
     """One partition of the backfill as a subflow run of its own, so each has its state in Prefect."""
-    task_runner = build_task_runner(runner["kind"], max_workers=runner["max_workers"], dask_address=runner["address"])
-    return evaluate_partition.with_options(task_runner=task_runner)(date=date, **parameters)
+    return evaluate_partition(date=date, **config.groups(*PARTITION_GROUPS))
 
 
 @flow(name="backfill", task_runner=ThreadPoolTaskRunner(max_workers=MAX_CONCURRENCY), log_prints=False)
 def backfill(
-    source: str,
+    source: SourceConfig,
     start: dt.date,
     end: dt.date,
-    metrics: list[str] | None = None,
-    warehouse: str = "duckdb:///ragpulse.duckdb",
-    work_dir: str = ".ragpulse",
-    batch_size: int = 5000,
-    storage_options: dict[str, Any] | None = None,
-    max_failure_rate: float = 0.05,
-    judge_model: str | None = None,
-    judge_base_url: str | None = None,
-    judge_config: str | None = None,
-    sample_rate: float = 1.0,
-    trace_format: str = "ragpulse",
-    format_options: dict[str, Any] | None = None,
-    partitioning: str = "dt",
-    late_arrival_hours: float = 6.0,
-    task_runner: str = "thread",
-    max_workers: int = 4,
-    dask_address: str | None = None,
+    scoring: ScoringConfig = ScoringConfig(),
+    judge: JudgeConfig = JudgeConfig(),
+    quality: QualityConfig = QualityConfig(),
+    output: OutputConfig = OutputConfig(),
+    runner: RunnerConfig = RunnerConfig(),
+    drift: DriftConfig = DriftConfig(),
+    alerts: AlertConfig = AlertConfig(),
     concurrency: int = 2,
     force: bool = False,
-    drift: DriftSettings | None = None,
-    alerts: AlertSettings | None = None,
     send_drift_alerts: bool = False,
 ) -> State:
     """Evaluate the partitions in [start, end] not yet published with this configuration (all with ``force``),
     ``concurrency`` at a time; then recompute drift from the first re-run partition on, in date order.
 
-    Each partition's scoring tasks run on ``task_runner`` ("thread", or "dask" on the cluster at ``dask_address``:
-    give one, or every partition in flight starts a local cluster of its own). Alerts for historical partitions
-    are off unless ``send_drift_alerts``. A failed partition does not stop
-    the others; the backfill then ends Failed, naming it, and a re-run picks up exactly what is missing.
+    Each partition's scoring tasks run on ``runner`` (a thread pool, or Dask at ``runner.dask_address``: give one,
+    or every partition in flight starts a local cluster of its own). Alerts for historical partitions are off
+    unless ``send_drift_alerts``. A failed partition does not stop the others; the backfill then ends Failed,
+    naming it, and a re-run picks up exactly what is missing.
     """
     if not 1 <= concurrency <= MAX_CONCURRENCY:
         raise ConfigError(f"concurrency must lie in 1..{MAX_CONCURRENCY}, got {concurrency}")
-    settings = RunSettings(
-        source=source, warehouse=warehouse, work_dir=work_dir, batch_size=batch_size,
-        metrics=tuple(metrics) if metrics else RunSettings.model_fields["metrics"].default,
-        storage_options=storage_options or {}, max_failure_rate=max_failure_rate, judge_config=judge_config,
-        sample_rate=sample_rate, trace_format=trace_format, format_options=format_options or {},
-        partitioning=partitioning, late_arrival_hours=late_arrival_hours,
+    config = RunConfig(
+        source=source, scoring=scoring, judge=judge, quality=quality, output=output, runner=runner, drift=drift,
+        alerts=alerts,
     )  # fmt: skip
-    plan = plan_backfill(settings, start, end, force=force, judge_model=judge_model, judge_base_url=judge_base_url)
+    plan = plan_backfill(config, start, end, force=force)
     for listener in list(_listeners):
         listener.planned(len(plan.to_run), len(plan.skipped))
-    parameters = {
-        "source": source, "metrics": list(settings.metrics), "warehouse": warehouse, "work_dir": work_dir,
-        "batch_size": batch_size, "storage_options": storage_options, "max_failure_rate": max_failure_rate,
-        "judge_model": judge_model, "judge_base_url": judge_base_url, "judge_config": judge_config,
-        "sample_rate": sample_rate, "trace_format": trace_format, "format_options": format_options,
-        "partitioning": partitioning, "late_arrival_hours": late_arrival_hours,
-    }  # fmt: skip
-    runner = {"kind": task_runner, "max_workers": max_workers, "address": dask_address}
     summaries: dict[dt.date, RunSummary] = {}
     failed: dict[dt.date, str] = {}
     waiting = list(plan.to_run)
@@ -148,7 +132,7 @@ def backfill(
         while waiting and len(running) < concurrency:
             day = waiting.pop(0)
             _notify(day, "started")
-            running[evaluate_date.submit(day, parameters, runner)] = day
+            running[evaluate_date.submit(day, config)] = day
         finished = next(as_completed(list(running)))
         day = running.pop(finished)
         finished.wait()  # sets the future's final state; before that .state may still read Running
@@ -165,11 +149,11 @@ def backfill(
         first = min(summaries)
         for day in sorted(d for d in (*plan.skipped, *summaries) if d >= first):
             run_id = summaries[day].run_id if day in summaries else ""
-            report = detect_drift(warehouse, day, drift, run_id=run_id)
+            report = detect_drift(output.warehouse, day, drift, run_id=run_id)
             for verdict, count in report.verdict_counts().items():
                 verdicts[verdict] = verdicts.get(verdict, 0) + count
             if send_drift_alerts:
-                alerts_sent += len(send_alerts(warehouse, report, alerts, run_id=run_id).sent)
+                alerts_sent += len(send_alerts(output.warehouse, report, alerts, run_id=run_id).sent)
     result = BackfillResult(
         plan.config_hash, sorted(summaries), plan.skipped, dict(sorted(failed.items())), plan.missing,
         [summaries[d] for d in sorted(summaries)], verdicts, alerts_sent,

@@ -1,7 +1,5 @@
 """Scheduled monitoring: evaluate the newest complete partition, detect drift against its baseline, alert."""
 
-from __future__ import annotations
-
 import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,10 +9,21 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from ragpulse.flows.evaluate import evaluate_partition
-from ragpulse.flows.runners import build_task_runner
-from ragpulse.tasks.monitoring.alerts import AlertSettings, send_alerts
-from ragpulse.tasks.monitoring.drift import DriftSettings, detect_drift
-from ragpulse.tasks.reporting.summary import RunSummary
+from ragpulse.tasks.config import (
+    PARTITION_GROUPS,
+    AlertConfig,
+    DriftConfig,
+    JudgeConfig,
+    OutputConfig,
+    QualityConfig,
+    RunConfig,
+    RunnerConfig,
+    ScoringConfig,
+    SourceConfig,
+)
+from ragpulse.tasks.monitoring.alerts import send_alerts
+from ragpulse.tasks.monitoring.drift import detect_drift
+from ragpulse.tasks.reporting.run_summary import RunSummary
 
 __all__ = ["MonitorResult", "monitor", "partition_to_monitor"]
 
@@ -39,41 +48,26 @@ def partition_to_monitor(timezone: str = "UTC", lag_days: int = 1) -> dt.date:
 
 @flow(name="monitor", log_prints=False)
 def monitor(
-    source: str,
+    source: SourceConfig,
     date: dt.date | None = None,
-    metrics: list[str] | None = None,
-    warehouse: str = "duckdb:///ragpulse.duckdb",
-    work_dir: str = ".ragpulse",
-    batch_size: int = 5000,
-    storage_options: dict[str, Any] | None = None,
-    max_failure_rate: float = 0.05,
-    judge_model: str | None = None,
-    judge_base_url: str | None = None,
-    judge_config: str | None = None,
-    sample_rate: float = 1.0,
-    trace_format: str = "ragpulse",
-    format_options: dict[str, Any] | None = None,
-    partitioning: str = "dt",
-    late_arrival_hours: float = 6.0,
-    task_runner: str = "thread",
-    max_workers: int = 4,
-    dask_address: str | None = None,
-    drift: DriftSettings | None = None,
-    alerts: AlertSettings | None = None,
+    scoring: ScoringConfig = ScoringConfig(),
+    judge: JudgeConfig = JudgeConfig(),
+    quality: QualityConfig = QualityConfig(),
+    output: OutputConfig = OutputConfig(),
+    runner: RunnerConfig = RunnerConfig(),
+    drift: DriftConfig = DriftConfig(),
+    alerts: AlertConfig = AlertConfig(),
     timezone: str = "UTC",
     lag_days: int = 1,
 ) -> MonitorResult:
-    """Evaluate ``date`` (default: yesterday in ``timezone`` relative to the scheduled start), publish its scores,
-    compare them with the previous partitions and send each new drift alert once. ``task_runner`` ("thread" or
-    "dask", with ``dask_address`` for an existing cluster) runs the partition's scoring tasks."""
-    day = date or partition_to_monitor(timezone, lag_days)
-    runner = build_task_runner(task_runner, max_workers=max_workers, dask_address=dask_address)
-    summary = evaluate_partition.with_options(task_runner=runner)(
-        source=source, date=day, metrics=metrics, warehouse=warehouse, work_dir=work_dir, batch_size=batch_size,
-        storage_options=storage_options, max_failure_rate=max_failure_rate, judge_model=judge_model,
-        judge_base_url=judge_base_url, judge_config=judge_config, sample_rate=sample_rate, trace_format=trace_format,
-        format_options=format_options, partitioning=partitioning, late_arrival_hours=late_arrival_hours,
+    """Evaluate ``date`` (default: ``lag_days`` before the scheduled start in ``timezone``), publish its scores,
+    compare them with the previous partitions and send each new drift alert once."""
+    config = RunConfig(
+        source=source, scoring=scoring, judge=judge, quality=quality, output=output, runner=runner, drift=drift,
+        alerts=alerts,
     )  # fmt: skip
-    report = detect_drift(warehouse, day, drift, run_id=summary.run_id)
-    outcome = send_alerts(warehouse, report, alerts, run_id=summary.run_id)
+    day = date or partition_to_monitor(timezone, lag_days)
+    summary = evaluate_partition(date=day, **config.groups(*PARTITION_GROUPS))
+    report = detect_drift(output.warehouse, day, drift, run_id=summary.run_id)
+    outcome = send_alerts(output.warehouse, report, alerts, run_id=summary.run_id)
     return MonitorResult(summary, report.verdict_counts(), outcome.to_dict())

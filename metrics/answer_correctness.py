@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ragpulse.metrics._prompting import (
     ReplyReader,
@@ -17,14 +17,12 @@ from ragpulse.metrics._prompting import (
     object_schema,
     user_message,
 )
+from ragpulse.metrics._request import MetricName
 from ragpulse.metrics._spec import MetricSpec
 from ragpulse.metrics._statements import answer_statements
 from ragpulse.metrics.batch import TraceBatch
 from ragpulse.metrics.errors import ShapeError
 from ragpulse.metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
-
-if TYPE_CHECKING:
-    from ragpulse.metrics.registry import MetricRequest
 
 __all__ = [
     "CLASSIFY_INSTRUCTIONS",
@@ -198,6 +196,6 @@ class AnswerCorrectness:
         return Outcome.ok(answer_correctness(f1, similarity, self.weights))
 
 
-def create(request: MetricRequest, options: Mapping[str, Any]) -> AnswerCorrectness:
+def create(request: MetricName, options: Mapping[str, Any]) -> AnswerCorrectness:
     """The registry's factory: reads ``answer_correctness_weights`` (default (0.75, 0.25))."""
     return AnswerCorrectness(options.get("answer_correctness_weights", DEFAULT_WEIGHTS))

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ragpulse.metrics._prompting import ReplyReader, Trace, embed_similarities, object_schema, user_message
+from ragpulse.metrics._request import MetricName
 from ragpulse.metrics._spec import MetricSpec
 from ragpulse.metrics.batch import TraceBatch
 from ragpulse.metrics.errors import ShapeError
 from ragpulse.metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
-
-if TYPE_CHECKING:
-    from ragpulse.metrics.registry import MetricRequest
 
 __all__ = [
     "DEFAULT_GENERATIONS",
@@ -131,6 +129,6 @@ class AnswerRelevancy:
         return Outcome.ok(answer_relevancy(similarities.tolist(), flags))
 
 
-def create(request: MetricRequest, options: Mapping[str, Any]) -> AnswerRelevancy:
+def create(request: MetricName, options: Mapping[str, Any]) -> AnswerRelevancy:
     """The registry's factory: reads ``answer_relevancy_generations`` (default 3)."""
     return AnswerRelevancy(options.get("answer_relevancy_generations", DEFAULT_GENERATIONS))

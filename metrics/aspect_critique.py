@@ -5,16 +5,14 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ragpulse.metrics._prompting import ReplyReader, Trace, definition_digest, object_schema, user_message
+from ragpulse.metrics._request import MetricName
 from ragpulse.metrics._spec import MetricSpec
 from ragpulse.metrics.batch import TraceBatch
 from ragpulse.metrics.errors import ShapeError, UnknownMetricError
 from ragpulse.metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
-
-if TYPE_CHECKING:
-    from ragpulse.metrics.registry import MetricRequest
 
 __all__ = [
     "BUILTIN_ASPECTS",
@@ -194,7 +192,7 @@ class AspectCritique:
         return Outcome.ok(majority(votes))
 
 
-def create(request: MetricRequest, options: Mapping[str, Any]) -> AspectCritique:
+def create(request: MetricName, options: Mapping[str, Any]) -> AspectCritique:
     """The registry's factory: ``aspect_critique:<name>`` with ``aspects`` and ``aspect_strictness`` options."""
     aspects = known_aspects(options)
     name = request.variant or ""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ragpulse.metrics._prompting import (
     Input,
@@ -14,12 +14,10 @@ from ragpulse.metrics._prompting import (
     object_schema,
     user_message,
 )
+from ragpulse.metrics._request import MetricName
 from ragpulse.metrics._spec import MetricSpec
 from ragpulse.metrics.batch import TraceBatch
 from ragpulse.metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
-
-if TYPE_CHECKING:
-    from ragpulse.metrics.registry import MetricRequest
 
 __all__ = [
     "INSTRUCTIONS_TEMPLATE",
@@ -147,11 +145,11 @@ class ContextPrecision:
         return Outcome.ok(context_precision(useful))
 
 
-def create_with_reference(request: MetricRequest, options: Mapping[str, Any]) -> ContextPrecision:
+def create_with_reference(request: MetricName, options: Mapping[str, Any]) -> ContextPrecision:
     """The registry's factory for ``context_precision``."""
     return ContextPrecision(with_reference=True)
 
 
-def create_without_reference(request: MetricRequest, options: Mapping[str, Any]) -> ContextPrecision:
+def create_without_reference(request: MetricName, options: Mapping[str, Any]) -> ContextPrecision:
     """The registry's factory for ``context_precision_without_reference``."""
     return ContextPrecision(with_reference=False)

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ragpulse.metrics._prompting import ReplyReader, Trace, array_schema, format_contexts, object_schema, user_message
+from ragpulse.metrics._request import MetricName
 from ragpulse.metrics._spec import MetricSpec
 from ragpulse.metrics.batch import TraceBatch
 from ragpulse.metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
-
-if TYPE_CHECKING:
-    from ragpulse.metrics.registry import MetricRequest
 
 __all__ = [
     "INSTRUCTIONS",
@@ -128,6 +126,6 @@ class ContextRecall:
         return Outcome.ok(context_recall(attributed))
 
 
-def create(request: MetricRequest, options: Mapping[str, Any]) -> ContextRecall:
+def create(request: MetricName, options: Mapping[str, Any]) -> ContextRecall:
     """The registry's factory; context recall takes no options."""
     return ContextRecall()

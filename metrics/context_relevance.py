@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ragpulse.metrics._prompting import ReplyReader, Trace, array_schema, format_contexts, object_schema, user_message
+from ragpulse.metrics._request import MetricName
 from ragpulse.metrics._spec import MetricSpec
 from ragpulse.metrics.batch import TraceBatch
 from ragpulse.metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
-
-if TYPE_CHECKING:
-    from ragpulse.metrics.registry import MetricRequest
 
 __all__ = [
     "INSTRUCTIONS",
@@ -98,6 +96,6 @@ class ContextRelevance:
         return Outcome.ok(context_relevance(statements))
 
 
-def create(request: MetricRequest, options: Mapping[str, Any]) -> ContextRelevance:
+def create(request: MetricName, options: Mapping[str, Any]) -> ContextRelevance:
     """The registry's factory; context relevance takes no options."""
     return ContextRelevance()

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats
 
 __all__ = ["ALERTING", "DriftResult", "DriftThresholds", "Sample", "Verdict", "compare", "mean_difference_interval"]
 
@@ -121,6 +120,8 @@ def mean_difference_interval(
     delta = float(np.mean(current) - np.mean(baseline))
     if max(len(baseline), len(current)) > bootstrap_limit:
         spread = math.sqrt(np.var(baseline, ddof=1) / len(baseline) + np.var(current, ddof=1) / len(current))
+        from scipy import stats  # here, not at the top: the CLI imports this module for its defaults (0.5 s)
+
         half = float(stats.norm.ppf(0.5 + confidence / 2)) * spread
         return delta - half, delta + half
     rng = np.random.default_rng(seed)
@@ -141,6 +142,8 @@ def _rank_p_value(baseline: NDArray[np.float64], current: NDArray[np.float64]) -
     """Two-sided Mann-Whitney U; 1.0 when every value is the same (no ranks to compare)."""
     if np.ptp(np.concatenate([baseline, current])) == 0:
         return 1.0
+    from scipy import stats
+
     return float(stats.mannwhitneyu(current, baseline, alternative="two-sided", method="asymptotic").pvalue)
 
 
@@ -150,6 +153,8 @@ def _increase_p_value(before_k: int, before_n: int, after_k: int, after_n: int) 
     spread = math.sqrt(pooled * (1 - pooled) * (1 / before_n + 1 / after_n))
     if spread == 0:
         return 1.0
+    from scipy import stats
+
     return float(stats.norm.sf((after_k / after_n - before_k / before_n) / spread))
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ragpulse.metrics._prompting import (
     ReplyReader,
@@ -14,13 +14,11 @@ from ragpulse.metrics._prompting import (
     object_schema,
     user_message,
 )
+from ragpulse.metrics._request import MetricName
 from ragpulse.metrics._spec import MetricSpec
 from ragpulse.metrics._statements import answer_statements
 from ragpulse.metrics.batch import TraceBatch
 from ragpulse.metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
-
-if TYPE_CHECKING:
-    from ragpulse.metrics.registry import MetricRequest
 
 __all__ = [
     "PROMPT_VERSION",
@@ -127,6 +125,6 @@ class Faithfulness:
         return Outcome.ok(faithfulness(supported))
 
 
-def create(request: MetricRequest, options: Mapping[str, Any]) -> Faithfulness:
+def create(request: MetricName, options: Mapping[str, Any]) -> Faithfulness:
     """The registry's factory; faithfulness takes no options."""
     return Faithfulness()

@@ -7,16 +7,14 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, get_args
+from typing import Any, get_args
 
 from ragpulse.metrics._prompting import Input, ReplyReader, Trace, definition_digest, object_schema
+from ragpulse.metrics._request import MetricName
 from ragpulse.metrics._spec import MetricSpec
 from ragpulse.metrics.batch import TraceBatch
 from ragpulse.metrics.errors import ShapeError, UnknownMetricError
 from ragpulse.metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
-
-if TYPE_CHECKING:
-    from ragpulse.metrics.registry import MetricRequest
 
 __all__ = [
     "INPUTS",
@@ -266,7 +264,7 @@ class LLMJudge:
         return Outcome.ok((outputs[definition.score_key] - lower) / (upper - lower))
 
 
-def create(request: MetricRequest, options: Mapping[str, Any]) -> LLMJudge:
+def create(request: MetricName, options: Mapping[str, Any]) -> LLMJudge:
     """The registry's factory: ``llm_judge:<name>`` reads ``options["llm_judges"][name]``."""
     judges = options.get("llm_judges") or {}
     if not isinstance(judges, Mapping):

@@ -2,30 +2,28 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ragpulse.metrics import (
-    answer_correctness,
-    answer_relevancy,
-    aspect_critique,
-    average_precision,
-    context_precision,
-    context_recall,
-    context_relevance,
-    exact_match,
-    f1,
-    faithfulness,
-    llm_judge,
-    ndcg,
-    precision,
-    recall,
-    reciprocal_rank,
-    semantic_similarity,
-)
+import ragpulse.metrics.answer_correctness as answer_correctness
+import ragpulse.metrics.answer_relevancy as answer_relevancy
+import ragpulse.metrics.aspect_critique as aspect_critique
+import ragpulse.metrics.average_precision as average_precision
+import ragpulse.metrics.context_precision as context_precision
+import ragpulse.metrics.context_recall as context_recall
+import ragpulse.metrics.context_relevance as context_relevance
+import ragpulse.metrics.exact_match as exact_match
+import ragpulse.metrics.f1 as f1
+import ragpulse.metrics.faithfulness as faithfulness
+import ragpulse.metrics.llm_judge as llm_judge
+import ragpulse.metrics.ndcg as ndcg
+import ragpulse.metrics.precision as precision
+import ragpulse.metrics.recall as recall
+import ragpulse.metrics.reciprocal_rank as reciprocal_rank
+import ragpulse.metrics.semantic_similarity as semantic_similarity
 from ragpulse.metrics._arrays import RankingArrays, ranking_arrays
+from ragpulse.metrics._request import MetricName, split_metric_name
 from ragpulse.metrics._spec import MetricResult, MetricSpec
 from ragpulse.metrics.batch import TraceBatch
 from ragpulse.metrics.errors import ShapeError, UnknownMetricError
@@ -107,21 +105,10 @@ DEFAULT_METRICS: tuple[str, ...] = (
     "answer_f1",
 )
 
-_NAME = re.compile(r"^(?P<family>[a-z][a-z0-9_]*)(?::(?P<variant>[a-z0-9][a-z0-9_-]*))?(?:@(?P<k>\d+))?$")
-
 
 @dataclass(frozen=True)
-class MetricRequest:
-    """One metric to compute: a registry family, its cutoff k (``precision@5``) or variant (``llm_judge:tone``)."""
-
-    family: str
-    k: int | None = None
-    variant: str | None = None
-
-    @property
-    def name(self) -> str:
-        name = self.family if self.variant is None else f"{self.family}:{self.variant}"
-        return name if self.k is None else f"{name}@{self.k}"
+class MetricRequest(MetricName):
+    """One metric to compute: a :class:`MetricName` whose family is registered and takes its cutoff or variant."""
 
     @property
     def is_judge(self) -> bool:
@@ -137,19 +124,17 @@ class MetricRequest:
 
     @classmethod
     def parse(cls, name: str) -> MetricRequest:
-        match = _NAME.match(name.strip())
-        known = [spec_name(d.spec) for d in REGISTRY.values()]
-        if match is None or match["family"] not in REGISTRY:
-            raise UnknownMetricError(name, known)
-        spec = REGISTRY[match["family"]].spec
-        k = int(match["k"]) if match["k"] is not None else None
+        parts = split_metric_name(name)
+        if parts is None or parts.family not in REGISTRY:
+            raise UnknownMetricError(name, [spec_name(d.spec) for d in REGISTRY.values()])
+        spec = REGISTRY[parts.family].spec
+        k, variant = parts.k, parts.variant
         if k is not None and not spec.takes_k:
             raise ShapeError(name, f"{spec.name} without a cutoff", f"@{k}")
         if k is None and spec.requires_k:
             raise ShapeError(name, f"a cutoff, e.g. {spec.name}@5", "no cutoff")
         if k is not None and k < 1:
             raise ShapeError(name, "a cutoff k >= 1", k)
-        variant = match["variant"]
         if variant is not None and not spec.takes_variant:
             raise ShapeError(name, f"{spec.name} without a variant", f":{variant}")
         if variant is None and spec.takes_variant:

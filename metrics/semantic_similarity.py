@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ragpulse.metrics._prompting import Trace, embed_similarities
+from ragpulse.metrics._request import MetricName
 from ragpulse.metrics._spec import MetricSpec
 from ragpulse.metrics.batch import TraceBatch
 from ragpulse.metrics.errors import ShapeError
 from ragpulse.metrics.judge import JudgeContext, Outcome
-
-if TYPE_CHECKING:
-    from ragpulse.metrics.registry import MetricRequest
 
 __all__ = [
     "MODES",
@@ -102,6 +100,6 @@ class SemanticSimilarity:
         return Outcome.ok(float(pair_scores(scorer, [(answer, r) for r in references]).max()))
 
 
-def create(request: MetricRequest, options: Mapping[str, Any]) -> SemanticSimilarity:
+def create(request: MetricName, options: Mapping[str, Any]) -> SemanticSimilarity:
     """The registry's factory: reads ``similarity_mode`` (``bi_encoder`` by default, or ``cross_encoder``)."""
     return SemanticSimilarity(options.get("similarity_mode", "bi_encoder"))

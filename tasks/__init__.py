@@ -1,6 +1,7 @@
 """Prefect tasks and the libraries they call, one concern per sub-package (room):
 
-- core: the run configuration, run types, errors, object storage, secrets, the work dir, fingerprints, retries;
+- config (a module): the run configuration, one pydantic model in groups, that flows and rooms take;
+- core: run types, errors, object storage, secrets, the work dir, fingerprints, retries;
 - ingest: list and stage a day of traces, canonical records and the tracing tools' adapters;
 - scoring: the scoring tasks (metrics, judge metrics), embeddings, assembling a partition's scores;
 - judge: the OpenAI-compatible judge client, its settings, call cache, usage ledger and rate limits;
@@ -11,6 +12,9 @@
 - reporting: run summaries and artifacts, the HTML report;
 - demo: the demo traces generator and its corpus.
 
-Rooms import core and metrics, and each other only where one concern builds on another (no cycles)."""
+Rooms import core and metrics, and each other only where one concern builds on another (no cycles). In a room, the
+modules with Prefect tasks only wire Prefect (caching, retries, logging, artifacts) around library modules beside
+them; a task module imports libraries and core, never another task module, and the types that tasks hand each other
+live in core.types (tests/tasks/test_layout.py checks this)."""
 
 __all__: list[str] = []

@@ -1,43 +1,35 @@
 """Seeded generator of realistic demo RAG traces for ``ragpulse demo``.
 
-The demo must run on a fresh clone with no network, so everything comes from a compact sample of
-the ARES synthetic-query data shipped in ``tasks/demo/corpus/`` (see its ATTRIBUTION.md and
-docs/demo.md). Output is deterministic for a seed and never reads the wall clock, so demo runs
-and tests are reproducible. No Prefect import: the module is usable from tests and scripts alone.
+Traces are built from the shipped corpus (:mod:`ragpulse.tasks.demo.sample`), so the demo needs no network.
+Output is deterministic for a seed and never reads the wall clock, so demo runs and tests are reproducible.
+No Prefect import: the module is usable from tests and scripts alone.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import datetime
 import functools
-import gzip
-import hashlib
-import io
 import json
 import os
 import random
 import re
-import sys
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ragpulse.tasks.demo.sample import CORPUS_PATH, CorpusRow, deterministic_gzip, load_demo_corpus
+
 __all__ = [
     "APPS",
-    "CORPUS_PATH",
     "DRIFT_APP",
+    "GZIP_FILE",
+    "JSONL_FILE",
     "MALFORMED_KINDS",
-    "CorpusRow",
-    "build_demo_corpus",
+    "PARQUET_FILE",
     "generate_demo_traces",
-    "load_demo_corpus",
 ]
-
-CORPUS_PATH = Path(__file__).with_name("corpus") / "ares_sample.jsonl.gz"
-"""The shipped sample: one JSON object per line, fields as in :class:`CorpusRow`."""
 
 MALFORMED_KINDS = ("truncated_json", "missing_question", "contexts_not_list", "bad_timestamp", "duplicate_trace_id")
 """Kinds of deliberately broken lines, used in this order round-robin across the days."""
@@ -60,26 +52,7 @@ _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _WORD = re.compile(r"[a-z0-9]+")
 _ANSWER_PREFIX = re.compile(r"^\s*(?:the answer is\s*:?|answer\s*:)\s*", re.IGNORECASE)
 _ARTICLES = re.compile(r"\b(?:a|an|the)\b\s*", re.IGNORECASE)
-_MAX_PASSAGE_CHARS = 1500
 _HOURLY_TRAFFIC = (1, 1, 1, 1, 1, 2, 3, 5, 8, 10, 10, 9, 8, 9, 10, 10, 9, 7, 5, 4, 3, 2, 2, 1)
-
-
-@dataclasses.dataclass(frozen=True)
-class CorpusRow:
-    """One ARES (question, passage, answer) example with its human-style labels.
-
-    ``answer`` is None for rows whose passage does not answer the question (ARES gives none);
-    their answer labels are then False.
-    """
-
-    source: str
-    passage_id: str
-    passage: str
-    question: str
-    answer: str | None
-    context_relevant: bool
-    answer_faithful: bool
-    answer_relevant: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,112 +120,6 @@ _DRIFTED = {
 APPS = tuple(p.name for p in _PROFILES)
 
 
-# --------------------------------------------------------------------------------------------- corpus
-
-
-def load_demo_corpus(path: str | os.PathLike[str] = CORPUS_PATH) -> tuple[CorpusRow, ...]:
-    """Read the shipped sample (cached: the generator calls this once per run)."""
-    return _load_corpus(str(path))
-
-
-@functools.lru_cache(maxsize=4)
-def _load_corpus(path: str) -> tuple[CorpusRow, ...]:
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        return tuple(CorpusRow(**json.loads(line)) for line in fh if line.strip())
-
-
-def build_demo_corpus(
-    nq_tsv: str | os.PathLike[str],
-    hotpotqa_tsv: str | os.PathLike[str],
-    out: str | os.PathLike[str] = CORPUS_PATH,
-    *,
-    per_source: int = 400,
-) -> int:
-    """One-off: select the shipped sample from the ARES TSVs and write it; returns bytes written.
-
-    Kept here so the selection is reproducible; the demo itself only reads the shipped file.
-    """
-    rows: list[CorpusRow] = []
-    for source, path in (("nq", nq_tsv), ("hotpotqa", hotpotqa_tsv)):
-        rows.extend(_select(source, _read_ares_tsv(path), per_source))
-    # Twins (same question and passage) next to each other so gzip stores the passage once.
-    rows.sort(key=lambda r: (r.source, int(r.passage_id.split("-")[1]), r.question, not r.answer_faithful))
-    text = "".join(json.dumps(r.__dict__, ensure_ascii=False) + "\n" for r in rows)
-    data = _gzip_bytes(text.encode("utf-8"))
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_bytes(data)
-    return len(data)
-
-
-def _read_ares_tsv(path: str | os.PathLike[str]) -> list[dict[str, str]]:
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # ARES passages exceed csv's 128 KiB default
-    with open(path, newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(fh, delimiter="\t"))
-
-
-def _select(source: str, raw: Sequence[Mapping[str, str]], n: int) -> list[CorpusRow]:
-    """Deterministic stratified pick: 60% correct answers, 20% their wrong-answer twins, 20% off-topic.
-
-    Order is by a SHA-256 of (source, document_index, query), so it does not depend on file order.
-    Passages over 1,500 characters and passages whose text is already used under another id are
-    skipped; off-topic rows are kept only if their question has no answering passage in ARES at all.
-    """
-    n_good, n_bad = n * 3 // 5, n // 5
-    n_neg = n - n_good - n_bad
-
-    def key(r: Mapping[str, str]) -> str:
-        return hashlib.sha256(f"{source}\t{r['document_index']}\t{r['synthetic_query']}".encode()).hexdigest()
-
-    ordered = sorted(raw, key=key)
-    owner: dict[str, str] = {}  # passage text -> passage id
-    chosen: list[CorpusRow] = []
-
-    def take(r: Mapping[str, str]) -> bool:
-        pid, text = f"{source}-{r['document_index']}", r["document"]
-        if not text.strip() or len(text) > _MAX_PASSAGE_CHARS or owner.get(text, pid) != pid:
-            return False
-        owner[text] = pid
-        chosen.append(
-            CorpusRow(
-                source=source,
-                passage_id=pid,
-                passage=text,
-                question=r["synthetic_query"],
-                answer=r["generated_answer"] or None,
-                context_relevant=r["Context_Relevance_Label"] == "Yes",
-                answer_faithful=r["Answer_Faithfulness_Label"] == "Yes",
-                answer_relevant=r["Answer_Relevance_Label"] == "Yes",
-            )
-        )
-        return True
-
-    def labels(r: Mapping[str, str]) -> tuple[str, str, str]:
-        return r["Context_Relevance_Label"], r["Answer_Faithfulness_Label"], r["Answer_Relevance_Label"]
-
-    good: dict[str, str] = {}  # question -> passage id
-    for r in ordered:
-        fresh = r["synthetic_query"] not in good
-        if len(good) < n_good and labels(r) == ("Yes", "Yes", "Yes") and fresh and take(r):
-            good[r["synthetic_query"]] = f"{source}-{r['document_index']}"
-    bad = 0
-    for r in ordered:
-        twin = good.get(r["synthetic_query"]) == f"{source}-{r['document_index']}"
-        if bad < n_bad and labels(r) == ("Yes", "No", "No") and twin and take(r):
-            bad += 1
-    answerable = {r["synthetic_query"] for r in raw if r["Context_Relevance_Label"] == "Yes"}
-    neg: set[str] = set()
-    for r in ordered:
-        q = r["synthetic_query"]
-        if len(neg) < n_neg and labels(r)[0] == "No" and q not in answerable and q not in neg and take(r):
-            neg.add(q)
-    if (len(good), bad, len(neg)) != (n_good, n_bad, n_neg):
-        raise ValueError(f"{source}: only {len(good)}/{bad}/{len(neg)} eligible rows for {n_good}/{n_bad}/{n_neg}")
-    return chosen
-
-
-# ------------------------------------------------------------------------------------------ generator
-
-
 def generate_demo_traces(
     root: str | os.PathLike[str],
     *,
@@ -294,7 +161,7 @@ def generate_demo_traces(
         lines = {name: [_dumps(t) for t in files[name]] for name in (JSONL_FILE, GZIP_FILE)}
         _inject_malformed(world, rng, day, kinds, files, lines, drifted=drifted)
         (partition / JSONL_FILE).write_bytes("".join(lines[JSONL_FILE]).encode("utf-8"))
-        (partition / GZIP_FILE).write_bytes(_gzip_bytes("".join(lines[GZIP_FILE]).encode("utf-8")))
+        (partition / GZIP_FILE).write_bytes(deterministic_gzip("".join(lines[GZIP_FILE]).encode("utf-8")))
         if with_parquet:
             _write_parquet(partition / PARQUET_FILE, files[PARQUET_FILE])
         written.append(day)
@@ -314,7 +181,7 @@ class _World:
 
 @functools.lru_cache(maxsize=2)
 def _world(path: str) -> _World:
-    corpus = _load_corpus(path)
+    corpus = load_demo_corpus(path)
     passages = {r.passage_id: r.passage for r in corpus}
     sources = sorted({r.source for r in corpus})
     ids_by_source = {s: tuple(sorted({r.passage_id for r in corpus if r.source == s})) for s in sources}
@@ -561,14 +428,6 @@ def _inject_malformed(
 
 def _dumps(trace: Mapping[str, Any]) -> str:
     return json.dumps(trace, ensure_ascii=False) + "\n"
-
-
-def _gzip_bytes(data: bytes) -> bytes:
-    """Gzip with no file name and mtime 0, so equal input gives byte-identical output."""
-    buffer = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0) as fh:
-        fh.write(data)
-    return buffer.getvalue()
 
 
 def _write_parquet(path: Path, traces: Sequence[Mapping[str, Any]]) -> None:

@@ -1,6 +1,7 @@
 """The LLM judge over HTTP: any OpenAI-compatible chat endpoint, through the official ``openai`` client.
 
-:class:`OpenAIJudge` implements ``ragpulse.metrics.judge.JudgeClient``. Per call it:
+:class:`OpenAIJudge` implements ``ragpulse.metrics.judge.JudgeClient``, configured by
+:class:`~ragpulse.tasks.judge.settings.JudgeSettings`. Per call it:
 
 1. answers from the call-level cache (:mod:`ragpulse.tasks.judge.cache`) when it can, and joins an identical
    call already in flight in this process instead of sending a duplicate;
@@ -10,7 +11,8 @@
    timeouts and connection errors with exponential backoff and full jitter, honouring Retry-After;
 4. falls back to JSON mode, then plain text, when the server rejects a response format, and to
    separate requests when it returns fewer than ``n`` choices (both remembered by the judge);
-5. records calls, cache hits, tokens, retries, failures and estimated cost per metric in ``usage``.
+5. records calls, cache hits, tokens, retries, failures and estimated cost per metric in ``usage``
+   (a :class:`~ragpulse.tasks.judge.usage.UsageLedger`).
 
 A call that fails for good raises ``JudgeCallError(reason)``, e.g. ``rate_limited_after_6_retries``,
 ``timeout_after_6_retries``, ``bad_request``, ``empty_reply``, ``truncated_reply``; the metric turns it
@@ -37,193 +39,32 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import SecretStr
 
 from ragpulse.metrics.judge import JudgeCallError, JudgeRequest
 from ragpulse.tasks.core.errors import ConfigError
-from ragpulse.tasks.core.storage import redact_url, reject_credentials
+from ragpulse.tasks.core.storage import redact_url
 from ragpulse.tasks.judge.cache import CachedCall, JudgeCache, cache_key, plain_json
 from ragpulse.tasks.judge.ratelimit import EndpointLimiter, GlobalRateLimit, limiter_for
+from ragpulse.tasks.judge.settings import JudgeSettings
+from ragpulse.tasks.judge.usage import UsageLedger
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
     from openai.types.chat import ChatCompletion
 
-__all__ = [
-    "DEFAULT_OPENAI_URL",
-    "JudgeSettings",
-    "MetricUsage",
-    "ModelPrice",
-    "OpenAIJudge",
-    "UsageLedger",
-    "merge_usage",
-    "retry_after_seconds",
-]
+__all__ = ["OpenAIJudge", "ResponseFormat", "retry_after_seconds"]
 
-DEFAULT_OPENAI_URL = "https://api.openai.com/v1"
 ResponseFormat = Literal["json_schema", "json_object", "text"]
+"""What the judge asks the server to reply in; it falls back along this order when one is rejected."""
 _FORMAT_FALLBACK: dict[ResponseFormat, ResponseFormat] = {"json_schema": "json_object", "json_object": "text"}
 _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "structured output", "response format")
 _OPTIONAL_PARAMS = ("temperature", "seed")  # dropped, once, by a server that refuses them (reasoning models)
 _REFUSAL_WORDS = ("unsupported", "not supported", "does not support", "unrecognized", "unknown", "not allowed")
 _NO_KEY_PLACEHOLDER = "no-key"  # what a self-hosted server without auth receives as the bearer token
-
-
-class ModelPrice(BaseModel):
-    """USD per million tokens of one model."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    prompt_per_million: float = Field(ge=0)
-    completion_per_million: float = Field(ge=0)
-
-
-class JudgeSettings(BaseSettings):
-    """How to reach and use the judge; ``RAGPULSE_JUDGE_<NAME>`` env vars (dicts as JSON).
-
-    Judging is enabled when ``model`` is set. The key comes from ``api_key``, else the Prefect Secret
-    block ``api_key_block``, else ``OPENAI_API_KEY``; servers of your own may need none.
-    """
-
-    model_config = SettingsConfigDict(env_prefix="RAGPULSE_JUDGE_", extra="forbid", frozen=True)
-
-    base_url: str | None = Field(default=None, description="OpenAI-compatible API root; None = OpenAI.")
-    model: str | None = Field(default=None, description="Judge model; judging is off while unset.")
-    api_key: SecretStr | None = Field(default=None, description="API key; else api_key_block, else OPENAI_API_KEY.")
-    api_key_block: str | None = Field(default=None, description="Name of a Prefect Secret block holding the key.")
-    extra_headers: dict[str, SecretStr] = Field(
-        default_factory=dict, description="Headers sent with every call (Azure api-key, proxy auth...)."
-    )
-    timeout_seconds: float = Field(default=30.0, gt=0, description="Per HTTP call.")
-    max_retries: int = Field(default=6, ge=0, le=20, description="Retries of 429, 5xx, timeouts, connection errors.")
-    backoff_base_seconds: float = Field(default=0.5, gt=0, description="First backoff ceiling; doubles per retry.")
-    backoff_max_seconds: float = Field(default=30.0, gt=0, description="Largest backoff ceiling.")
-    max_retry_after_seconds: float = Field(default=60.0, ge=0, description="Cap on a server's Retry-After.")
-    max_concurrency: int = Field(default=16, ge=1, le=1024, description="HTTP calls in flight per process.")
-    requests_per_minute: float | None = Field(default=None, gt=0, description="Per process; None = unlimited.")
-    tokens_per_minute: float | None = Field(default=None, gt=0, description="Per process; None = unlimited.")
-    completion_token_budget: int = Field(
-        default=512, ge=1, description="Completion tokens assumed per choice when reserving tokens/min."
-    )
-    seed: int | None = Field(default=7, description="Sent with every call; None sends none.")
-    temperature: float = Field(default=0.0, ge=0, le=2)
-    sample_temperature: float | None = Field(
-        default=0.3,
-        ge=0,
-        le=2,
-        description="Temperature of n > 1 samples (votes, generations), so they can differ; None = temperature.",
-    )
-    response_format: Literal["auto", "json_schema", "json_object", "text"] = "auto"
-    supports_n: Literal["auto"] | bool = Field(default="auto", description="Whether the server honours n > 1.")
-    prices: dict[str, ModelPrice] = Field(default_factory=dict, description="USD per million tokens, by model.")
-    cache_url: str | None = Field(default=None, description="fsspec URL of the call cache; None = no cache.")
-    cache_storage_options: dict[str, Any] = Field(default_factory=dict, description="fsspec options (no secrets).")
-    rate_limit_name: str | None = Field(default=None, description="Prefect global limit: one slot per call.")
-    token_rate_limit_name: str | None = Field(
-        default=None, description="Prefect global limit: one slot per 1,000 estimated tokens."
-    )
-
-    @field_validator("base_url")
-    @classmethod
-    def _no_credentials_in_url(cls, value: str | None) -> str | None:
-        if value is not None and redact_url(value) != value:
-            raise ValueError("base_url must not carry a password; use api_key or extra_headers")
-        return value.rstrip("/") if value else value
-
-    @field_validator("cache_storage_options")
-    @classmethod
-    def _no_storage_secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return reject_credentials(value, "cache_storage_options")
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.model)
-
-    @property
-    def endpoint(self) -> str:
-        return self.base_url or DEFAULT_OPENAI_URL
-
-    def with_default_cache(self, work_dir: str) -> JudgeSettings:
-        """These settings with ``cache_url`` defaulting to ``<work_dir>/judge-cache`` (an explicit one is kept)."""
-        if self.cache_url:
-            return self
-        return self.model_copy(update={"cache_url": f"{work_dir.rstrip('/')}/judge-cache"})
-
-
-@dataclass
-class MetricUsage:
-    """Counters of one metric's judge calls."""
-
-    http_calls: int = 0
-    cache_hits: int = 0
-    deduplicated: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    retries: int = 0
-    failures: int = 0
-
-
-_COUNTERS = tuple(MetricUsage.__dataclass_fields__)
-
-
-class UsageLedger:
-    """Thread-safe usage per metric with estimated cost; snapshots are plain JSON-serialisable dicts."""
-
-    def __init__(self, model: str, prices: Mapping[str, ModelPrice] | None = None) -> None:
-        self.model = model
-        self._price = (prices or {}).get(model)
-        self._metrics: dict[str, MetricUsage] = {}
-        self._lock = threading.Lock()
-
-    def add(self, metric: str, **counts: int) -> None:
-        with self._lock:
-            usage = self._metrics.setdefault(metric, MetricUsage())
-            for name, amount in counts.items():
-                setattr(usage, name, getattr(usage, name) + amount)
-
-    def _cost(self, prompt_tokens: int, completion_tokens: int) -> float | None:
-        if self._price is None:
-            return None
-        return (
-            prompt_tokens * self._price.prompt_per_million + completion_tokens * self._price.completion_per_million
-        ) / 1e6
-
-    def _row(self, usage: MetricUsage) -> dict[str, Any]:
-        row: dict[str, Any] = {"model": self.model, **asdict(usage)}
-        row["estimated_cost_usd"] = self._cost(usage.prompt_tokens, usage.completion_tokens)
-        return row
-
-    def snapshot(self) -> dict[str, dict[str, Any]]:
-        """``{metric: {model, http_calls, cache_hits, ..., estimated_cost_usd}}``; cost None when unpriced."""
-        with self._lock:
-            return {metric: self._row(usage) for metric, usage in sorted(self._metrics.items())}
-
-    def totals(self) -> dict[str, Any]:
-        with self._lock:
-            total = MetricUsage()
-            for usage in self._metrics.values():
-                for name in _COUNTERS:
-                    setattr(total, name, getattr(total, name) + getattr(usage, name))
-            return self._row(total)
-
-
-def merge_usage(*snapshots: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Sum per-metric snapshots (of several tasks); a cost stays None if any part of it is unpriced."""
-    merged: dict[str, dict[str, Any]] = {}
-    for snapshot in snapshots:
-        for metric, row in snapshot.items():
-            into = merged.setdefault(metric, {"model": row.get("model"), **dict.fromkeys(_COUNTERS, 0)})
-            if into["model"] != row.get("model"):
-                into["model"] = "mixed"
-            for name in _COUNTERS:
-                into[name] += int(row.get(name, 0))
-            cost, previous = row.get("estimated_cost_usd"), into.get("estimated_cost_usd", 0.0)
-            into["estimated_cost_usd"] = None if cost is None or previous is None else previous + cost
-    return merged
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -25,35 +25,17 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.events import emit_event
-from pydantic import BaseModel, ConfigDict, Field
 
+from ragpulse.tasks.config import AlertConfig
 from ragpulse.tasks.core.secrets import secret_text
-from ragpulse.tasks.monitoring.drift import DriftAlert, DriftReport
+from ragpulse.tasks.core.types import DriftAlert, DriftReport
 from ragpulse.tasks.warehouse import ALERTS_SCHEMA, open_warehouse
 
-__all__ = ["WEBHOOK_URL_ENV", "AlertOutcome", "AlertSettings", "send_alerts", "webhook_payload"]
+__all__ = ["EVENT_PREFIX", "WEBHOOK_URL_ENV", "AlertOutcome", "send_alerts", "webhook_payload", "webhook_url"]
 
 WEBHOOK_URL_ENV = "RAGPULSE_ALERT_WEBHOOK_URL"
 EVENT_PREFIX = "ragpulse.drift"
 _RETRIED_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
-
-
-class AlertSettings(BaseModel):
-    """Where alerts go. No secrets here: this is a flow and deployment parameter."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    webhook_block: str | None = Field(
-        default=None, description=f"Prefect Secret block holding the webhook URL; else ${WEBHOOK_URL_ENV}."
-    )
-    webhook_format: Literal["slack", "json"] = Field(
-        default="slack", description="slack: Slack-compatible {text, blocks}; json: ragpulse's own document."
-    )
-    emit_events: bool = Field(default=True, description="Emit a Prefect event per alert, for Automations.")
-    max_attempts: int = Field(default=4, ge=1, le=20, description="Webhook attempts before giving up.")
-    timeout_seconds: float = Field(default=10.0, gt=0)
-    backoff_seconds: float = Field(default=1.0, ge=0, description="First retry delay; doubles per attempt.")
-    report_url: str | None = Field(default=None, description="Link to a report, put in every message.")
 
 
 @dataclass(frozen=True)
@@ -66,7 +48,7 @@ class AlertOutcome:
         return {"sent": self.sent, "already_sent": self.already_sent, "failed": self.failed}
 
 
-def webhook_url(settings: AlertSettings) -> str | None:
+def webhook_url(settings: AlertConfig) -> str | None:
     """The webhook URL from the Prefect Secret block, else the environment; None: no webhook."""
     if settings.webhook_block:
         return secret_text(
@@ -82,7 +64,7 @@ def _number(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
-def webhook_payload(alerts: Sequence[DriftAlert], settings: AlertSettings) -> dict[str, Any]:
+def webhook_payload(alerts: Sequence[DriftAlert], settings: AlertConfig) -> dict[str, Any]:
     """One message for a partition's new alerts, Slack-compatible or as ragpulse's JSON document."""
     day = alerts[0].partition_date.isoformat()
     if settings.webhook_format == "json":
@@ -122,7 +104,7 @@ def webhook_payload(alerts: Sequence[DriftAlert], settings: AlertSettings) -> di
     }
 
 
-def _post(url: str, payload: dict[str, Any], settings: AlertSettings) -> tuple[int, str | None]:
+def _post(url: str, payload: dict[str, Any], settings: AlertConfig) -> tuple[int, str | None]:
     """POST with retries of timeouts, connection errors, 429 and 5xx; returns (attempts, error or None)."""
     error = None
     with httpx.Client(timeout=settings.timeout_seconds) as client:
@@ -216,10 +198,10 @@ def _artifact(report: DriftReport, outcome: AlertOutcome) -> None:
 
 @task(name="send-alerts", cache_policy=NO_CACHE, persist_result=False)
 def send_alerts(
-    warehouse_url: str, report: DriftReport, settings: AlertSettings | None = None, run_id: str = ""
+    warehouse_url: str, report: DriftReport, settings: AlertConfig | None = None, run_id: str = ""
 ) -> AlertOutcome:
     """Send the report's alerts not yet sent on each channel, record every outcome, write the artifact."""
-    settings = settings or AlertSettings()
+    settings = settings or AlertConfig()
     logger = get_run_logger()
     warehouse = open_warehouse(warehouse_url)
     day = report.partition_date

@@ -9,12 +9,9 @@ table (replacing the partition's rows, so a re-run never duplicates them).
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import math
-from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
@@ -24,83 +21,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
-from pydantic import BaseModel, ConfigDict, Field
 
 from ragpulse.metrics import Status
 from ragpulse.metrics.aspect_critique import BUILTIN_ASPECTS
-from ragpulse.metrics.drift import ALERTING, DriftThresholds, Sample, Verdict, compare
+from ragpulse.metrics.drift import ALERTING, Sample, Verdict, compare
 from ragpulse.metrics.registry import MetricRequest
+from ragpulse.tasks.config import DriftConfig
 from ragpulse.tasks.core.fingerprint import digest
+from ragpulse.tasks.core.types import DriftAlert, DriftReport
 from ragpulse.tasks.warehouse import DRIFT_SCHEMA, open_warehouse
 
-__all__ = [
-    "ALL_SEGMENTS", "DriftAlert", "DriftReport", "DriftSettings", "alerts_of", "detect_drift", "drift_rows",
-    "segment_values",
-]  # fmt: skip
+__all__ = ["ALL_SEGMENTS", "alerts_of", "detect_drift", "drift_rows", "segment_values"]
 
 ALL_SEGMENTS = "all"
 _OK, _FAILED = Status.OK.label, Status.FAILED.label
-_DEFAULT = DriftThresholds()
-
-
-class DriftSettings(BaseModel):
-    """How drift is judged; a flow and deployment parameter, so every field has a safe default."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    baseline_partitions: int = Field(default=7, ge=1, le=366, description="Previous partitions in the baseline.")
-    min_baseline_partitions: int = Field(
-        default=_DEFAULT.min_baseline_partitions, ge=1, description="Fewer baseline partitions: insufficient data."
-    )
-    min_samples: int = Field(
-        default=_DEFAULT.min_samples, ge=2, description="Fewer scores on either side: insufficient data."
-    )
-    min_delta: float = Field(default=_DEFAULT.min_delta, ge=0, le=1, description="Smallest mean change that alerts.")
-    confidence: float = Field(default=_DEFAULT.confidence, gt=0.5, lt=1, description="Level of intervals and tests.")
-    max_failure_rate_increase: float = Field(default=_DEFAULT.max_failure_rate_increase, ge=0, le=1)
-    max_coverage_drop: float = Field(default=_DEFAULT.max_coverage_drop, ge=0, le=1)
-    segment_key: str | None = Field(
-        default=None, description="Metadata key to segment by, e.g. metadata.app (nested keys with dots)."
-    )
-    max_segments: int = Field(default=20, ge=1, le=1000, description="Largest segments of the day compared.")
-    lower_is_better: tuple[str, ...] = Field(
-        default=(), description="Metrics where a higher score is worse (custom judges); built-in ones are known."
-    )
-
-    def thresholds(self) -> DriftThresholds:
-        """The statistical thresholds among these settings; the others (resamples, bootstrap limit) at defaults."""
-        shared = {item.name for item in dataclasses.fields(DriftThresholds)} & set(type(self).model_fields)
-        return DriftThresholds(**self.model_dump(include=shared))
-
-
-@dataclass(frozen=True)
-class DriftAlert:
-    """A comparison whose verdict alerts: what a webhook, event or artifact reports."""
-
-    partition_date: dt.date
-    metric: str
-    segment: str
-    verdict: str
-    detail: str
-    baseline_mean: float | None
-    current_mean: float | None
-    delta: float | None
-    judge_model: str | None
-
-    @property
-    def key(self) -> str:
-        """Identity of the alert: sent once per (partition, metric, segment)."""
-        return f"{self.partition_date.isoformat()}|{self.metric}|{self.segment}"
-
-
-@dataclass(frozen=True)
-class DriftReport:
-    partition_date: dt.date
-    rows: pa.Table
-    alerts: list[DriftAlert] = field(default_factory=list)
-
-    def verdict_counts(self) -> dict[str, int]:
-        return dict(sorted(Counter(self.rows["verdict"].to_pylist()).items()))
 
 
 def _json_path(key: str) -> str:
@@ -127,7 +61,7 @@ def segment_values(metadata: pa.ChunkedArray | pa.Array, key: str) -> pa.Chunked
         ).to_arrow_table()["segment"]
 
 
-def _higher_is_better(metric: str, settings: DriftSettings) -> bool:
+def _higher_is_better(metric: str, settings: DriftConfig) -> bool:
     if metric in settings.lower_is_better:
         return False
     request = MetricRequest.parse(metric)
@@ -179,7 +113,7 @@ def _seed(day: dt.date, metric: str, segment: str) -> int:
     return int(digest(day.isoformat(), metric, segment)[:8], 16)
 
 
-def _segments(current: pd.DataFrame, settings: DriftSettings) -> Iterator[tuple[str, str | None]]:
+def _segments(current: pd.DataFrame, settings: DriftConfig) -> Iterator[tuple[str, str | None]]:
     """(label, value) pairs: everything, then the day's largest segments."""
     yield ALL_SEGMENTS, None
     if settings.segment_key is None:
@@ -216,7 +150,7 @@ def _day_number(day: dt.date) -> int:
 
 
 def drift_rows(
-    scores: pa.Table, day: dt.date, window: Sequence[dt.date], settings: DriftSettings, run_id: str
+    scores: pa.Table, day: dt.date, window: Sequence[dt.date], settings: DriftConfig, run_id: str
 ) -> pa.Table:
     """Drift rows for ``day`` from long score rows of ``day`` and its baseline ``window`` (columns: partition_date,
     trace_id, metric, value, status, metric_version, judge_model, prompt_version, and segment when segmenting)."""
@@ -309,10 +243,10 @@ _SCORE_COLUMNS = [
 
 @task(name="detect-drift", cache_policy=NO_CACHE, persist_result=False)
 def detect_drift(
-    warehouse_url: str, day: dt.date, settings: DriftSettings | None = None, run_id: str = ""
+    warehouse_url: str, day: dt.date, settings: DriftConfig | None = None, run_id: str = ""
 ) -> DriftReport:
     """Compare ``day``'s published scores with the previous partitions and replace its rows in ``drift``."""
-    settings = settings or DriftSettings()
+    settings = settings or DriftConfig()
     logger = get_run_logger()
     warehouse = open_warehouse(warehouse_url)
     published = warehouse.read("runs", end=day, columns=["partition_date"])["partition_date"].to_pylist()

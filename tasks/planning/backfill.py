@@ -14,12 +14,12 @@ from typing import Any
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from ragpulse.tasks.core.config import RunSettings
+from ragpulse.tasks.config import RunConfig
 from ragpulse.tasks.core.errors import ConfigError
 from ragpulse.tasks.core.retry import IO_RETRIES
 from ragpulse.tasks.core.storage import partition_dates
+from ragpulse.tasks.planning.run import plan_run
 from ragpulse.tasks.warehouse import open_warehouse
-from ragpulse.tasks.warehouse.publish import plan_run
 
 __all__ = ["BackfillPlan", "config_hash", "plan_backfill", "published_config_hashes"]
 
@@ -32,9 +32,9 @@ class BackfillPlan:
     missing: list[dt.date] = field(default_factory=list)
 
 
-def config_hash(settings: RunSettings, *, judge_model: str | None = None, judge_base_url: str | None = None) -> str:
-    """The hash a run of ``settings`` stamps on its ``runs`` row."""
-    return plan_run(settings, judge_model=judge_model, judge_base_url=judge_base_url).run.config_hash
+def config_hash(config: RunConfig) -> str:
+    """The hash a run of ``config`` stamps on its ``runs`` row."""
+    return plan_run(config).run.config_hash
 
 
 def published_config_hashes(warehouse_url: str, start: dt.date, end: dt.date) -> dict[dt.date, str]:
@@ -51,29 +51,20 @@ def published_config_hashes(warehouse_url: str, start: dt.date, end: dt.date) ->
 
 
 @task(name="plan-backfill", cache_policy=NO_CACHE, persist_result=False, **IO_RETRIES)
-def plan_backfill(
-    settings: RunSettings,
-    start: dt.date,
-    end: dt.date,
-    *,
-    force: bool = False,
-    judge_model: str | None = None,
-    judge_base_url: str | None = None,
-) -> BackfillPlan:
+def plan_backfill(config: RunConfig, start: dt.date, end: dt.date, *, force: bool = False) -> BackfillPlan:
     """The partitions in [start, end] that the source has (every day for event-time partitioning), minus those
     already published with this configuration."""
     if end < start:
         raise ConfigError(f"backfill end {end} is before its start {start}")
-    if settings.source is None:
-        raise ConfigError("backfill needs a trace source")
-    expected = config_hash(settings, judge_model=judge_model, judge_base_url=judge_base_url)
+    expected = config_hash(config)
     days = [start + dt.timedelta(days=i) for i in range((end - start).days + 1)]
-    if settings.partitioning == "dt":
-        available = [d for d in partition_dates(settings.source, settings.storage_options) if start <= d <= end]
+    source = config.source
+    if source.partitioning == "dt":
+        available = [d for d in partition_dates(source.url, source.storage_options) if start <= d <= end]
     else:
         # Event-time sources have no day folders to list: every day of the range is tried.
         available = days
-    published = {} if force else published_config_hashes(settings.warehouse, start, end)
+    published = {} if force else published_config_hashes(config.output.warehouse, start, end)
     to_run = [d for d in available if published.get(d) != expected]
     skipped = [d for d in available if published.get(d) == expected]
     have = set(available)

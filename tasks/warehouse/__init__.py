@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from ragpulse.tasks.core.errors import ConfigError
 from ragpulse.tasks.core.secrets import secret_text
+from ragpulse.tasks.core.types import TRACE_ROWS_SCHEMA
 
 __all__ = [
     "ALERTS_SCHEMA",
@@ -109,19 +110,14 @@ VALIDATIONS_SCHEMA = pa.schema(
 )
 
 # One row per published trace, cut to excerpts (the full trace stays at source_file:source_line): for drill-down
-# from a score to its trace, and for segmenting scores by metadata.
+# from a score to its trace, and for segmenting scores by metadata. The run's trace rows (TRACE_ROWS_SCHEMA) with
+# their partition date and run id.
 TRACES_SCHEMA = pa.schema(
     [
         ("partition_date", pa.date32()),
-        ("trace_id", pa.string()),
+        TRACE_ROWS_SCHEMA.field("trace_id"),
         ("run_id", pa.string()),
-        ("timestamp", pa.timestamp("us", tz="UTC")),
-        ("question", pa.string()),
-        ("answer", pa.string()),
-        ("contexts", pa.string()),  # JSON list of {"id", "text", "score"}
-        ("metadata", pa.string()),  # JSON object, as staged
-        ("source_file", pa.string()),
-        ("source_line", pa.int64()),
+        *TRACE_ROWS_SCHEMA.remove(TRACE_ROWS_SCHEMA.get_field_index("trace_id")),
     ]
 )
 

@@ -9,8 +9,10 @@ from typing import Any
 
 import duckdb
 import pytest
+from prefect.exceptions import ParameterTypeError
 
 from ragpulse.flows.evaluate import evaluate_partition
+from ragpulse.tasks.config import OutputConfig, SourceConfig
 from tests.tasks.ingest.adapters.conftest import FIXTURES, copy_with_mtime, langsmith_parquet
 
 DAY = dt.date(2026, 3, 2)
@@ -22,11 +24,12 @@ def _rows(warehouse: Path, sql: str) -> list[tuple[Any, ...]]:
         return con.execute(sql).fetchall()
 
 
-def _run(tmp_path: Path, source: str, trace_format: str, **kwargs: Any) -> tuple[Any, Path]:
+def _run(tmp_path: Path, source: str, trace_format: str, **source_fields: Any) -> tuple[Any, Path]:
+    """The day of ``source`` in ``trace_format`` (``source_fields``: the rest of its SourceConfig) into DuckDB."""
     warehouse = tmp_path / "w.duckdb"
     summary = evaluate_partition(
-        source=source, date=DAY, warehouse=f"duckdb:///{warehouse}", work_dir=str(tmp_path / "work"),
-        trace_format=trace_format, **kwargs,
+        date=DAY, source=SourceConfig(url=source, format=trace_format, **source_fields),
+        output=OutputConfig(warehouse=f"duckdb:///{warehouse}", work_dir=str(tmp_path / "work")),
     )  # fmt: skip
     return summary, warehouse
 
@@ -39,7 +42,7 @@ def _check(
     assert sorted(t for (t,) in _rows(warehouse, "SELECT DISTINCT trace_id FROM scores")) == sorted(trace_ids)
     assert set(_rows(warehouse, "SELECT trace_id, field FROM quarantine")) == quarantined
     (config,) = _rows(warehouse, "SELECT config FROM runs")[0]
-    assert json.loads(config)["trace_format"] == trace_format
+    assert json.loads(config)["source"]["format"] == trace_format
 
 
 def test_openinference_spans_in_dt_folders(tmp_path: Path) -> None:
@@ -91,5 +94,8 @@ def test_langsmith_bulk_export_with_score_key(tmp_path: Path) -> None:
 
 
 def test_unknown_format_is_refused_before_reading(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="trace_format"):
+    with pytest.raises(ValueError, match="SourceConfig\nformat\n  Input should be 'ragpulse'"):
         _run(tmp_path, str(FIXTURES / "openinference"), "jaeger")
+    # As a deployment passes it: a plain mapping, refused by the flow's parameter validation.
+    with pytest.raises(ParameterTypeError, match=r"source\.format: Input should be 'ragpulse'"):
+        evaluate_partition(date=DAY, source={"url": str(FIXTURES / "openinference"), "format": "jaeger"})

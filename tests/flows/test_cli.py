@@ -65,16 +65,19 @@ def test_bad_options_are_clear_errors(args: list[str], message: str) -> None:
 
 
 def test_config_file_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ragpulse.tasks.core.config import load_settings
+    from ragpulse.tasks.config import load_config
 
     config = tmp_path / "ragpulse.toml"
     config.write_text('[ragpulse]\nsource = "s3://logs"\nbatch_size = 100\nmetrics = ["document_mrr"]\n')
     monkeypatch.setenv("RAGPULSE_BATCH_SIZE", "200")
-    settings = load_settings(config, metrics="precision@3, recall@3")
-    assert (settings.source, settings.batch_size, settings.metrics) == ("s3://logs", 200, ("precision@3", "recall@3"))
+    loaded = load_config(config, metrics="precision@3, recall@3")
+    assert (loaded.source.url, loaded.scoring.batch_size, loaded.scoring.metrics) == (
+        "s3://logs", 200, ("precision@3", "recall@3"),
+    )  # fmt: skip
 
     monkeypatch.delenv("RAGPULSE_BATCH_SIZE")
-    config.write_text("[ragpulse]\nbatch_size = 'many'\n")
+    # With a source: a file without one stops at "no trace source" before its values are validated.
+    config.write_text("[ragpulse]\nsource = \"s3://logs\"\nbatch_size = 'many'\n")
     result = runner.invoke(app, ["evaluate", "--date", "2026-11-01", "--config", str(config)])
     assert result.exit_code == 2
     assert "batch_size" in result.output and str(config) in " ".join(result.output.split())
@@ -85,11 +88,11 @@ def test_config_file_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_storage_options_must_not_carry_credentials() -> None:
-    from ragpulse.tasks.core.config import load_settings
+    from ragpulse.tasks.config import load_config
     from ragpulse.tasks.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="must not carry credentials \\(secret\\)"):
-        load_settings(None, storage_options={"endpoint_url": "http://minio", "secret": "s3cr3t"})
+        load_config(None, source="s3://logs", storage_options={"endpoint_url": "http://minio", "secret": "s3cr3t"})
 
 
 def test_missing_partition_exits_with_nearby_dates(tmp_path: Path) -> None:
@@ -208,7 +211,7 @@ def test_serve_registers_the_daily_schedule_and_pauses_it_on_exit(
             assert (schedule.schedule.cron, schedule.schedule.timezone, schedule.active) == (
                 "30 5 * * *", "Europe/Berlin", True,
             )  # fmt: skip
-            assert deployment.parameters["source"] == str(tmp_path)
+            assert deployment.parameters["source"]["url"] == str(tmp_path)
             assert deployment.parameters["drift"]["segment_key"] == "metadata.app"
             assert deployment.parameters["timezone"] == "Europe/Berlin"
             assert not deployment.paused

@@ -8,14 +8,15 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
 from prefect.client.orchestration import get_client
 
 from ragpulse.flows.evaluate import evaluate_partition
-from ragpulse.flows.runners import build_task_runner
 from ragpulse.metrics import DEFAULT_METRICS
+from ragpulse.tasks.config import OutputConfig, QualityConfig, RunnerConfig, ScoringConfig, SourceConfig
 from ragpulse.tasks.core.errors import PartitionNotFoundError
 from ragpulse.tasks.demo.generate import generate_demo_traces
 from ragpulse.tasks.quality.validate import OutputValidationError
@@ -32,6 +33,15 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def _groups(
+    source: Path | str, warehouse: Path, work_dir: Path | None = None, storage_options: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The source and output groups of a run of ``source`` into the DuckDB file ``warehouse``; without
+    ``work_dir`` the default one."""
+    output = OutputConfig(warehouse=f"duckdb:///{warehouse}", **({"work_dir": str(work_dir)} if work_dir else {}))
+    return {"source": SourceConfig(url=str(source), storage_options=storage_options or {}), "output": output}
+
+
 def _scores(warehouse: Path) -> list[tuple[object, ...]]:
     with duckdb.connect(str(warehouse), read_only=True) as con:
         return con.execute("SELECT trace_id, metric, value, status, reason FROM scores ORDER BY ALL").fetchall()
@@ -44,8 +54,8 @@ def _count(warehouse: Path, sql: str) -> object:
 
 def test_evaluates_publishes_and_reruns_idempotently(traces: Path, tmp_path: Path) -> None:
     warehouse = tmp_path / "w.duckdb"
-    kwargs = dict(source=str(traces), date=DAY, warehouse=f"duckdb:///{warehouse}", work_dir=str(tmp_path / "work"))
-    first = evaluate_partition(batch_size=50, **kwargs)
+    kwargs = dict(date=DAY, **_groups(traces, warehouse, tmp_path / "work"))
+    first = evaluate_partition(scoring=ScoringConfig(batch_size=50), **kwargs)
 
     assert first.n_traces == TRACES
     assert first.n_quarantined >= MALFORMED
@@ -63,7 +73,7 @@ def test_evaluates_publishes_and_reruns_idempotently(traces: Path, tmp_path: Pat
     assert _count(warehouse, "SELECT count(*) FROM validations WHERE success") > 10
     assert first.data_docs is not None and first.data_docs.startswith("file://")
 
-    second = evaluate_partition(batch_size=50, **kwargs)
+    second = evaluate_partition(scoring=ScoringConfig(batch_size=50), **kwargs)
     assert second.n_batches_cached == second.n_batches == first.n_batches
     assert _scores(warehouse) == rows
     assert _count(warehouse, "SELECT count(DISTINCT run_id) FROM scores") == 1
@@ -72,7 +82,7 @@ def test_evaluates_publishes_and_reruns_idempotently(traces: Path, tmp_path: Pat
 
 
 def test_summary_artifacts_are_attached(traces: Path, tmp_path: Path) -> None:
-    evaluate_partition(source=str(traces), date=DAY, warehouse=f"duckdb:///{tmp_path}/w.duckdb", work_dir=str(tmp_path))
+    evaluate_partition(date=DAY, **_groups(traces, tmp_path / "w.duckdb", tmp_path))
     with get_client(sync_client=True) as client:
         artifacts = client.read_latest_artifacts()
     by_key = {a.key: a for a in artifacts}
@@ -84,13 +94,9 @@ def test_summary_artifacts_are_attached(traces: Path, tmp_path: Path) -> None:
 def test_s3_source_scores_the_same_as_local_files(traces: Path, tmp_path: Path, s3) -> None:  # type: ignore[no-untyped-def]
     s3.fs.put(str(traces) + "/", f"{s3.name}/logs/", recursive=True)
     local, remote = tmp_path / "local.duckdb", tmp_path / "remote.duckdb"
-    evaluate_partition(source=str(traces), date=DAY, warehouse=f"duckdb:///{local}", work_dir=str(tmp_path / "a"))
+    evaluate_partition(date=DAY, **_groups(traces, local, tmp_path / "a"))
     summary = evaluate_partition(
-        source=f"{s3.url}/logs",
-        date=DAY,
-        warehouse=f"duckdb:///{remote}",
-        work_dir=str(tmp_path / "b"),
-        storage_options=s3.endpoint.storage_options,
+        date=DAY, **_groups(f"{s3.url}/logs", remote, tmp_path / "b", storage_options=s3.endpoint.storage_options)
     )
     assert summary.n_traces == TRACES
     assert _scores(remote) == _scores(local)
@@ -100,7 +106,7 @@ def test_s3_source_scores_the_same_as_local_files(traces: Path, tmp_path: Path, 
 
 def test_missing_partition_is_a_clear_error(traces: Path, tmp_path: Path) -> None:
     with pytest.raises(PartitionNotFoundError, match=r"no trace files for dt=2026-03-09 .* 2026-03-02"):
-        evaluate_partition(source=str(traces), date=dt.date(2026, 3, 9), warehouse=f"duckdb:///{tmp_path}/w.duckdb")
+        evaluate_partition(date=dt.date(2026, 3, 9), **_groups(traces, tmp_path / "w.duckdb"))
     assert not (tmp_path / "w.duckdb").exists()
 
 
@@ -147,20 +153,16 @@ def test_second_process_recomputes_nothing(traces: Path, tmp_path: Path, prefect
 @pytest.mark.slow
 def test_dask_task_runner_gives_the_same_scores(traces: Path, tmp_path: Path) -> None:
     threads, dask = tmp_path / "threads.duckdb", tmp_path / "dask.duckdb"
-    evaluate_partition(
-        source=str(traces), date=DAY, warehouse=f"duckdb:///{threads}", work_dir=str(tmp_path / "t"), batch_size=40
-    )
-    runner = build_task_runner("dask", max_workers=2)
-    summary = evaluate_partition.with_options(task_runner=runner)(
-        source=str(traces), date=DAY, warehouse=f"duckdb:///{dask}", work_dir=str(tmp_path / "d"), batch_size=40
-    )
+    scoring, runner = ScoringConfig(batch_size=40), RunnerConfig(kind="dask", max_workers=2)
+    evaluate_partition(date=DAY, scoring=scoring, **_groups(traces, threads, tmp_path / "t"))
+    summary = evaluate_partition(date=DAY, scoring=scoring, runner=runner, **_groups(traces, dask, tmp_path / "d"))
     assert summary.n_batches >= 3
     assert _scores(dask) == _scores(threads)
 
 
 def test_failing_output_suite_publishes_nothing(traces: Path, tmp_path: Path) -> None:
     warehouse = tmp_path / "w.duckdb"
-    kwargs = dict(source=str(traces), date=DAY, warehouse=f"duckdb:///{warehouse}", work_dir=str(tmp_path / "work"))
+    kwargs = dict(date=DAY, **_groups(traces, warehouse, tmp_path / "work"))
     first = evaluate_partition(**kwargs)
     before = _scores(warehouse)
     strict = tmp_path / "strict.json"
@@ -175,7 +177,7 @@ def test_failing_output_suite_publishes_nothing(traces: Path, tmp_path: Path) ->
         )
     )
     with pytest.raises(OutputValidationError, match=r"team_scores_out: expect_column_mean_to_be_between\(value\)"):
-        evaluate_partition(output_suite=str(strict), **kwargs)
+        evaluate_partition(quality=QualityConfig(output_suite=str(strict)), **kwargs)
     assert _scores(warehouse) == before
     assert _count(warehouse, "SELECT count(DISTINCT run_id) FROM runs") == 1
     failed = _count(

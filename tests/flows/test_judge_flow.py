@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragpulse.flows.evaluate import evaluate_partition
+from ragpulse.tasks.config import OutputConfig, QualityConfig, ScoringConfig, SourceConfig
 from ragpulse.tasks.demo.generate import generate_demo_traces
 from tests.doubles.judge_server import Fault, JudgeServer
 
@@ -60,6 +61,16 @@ def judge_env(judge_server: JudgeServer, monkeypatch: pytest.MonkeyPatch, tmp_pa
     return judge_server
 
 
+def _groups(traces: Path, warehouse: Path, work_dir: Path, metrics: list[str]) -> dict[str, Any]:
+    """The day's source, ``metrics`` and the output groups; the judge itself comes from RAGPULSE_JUDGE_*."""
+    return {
+        "date": DAY,
+        "source": SourceConfig(url=str(traces)),
+        "scoring": ScoringConfig(metrics=tuple(metrics)),
+        "output": OutputConfig(warehouse=f"duckdb:///{warehouse}", work_dir=str(work_dir)),
+    }
+
+
 def _records(traces: Path) -> list[dict[str, Any]]:
     """Every trace of the day, from each kind of file the demo writes."""
     records = []
@@ -81,8 +92,7 @@ def test_judge_metrics_are_scored_cached_and_never_leak_the_key(
     traces: Path, tmp_path: Path, judge_env: JudgeServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     warehouse = tmp_path / "w.duckdb"
-    common = dict(source=str(traces), date=DAY, metrics=JUDGED, warehouse=f"duckdb:///{warehouse}")
-    summary = evaluate_partition(work_dir=str(tmp_path / "work-1"), **common)
+    summary = evaluate_partition(**_groups(traces, warehouse, tmp_path / "work-1", JUDGED))
 
     values = dict(_rows(warehouse, "SELECT metric, list(DISTINCT value) FROM scores WHERE status = 'ok' GROUP BY 1"))
     assert values["faithfulness"] == [0.5]
@@ -110,7 +120,7 @@ def test_judge_metrics_are_scored_cached_and_never_leak_the_key(
     assert run_usage[0][0] == "judge-small" and json.loads(run_usage[0][1])["faithfulness"]["http_calls"] > 0
 
     # A fresh work dir misses the task cache, but every call is answered by the shared call cache.
-    again = evaluate_partition(work_dir=str(tmp_path / "work-2"), **common)
+    again = evaluate_partition(**_groups(traces, warehouse, tmp_path / "work-2", JUDGED))
     assert judge_env.calls == calls
     assert sum(u["http_calls"] for u in again.judge_usage.values()) == 0
     assert _rows(warehouse, "SELECT count(DISTINCT run_id) FROM scores") == [(1,)]
@@ -132,9 +142,8 @@ def test_a_failing_call_is_nan_with_a_reason_and_the_rest_completes(
     judge_env.fault_rule = lambda body: Fault.rate_limited(retry_after="0") if needle in json.dumps(body) else None
     warehouse = tmp_path / "w.duckdb"
     evaluate_partition(
-        source=str(traces), date=DAY, metrics=["faithfulness"], warehouse=f"duckdb:///{warehouse}",
-        work_dir=str(tmp_path / "work"), max_failure_rate=0.5,
-    )  # fmt: skip
+        quality=QualityConfig(max_failure_rate=0.5), **_groups(traces, warehouse, tmp_path / "work", ["faithfulness"])
+    )
     failed = _rows(warehouse, "SELECT trace_id, value, reason FROM scores WHERE status = 'failed'")
     assert {trace for trace, _, _ in failed} == affected
     assert {(value, reason) for _, value, reason in failed} == {(None, "rate_limited_after_2_retries")}
@@ -143,19 +152,14 @@ def test_a_failing_call_is_nan_with_a_reason_and_the_rest_completes(
 
 def test_without_a_judge_the_llm_metrics_are_skipped_and_said_so(traces: Path, tmp_path: Path) -> None:
     warehouse = tmp_path / "w.duckdb"
-    summary = evaluate_partition(
-        source=str(traces), date=DAY, metrics=JUDGED, warehouse=f"duckdb:///{warehouse}", work_dir=str(tmp_path)
-    )
+    summary = evaluate_partition(**_groups(traces, warehouse, tmp_path, JUDGED))
     assert summary.skipped_metrics == ["faithfulness", "context_recall", "aspect_critique:coherence"]
     assert _rows(warehouse, "SELECT DISTINCT metric FROM scores") == [("document_mrr",)]
 
 
 def test_semantic_similarity_needs_no_judge(traces: Path, tmp_path: Path) -> None:
     warehouse = tmp_path / "w.duckdb"
-    summary = evaluate_partition(
-        source=str(traces), date=DAY, metrics=["answer_semantic_similarity", "answer_f1"],
-        warehouse=f"duckdb:///{warehouse}", work_dir=str(tmp_path),
-    )  # fmt: skip
+    summary = evaluate_partition(**_groups(traces, warehouse, tmp_path, ["answer_semantic_similarity", "answer_f1"]))
     assert summary.skipped_metrics == []
     rows = _rows(
         warehouse,

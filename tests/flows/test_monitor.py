@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import random
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,8 @@ from prefect.client.orchestration import get_client
 
 from ragpulse.flows.backfill import backfill, progress_listener
 from ragpulse.flows.monitor import monitor
-from ragpulse.tasks.monitoring.alerts import WEBHOOK_URL_ENV, AlertSettings
-from ragpulse.tasks.monitoring.drift import DriftSettings
+from ragpulse.tasks.config import AlertConfig, DriftConfig, OutputConfig, ScoringConfig, SourceConfig
+from ragpulse.tasks.monitoring.alerts import WEBHOOK_URL_ENV
 from tests.doubles.webhook_receiver import SECRET_PATH, WebhookReceiver
 
 START = dt.date(2026, 4, 1)
@@ -24,8 +25,17 @@ DAYS = [START + dt.timedelta(days=i) for i in range(7)]
 DROP_DAY = DAYS[-1]
 METRICS = ["document_mrr", "document_recall_single_hit", "answer_f1"]
 PER_DAY = 240
-DRIFT = DriftSettings(segment_key="metadata.app")
-ALERTS = AlertSettings(webhook_format="json", backoff_seconds=0, max_attempts=3)
+DRIFT = DriftConfig(segment_key="metadata.app")
+ALERTS = AlertConfig(webhook_format="json", backoff_seconds=0, max_attempts=3)
+
+
+def _groups(source: Path, warehouse: str, work_dir: str, metrics: Sequence[str] = METRICS) -> dict[str, Any]:
+    """The source, scoring (``metrics`` in batches of 100) and output groups every run here shares."""
+    return {
+        "source": SourceConfig(url=str(source)),
+        "scoring": ScoringConfig(metrics=tuple(metrics), batch_size=100),
+        "output": OutputConfig(warehouse=warehouse, work_dir=work_dir),
+    }
 
 
 def _write_day(root: Path, day: dt.date, rng: random.Random, *, sales_hit_rate: float) -> None:
@@ -83,8 +93,8 @@ def baseline_warehouse(history: Path, tmp_path_factory: pytest.TempPathFactory) 
     recorder = _Recorder()
     with progress_listener(recorder):
         state = backfill(
-            source=str(history), start=DAYS[0], end=DAYS[-2], metrics=METRICS, warehouse=f"duckdb:///{warehouse}",
-            work_dir=str(work), batch_size=100, concurrency=2, drift=DRIFT, return_state=True,
+            start=DAYS[0], end=DAYS[-2], concurrency=2, drift=DRIFT, return_state=True,
+            **_groups(history, f"duckdb:///{warehouse}", str(work)),
         )  # fmt: skip
     assert state.is_completed(), state.message
     result = state.result()
@@ -121,22 +131,22 @@ def test_backfill_skips_what_is_published_with_the_same_configuration(
     history: Path, baseline_warehouse: tuple[Path, Path], tmp_path: Path
 ) -> None:
     warehouse, work = _copy(baseline_warehouse, tmp_path)
-    common = dict(source=str(history), start=DAYS[0], end=DAYS[-2], warehouse=warehouse, work_dir=work, batch_size=100)
-    again = backfill(metrics=METRICS, **common)
+    common = dict(start=DAYS[0], end=DAYS[-2])
+    again = backfill(**common, **_groups(history, warehouse, work))
     assert again.completed == [] and again.skipped == DAYS[:-1]
     # A run interrupted before its publish left no runs row: only that partition runs again, from the cache.
     with duckdb.connect(warehouse.removeprefix("duckdb:///")) as con:
         con.execute(f"DELETE FROM runs WHERE partition_date = '{DAYS[2]}'")
-    resumed = backfill(metrics=METRICS, **common)
+    resumed = backfill(**common, **_groups(history, warehouse, work))
     assert resumed.completed == [DAYS[2]] and resumed.skipped == [d for d in DAYS[:-1] if d != DAYS[2]]
     (summary,) = resumed.summaries
     assert summary.n_batches_cached == summary.n_batches
     # --force re-runs every partition, from the task cache.
-    forced = backfill(metrics=METRICS, force=True, concurrency=3, **common)
+    forced = backfill(force=True, concurrency=3, **common, **_groups(history, warehouse, work))
     assert forced.completed == DAYS[:-1]
     assert all(summary.n_batches_cached == summary.n_batches for summary in forced.summaries)
     # Another metric set is another configuration: every partition runs again.
-    fewer = backfill(metrics=METRICS[:2], **common)
+    fewer = backfill(**common, **_groups(history, warehouse, work, METRICS[:2]))
     assert fewer.completed == DAYS[:-1] and fewer.config_hash != again.config_hash
 
 
@@ -146,8 +156,8 @@ def test_the_drop_is_detected_on_its_day_and_alerted_once(
 ) -> None:  # fmt: skip
     warehouse, work = _copy(baseline_warehouse, tmp_path)
     monkeypatch.setenv(WEBHOOK_URL_ENV, webhook.url)
-    kwargs = dict(source=str(history), date=DROP_DAY, metrics=METRICS, warehouse=warehouse, work_dir=work)
-    first = monitor(batch_size=100, drift=DRIFT, alerts=ALERTS, **kwargs)
+    kwargs = dict(date=DROP_DAY, drift=DRIFT, alerts=ALERTS, **_groups(history, warehouse, work))
+    first = monitor(**kwargs)
 
     degraded = _query(
         Path(warehouse.removeprefix("duckdb:///")),
@@ -163,7 +173,7 @@ def test_the_drop_is_detected_on_its_day_and_alerted_once(
     assert sorted((a["metric"], a["segment"]) for a in message["alerts"]) == degraded
     assert sorted(first.alerts["sent"]) == sorted(f"{DROP_DAY}|{m}|{s}" for m, s in degraded)
 
-    second = monitor(batch_size=100, drift=DRIFT, alerts=ALERTS, **kwargs)
+    second = monitor(**kwargs)
     assert len(webhook.messages) == 1
     assert second.alerts["sent"] == [] and sorted(second.alerts["already_sent"]) == sorted(first.alerts["sent"])
     path = Path(warehouse.removeprefix("duckdb:///"))
@@ -184,8 +194,8 @@ def test_a_failing_webhook_is_retried_reported_and_sent_by_the_next_run(
     path = Path(warehouse.removeprefix("duckdb:///"))
     monkeypatch.setenv(WEBHOOK_URL_ENV, webhook.url)
     webhook.fail(503, 100)
-    kwargs = dict(source=str(history), date=DROP_DAY, metrics=METRICS, warehouse=warehouse, work_dir=work)
-    result = monitor(batch_size=100, drift=DRIFT, alerts=ALERTS, **kwargs)
+    kwargs = dict(date=DROP_DAY, drift=DRIFT, alerts=ALERTS, **_groups(history, warehouse, work))
+    result = monitor(**kwargs)
 
     assert webhook.attempts == ALERTS.max_attempts and webhook.messages == []
     assert result.alerts["failed"] and result.summary.n_traces == PER_DAY
@@ -195,7 +205,7 @@ def test_a_failing_webhook_is_retried_reported_and_sent_by_the_next_run(
     assert not _query(path, f"SELECT * FROM alerts WHERE error LIKE '%{SECRET_PATH}%'")
 
     webhook.fail(503, 0)
-    retry = monitor(batch_size=100, drift=DRIFT, alerts=ALERTS, **kwargs)
+    retry = monitor(**kwargs)
     assert len(webhook.messages) == 1
     assert sorted(retry.alerts["sent"]) == sorted(result.alerts["failed"])
     events = _query(path, "SELECT count(*) FROM alerts WHERE channel = 'event'")
@@ -210,11 +220,11 @@ def test_the_webhook_url_can_come_from_a_secret_block(webhook: WebhookReceiver) 
 
     Secret(value=webhook.url).save("ragpulse-test-webhook", overwrite=True)
     Secret(value="not a url").save("ragpulse-test-not-a-url", overwrite=True)
-    assert webhook_url(AlertSettings(webhook_block="ragpulse-test-webhook")) == webhook.url
+    assert webhook_url(AlertConfig(webhook_block="ragpulse-test-webhook")) == webhook.url
     with pytest.raises(ConfigError, match="'ragpulse-test-not-a-url' must hold an http"):
-        webhook_url(AlertSettings(webhook_block="ragpulse-test-not-a-url"))
+        webhook_url(AlertConfig(webhook_block="ragpulse-test-not-a-url"))
     with pytest.raises(ConfigError, match="no Prefect Secret block named 'absent' \\(alert webhook\\)"):
-        webhook_url(AlertSettings(webhook_block="absent"))
+        webhook_url(AlertConfig(webhook_block="absent"))
 
 
 def test_yesterday_is_taken_in_the_schedules_timezone_from_the_scheduled_start(

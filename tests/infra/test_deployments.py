@@ -3,7 +3,6 @@ schedule parses. Generic on purpose: it checks whatever deployments the file hol
 
 from __future__ import annotations
 
-import importlib
 import re
 import zoneinfo
 from datetime import timedelta
@@ -14,8 +13,11 @@ import pytest
 import yaml
 from prefect import Flow
 from prefect.client.schemas.schedules import CronSchedule, IntervalSchedule, RRuleSchedule
+from prefect.flows import load_flow_from_entrypoint
 from prefect.utilities.callables import parameter_schema
 from prefect.utilities.schema_tools.validation import validate
+
+from ragpulse.tasks.config import GROUPS
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFECT_YAML = ROOT / "deployments" / "prefect.yaml"
@@ -68,11 +70,11 @@ TEMPLATED = object()
 
 
 def load_entrypoint(entrypoint: str) -> Flow[Any, Any]:
-    path, _, name = entrypoint.partition(":")
-    assert name, f"entrypoint {entrypoint!r} must be <file>.py:<flow function>"
-    assert (ROOT / path).is_file(), f"entrypoint file {path} does not exist (relative to the repository root)"
-    module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
-    flow = getattr(module, name, None)
+    """The flow as a worker loads it: by module path from the installed package, not from a file of this checkout."""
+    module, _, name = entrypoint.partition(":")
+    assert name and not module.endswith(".py"), f"entrypoint {entrypoint!r} must be <module path>:<flow function>"
+    assert module.startswith("ragpulse."), f"entrypoint {entrypoint!r} is not in the ragpulse package"
+    flow = load_flow_from_entrypoint(entrypoint, use_placeholder_flow=False)
     assert isinstance(flow, Flow), f"{entrypoint} is not a Prefect flow (got {type(flow).__name__})"
     return flow
 
@@ -162,3 +164,23 @@ def test_templated_values_are_recognised() -> None:
     assert resolve({"a": ["{{ prefect.variables.x }}", 1]}, env) == {"a": [TEMPLATED, 1]}
     with pytest.raises(AssertionError, match="NOT_DECLARED"):
         resolve("{{ $NOT_DECLARED }}", env)
+
+
+@pytest.mark.parametrize("deployment", DEPLOYMENTS, ids=lambda d: d.get("name", "?"))
+def test_deployments_fill_every_configuration_group_explicitly(deployment: dict[str, Any]) -> None:
+    """A run's parameter override replaces whole groups (Prefect merges shallowly), and a setting left to the flow's
+    default is invisible in prefect.yaml: so every group the flow takes is there, with every field written out,
+    and the values are exactly what the flow receives."""
+    flow = load_entrypoint(deployment["entrypoint"])
+    parameters = resolve(deployment.get("parameters") or {}, env_example())
+    taken = [name for name in parameter_schema(flow).model_dump_for_openapi()["properties"] if name in GROUPS]
+    assert taken, f"{flow.name} takes no configuration groups"
+    for name in taken:
+        assert name in parameters, f"deployment {deployment['name']!r} leaves group {name!r} to the flow's default"
+        missing = sorted(set(GROUPS[name].model_fields) - set(parameters[name]))
+        assert not missing, f"deployment {deployment['name']!r}, group {name!r}: {missing} not written out"
+    # Run-time parameters without a deployment value (evaluate-partition's date) get one, to validate the rest.
+    run_time = {name: "2026-01-01" for name in parameter_schema(flow).required if name not in parameters}
+    validated = flow.validate_parameters({**parameters, **run_time})
+    for name in taken:
+        assert validated[name] == GROUPS[name].model_validate(parameters[name]), name

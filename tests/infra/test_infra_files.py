@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ragpulse.tasks.core.config import RunSettings
-from ragpulse.tasks.judge.client import JudgeSettings
+from ragpulse.tasks.config import SETTINGS
+from ragpulse.tasks.judge.settings import JudgeSettings
 from ragpulse.tasks.scoring.embed import TORCH_THREADS_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,7 +94,7 @@ def containers(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 def ragpulse_setting_names() -> set[str]:
     """Env var names ragpulse's own settings read."""
-    names = {f"RAGPULSE_{field.upper()}" for field in RunSettings.model_fields}
+    names = {setting.env for setting in SETTINGS.values()}
     names |= {f"RAGPULSE_JUDGE_{field.upper()}" for field in JudgeSettings.model_fields}
     return names | {TORCH_THREADS_ENV, "RAGPULSE_CONFIG"}
 

@@ -35,7 +35,7 @@ from ragpulse.metrics.registry import build_judge_metrics
 from tests.doubles.fake_judge import FakeEmbedder, FakeJudge, prompt_chars, reply, traces
 
 ROOT = Path(__file__).resolve().parents[2]
-CORPUS = ROOT / "tasks" / "demo_corpus" / "ares_sample.jsonl.gz"
+CORPUS = ROOT / "tasks" / "demo" / "corpus" / "ares_sample.jsonl.gz"
 
 JUDGE_FAMILIES = {
     "faithfulness": "faithfulness",
@@ -127,7 +127,7 @@ def test_every_judge_family_is_registered_but_not_a_default() -> None:
 
 
 def test_compute_refuses_judge_metrics() -> None:
-    with pytest.raises(ShapeError, match=r"use metrics\.judge\.judge_batch"):
+    with pytest.raises(ShapeError, match=r"use ragpulse\.metrics\.judge\.judge_batch"):
         compute(traces({"question": "q"}), parse_metrics(["faithfulness"]))
 
 

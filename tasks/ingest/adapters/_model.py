@@ -18,7 +18,18 @@ from typing import Any, Literal
 
 from ragpulse.metrics.errors import InvalidRecordError
 
-__all__ = ["AdapterOptions", "Document", "Kind", "Span", "assemble", "dig", "parse_time", "text_of"]
+__all__ = [
+    "DEFAULT_ANSWER_KEYS",
+    "DEFAULT_QUESTION_KEYS",
+    "AdapterOptions",
+    "Document",
+    "Kind",
+    "Span",
+    "assemble",
+    "dig",
+    "parse_time",
+    "text_of",
+]
 
 Kind = Literal["trace", "chain", "retriever", "reranker", "llm", "other"]
 """What a span does; ``trace`` is a trace-level record (Langfuse's traces table), preferred as the root."""

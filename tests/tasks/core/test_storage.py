@@ -18,7 +18,7 @@ import pytest
 from ragpulse.tasks.core.errors import ConfigError, PartitionNotFoundError, StorageError
 from ragpulse.tasks.core.retry import only_transient
 from ragpulse.tasks.core.storage import SourceFile, filesystem, list_partition_files, partition_dates, redact_url
-from ragpulse.tasks.ingest.stage import stage_records
+from ragpulse.tasks.ingest.staging import stage_records
 
 DATE = dt.date(2024, 3, 11)
 PARTITION = f"root/dt={DATE.isoformat()}"

@@ -38,8 +38,10 @@ from ragpulse.metrics.judge import (
 )
 from ragpulse.tasks.core.errors import ConfigError
 from ragpulse.tasks.judge.cache import JudgeCache
-from ragpulse.tasks.judge.client import JudgeSettings, OpenAIJudge, merge_usage, retry_after_seconds
+from ragpulse.tasks.judge.client import OpenAIJudge, retry_after_seconds
 from ragpulse.tasks.judge.ratelimit import ConcurrencyGate, TokenBucket
+from ragpulse.tasks.judge.settings import JudgeSettings
+from ragpulse.tasks.judge.usage import merge_usage
 from tests.doubles.judge_server import Fault, JudgeServer, fresh_judge_server
 
 T = TypeVar("T")
@@ -584,7 +586,7 @@ def test_another_process_reads_the_same_cache(server: JudgeServer, model: str, t
     script = """
 import asyncio, json, sys
 from ragpulse.metrics.judge import JudgeRequest
-from ragpulse.tasks.judge.client import JudgeSettings, OpenAIJudge
+from ragpulse.tasks.judge import JudgeSettings, OpenAIJudge
 settings = JudgeSettings.model_validate_json(sys.argv[1])
 request = JudgeRequest(**json.loads(sys.argv[2]))
 judge = OpenAIJudge(settings)

@@ -9,8 +9,10 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from ragpulse.tasks.monitoring.alerts import AlertSettings, _post, webhook_payload
-from ragpulse.tasks.monitoring.drift import DriftAlert, DriftSettings, alerts_of, drift_rows, segment_values
+from ragpulse.tasks.config import AlertConfig, DriftConfig
+from ragpulse.tasks.core.types import DriftAlert
+from ragpulse.tasks.monitoring.alerts import _post, webhook_payload
+from ragpulse.tasks.monitoring.drift import alerts_of, drift_rows, segment_values
 from tests.doubles.webhook_receiver import SECRET_PATH, WebhookReceiver
 
 DAYS = [dt.date(2026, 5, 1) + dt.timedelta(days=i) for i in range(8)]
@@ -63,7 +65,7 @@ def test_a_drop_in_one_segment_is_found_in_that_segment() -> None:
         ]
         for day in DAYS
     }
-    settings = DriftSettings(segment_key="metadata.app")
+    settings = DriftConfig(segment_key="metadata.app")
     rows = drift_rows(_history(history), DAYS[-1], DAYS[:-1], settings, "run-1").to_pylist()
     by_segment = {row["segment"]: row for row in rows}
     assert set(by_segment) == {"all", "metadata.app=support", "metadata.app=sales"}
@@ -81,8 +83,8 @@ def test_a_drop_in_one_segment_is_found_in_that_segment() -> None:
 def test_the_same_seed_gives_the_same_rows() -> None:
     rng = np.random.default_rng(2)
     history = _history({day: [_rows(day, "answer_f1", 0.6, 50, rng)] for day in DAYS})
-    first = drift_rows(history, DAYS[-1], DAYS[:-1], DriftSettings(), "r").drop_columns(["computed_at"])
-    second = drift_rows(history, DAYS[-1], DAYS[:-1], DriftSettings(), "r").drop_columns(["computed_at"])
+    first = drift_rows(history, DAYS[-1], DAYS[:-1], DriftConfig(), "r").drop_columns(["computed_at"])
+    second = drift_rows(history, DAYS[-1], DAYS[:-1], DriftConfig(), "r").drop_columns(["computed_at"])
     assert first.equals(second)
 
 
@@ -90,7 +92,7 @@ def test_scores_of_another_judge_are_not_the_baseline() -> None:
     rng = np.random.default_rng(3)
     history = {day: [_rows(day, "faithfulness", 0.9, 100, rng, judge="gpt-a", prompt="faithfulness/1")] for day in DAYS}
     history[DAYS[-1]] = [_rows(DAYS[-1], "faithfulness", 0.5, 100, rng, judge="gpt-b", prompt="faithfulness/1")]
-    (row,) = drift_rows(_history(history), DAYS[-1], DAYS[:-1], DriftSettings(), "r").to_pylist()
+    (row,) = drift_rows(_history(history), DAYS[-1], DAYS[:-1], DriftConfig(), "r").to_pylist()
     assert row["verdict"] == "no_baseline"
     assert (
         "another scorer" in row["detail"] and "judge gpt-a" in row["detail"] and "current: judge gpt-b" in row["detail"]
@@ -100,7 +102,7 @@ def test_scores_of_another_judge_are_not_the_baseline() -> None:
     # Part of the window made with the current judge: compared against that part only, and said so.
     for day in DAYS[4:-1]:
         history[day] = [_rows(day, "faithfulness", 0.9, 100, rng, judge="gpt-b", prompt="faithfulness/1")]
-    (row,) = drift_rows(_history(history), DAYS[-1], DAYS[:-1], DriftSettings(), "r").to_pylist()
+    (row,) = drift_rows(_history(history), DAYS[-1], DAYS[:-1], DriftConfig(), "r").to_pylist()
     assert row["verdict"] == "degraded" and row["baseline_partitions"] == 3
     assert "baseline excludes 4 partition(s) scored with judge gpt-a" in row["detail"]
 
@@ -109,7 +111,7 @@ def test_failures_and_direction() -> None:
     rng = np.random.default_rng(4)
     history = {day: [_rows(day, "aspect_critique:harmfulness", 0.1, 100, rng, failed=1)] for day in DAYS}
     history[DAYS[-1]] = [_rows(DAYS[-1], "aspect_critique:harmfulness", 0.4, 100, rng, failed=20)]
-    (row,) = drift_rows(_history(history), DAYS[-1], DAYS[:-1], DriftSettings(), "r").to_pylist()
+    (row,) = drift_rows(_history(history), DAYS[-1], DAYS[:-1], DriftConfig(), "r").to_pylist()
     assert row["verdict"] == "degraded"  # harmfulness going up is worse
     assert "failure rate 1.0% -> 20.0%" in row["detail"]
     assert row["current_failure_rate"] == pytest.approx(0.2)
@@ -118,9 +120,9 @@ def test_failures_and_direction() -> None:
 def test_young_history_is_insufficient_not_an_alarm() -> None:
     rng = np.random.default_rng(5)
     history = _history({day: [_rows(day, "document_mrr", 0.9 if day < DAYS[2] else 0.1, 100, rng)] for day in DAYS[:3]})
-    (row,) = drift_rows(history, DAYS[2], DAYS[:2], DriftSettings(), "r").to_pylist()
+    (row,) = drift_rows(history, DAYS[2], DAYS[:2], DriftConfig(), "r").to_pylist()
     assert row["verdict"] == "insufficient_data"
-    (first,) = drift_rows(history, DAYS[0], [], DriftSettings(), "r").to_pylist()
+    (first,) = drift_rows(history, DAYS[0], [], DriftConfig(), "r").to_pylist()
     assert first["verdict"] == "no_baseline" and first["baseline_start"] is None
 
 
@@ -150,32 +152,32 @@ def _alert(metric: str = "document_mrr") -> DriftAlert:
 
 
 def test_webhook_payloads() -> None:
-    slack = webhook_payload([_alert(), _alert("answer_f1")], AlertSettings(report_url="https://r.example/x.html"))
+    slack = webhook_payload([_alert(), _alert("answer_f1")], AlertConfig(report_url="https://r.example/x.html"))
     assert slack["text"] == f"ragpulse: 2 drift alert(s) for dt={DAYS[0]}"
     section = slack["blocks"][1]["text"]["text"]
     assert "*document_mrr* (all): degraded, mean 0.700 → 0.450" in section and "Open the report" in section
-    generic = webhook_payload([_alert()], AlertSettings(webhook_format="json"))
+    generic = webhook_payload([_alert()], AlertConfig(webhook_format="json"))
     assert generic["alerts"][0]["key"] == f"{DAYS[0]}|document_mrr|all"
     assert generic["alerts"][0]["delta"] == -0.25
 
 
 def test_webhook_retries_then_succeeds(webhook: WebhookReceiver) -> None:
     webhook.fail(503, 2)
-    attempts, error = _post(webhook.url, {"text": "x"}, AlertSettings(backoff_seconds=0))
+    attempts, error = _post(webhook.url, {"text": "x"}, AlertConfig(backoff_seconds=0))
     assert (attempts, error) == (3, None)
     assert webhook.messages == [{"text": "x"}]
 
 
 def test_webhook_gives_up_without_leaking_its_url(webhook: WebhookReceiver) -> None:
     webhook.fail(503, 10)
-    attempts, error = _post(webhook.url, {"text": "x"}, AlertSettings(backoff_seconds=0, max_attempts=3))
+    attempts, error = _post(webhook.url, {"text": "x"}, AlertConfig(backoff_seconds=0, max_attempts=3))
     assert attempts == 3 and webhook.attempts == 3
     assert error == "HTTP 503 from 127.0.0.1" and SECRET_PATH not in error
     webhook.fail(400, 1)
-    attempts, error = _post(webhook.url, {"text": "x"}, AlertSettings(backoff_seconds=0))
+    attempts, error = _post(webhook.url, {"text": "x"}, AlertConfig(backoff_seconds=0))
     assert attempts == 1 and error == "HTTP 400 from 127.0.0.1"
 
 
 def test_unreachable_webhook_is_an_error_not_an_exception() -> None:
-    attempts, error = _post("http://127.0.0.1:9/hook", {}, AlertSettings(backoff_seconds=0, max_attempts=2))
+    attempts, error = _post("http://127.0.0.1:9/hook", {}, AlertConfig(backoff_seconds=0, max_attempts=2))
     assert attempts == 2 and error == "ConnectError reaching 127.0.0.1"

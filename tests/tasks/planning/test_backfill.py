@@ -5,28 +5,43 @@ from __future__ import annotations
 import datetime as dt
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
-from ragpulse.tasks.core.config import RunSettings
+from ragpulse.tasks.config import JudgeConfig, OutputConfig, RunConfig, RunnerConfig, ScoringConfig, SourceConfig
 from ragpulse.tasks.planning.backfill import config_hash, published_config_hashes
 from ragpulse.tasks.warehouse import QUARANTINE_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, Publication, open_warehouse
 
 DAY = dt.date(2026, 7, 1)
 
 
+def _config(tmp_path: Path, **groups: Any) -> RunConfig:
+    """A run of s3://b/t with its work dir in ``tmp_path``; ``groups`` replace those groups."""
+    return RunConfig(
+        **{"source": SourceConfig(url="s3://b/t"), "output": OutputConfig(work_dir=str(tmp_path)), **groups}
+    )
+
+
 def test_the_hash_follows_what_can_change_a_score(tmp_path: Path) -> None:
-    base = RunSettings(source="s3://b/t", work_dir=str(tmp_path))
-    same = config_hash(base.model_copy(update={"batch_size": 10, "max_workers": 1, "warehouse": "x.duckdb"}))
+    base = _config(tmp_path)
+    same = config_hash(
+        _config(
+            tmp_path, scoring=ScoringConfig(batch_size=10), runner=RunnerConfig(max_workers=1),
+            output=OutputConfig(work_dir=str(tmp_path), warehouse="x.duckdb"),
+        )
+    )  # fmt: skip
     assert same == config_hash(base)
     changed = [
-        base.model_copy(update={"metrics": ("document_mrr",)}),
-        base.model_copy(update={"sample_rate": 0.5}),
+        _config(tmp_path, scoring=ScoringConfig(metrics=("document_mrr",))),
+        _config(tmp_path, scoring=ScoringConfig(sample_rate=0.5)),
     ]
-    hashes = {config_hash(base), *(config_hash(settings) for settings in changed)}
+    hashes = {config_hash(base), *(config_hash(config) for config in changed)}
     assert len(hashes) == 3
-    judged = RunSettings(source="s3://b/t", work_dir=str(tmp_path), metrics=("faithfulness",))
-    assert config_hash(judged, judge_model="gpt-a") != config_hash(judged, judge_model="gpt-b")
+    judged = ScoringConfig(metrics=("faithfulness",))
+    assert config_hash(_config(tmp_path, scoring=judged, judge=JudgeConfig(model="gpt-a"))) != config_hash(
+        _config(tmp_path, scoring=judged, judge=JudgeConfig(model="gpt-b"))
+    )
 
 
 def _run(run_id: str, day: dt.date, config: str) -> pa.Table:

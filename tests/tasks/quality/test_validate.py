@@ -1,10 +1,13 @@
-"""Great Expectations gates with real GX: bad traces are quarantined, bad score tables never published."""
+"""Great Expectations gates with real GX: bad traces are quarantined, bad score tables never published; GX is
+imported only when a suite runs."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,19 +18,20 @@ from prefect.logging import disable_run_logger
 
 from ragpulse.metrics import Status
 from ragpulse.tasks.core.storage import list_partition_files
-from ragpulse.tasks.ingest.stage import StagedPartition, stage_records
-from ragpulse.tasks.quality.validate import (
+from ragpulse.tasks.core.types import PartitionScores, RunInfo, StagedPartition
+from ragpulse.tasks.ingest.staging import stage_records
+from ragpulse.tasks.quality.checks import (
     DEFAULT_SUITES,
-    OutputValidationError,
     TraceLimits,
     check_scores,
     check_traces,
     load_suite,
     trace_profile,
-    validate_scores,
 )
+from ragpulse.tasks.quality.validate import OutputValidationError, validate_scores
+from ragpulse.tasks.scoring.assemble import assemble_partition
 from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse
-from ragpulse.tasks.warehouse.publish import PartitionScores, RunInfo, assemble_partition, build_publication
+from ragpulse.tasks.warehouse.publication import build_publication
 
 DAY = dt.date(2026, 5, 4)
 RUN = RunInfo("run-1", "file:///traces", "cfg", {}, dt.datetime(2026, 5, 5, tzinfo=dt.UTC))
@@ -201,3 +205,14 @@ def test_a_failed_output_suite_publishes_nothing_but_records_validations(tmp_pat
         assert con.execute("SELECT min(value) FROM scores").fetchall()[0][0] >= 0
         failed = con.execute("SELECT suite, expectation FROM validations WHERE run_id = 'run-2' AND NOT success")
         assert failed.fetchall() == [("ragpulse_scores_out", "expect_column_values_to_be_between")]
+
+
+def test_importing_the_gates_loads_no_great_expectations() -> None:
+    """GX takes seconds to import: a flow that imports the gates must not pay for it before a suite runs."""
+    code = (
+        "import sys\n"
+        "import ragpulse.tasks.quality.validate\n"
+        "print(sorted(name for name in sys.modules if name.split('.')[0] == 'great_expectations'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

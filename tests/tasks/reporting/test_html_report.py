@@ -9,22 +9,24 @@ import os
 import subprocess
 from dataclasses import dataclass, field, replace
 from html.parser import HTMLParser
+from importlib.resources import files
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from jinja2 import UndefinedError
 
-from ragpulse.tasks.reporting.html.report import (
+from ragpulse.tasks.reporting.html import (
     MetricPoint,
     ReportData,
-    _band,
     aggregate,
     build_report,
     render_report,
     worst_traces,
     write_report,
 )
+from ragpulse.tasks.reporting.html.render import _ENV, _band, _context
 from ragpulse.tasks.warehouse import open_warehouse
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -32,6 +34,8 @@ CHROMIUM = Path("/usr/bin/chromium")
 REQUIRE_BROWSER = os.environ.get("RAGPULSE_REQUIRE_BROWSER") == "1"
 
 SCRIPT = "<script>alert(1)</script>"
+# Markup, both quotes, a raw and an already-escaped ampersand, and CJK text: it must come back exactly as stored.
+HOSTILE = "<script>alert('x')</script>\" onmouseover=\"alert(1)\" ' onfocus='alert(2)' & &amp; 日本語の質問 中文问题"
 DATES = [dt.date(2026, 11, d) for d in (1, 2, 3, 5, 6, 7)]  # 4 Nov missing: the x axis keeps the gap
 METRICS = ["answer_f1", "document_mrr", "faithfulness"]
 NOW = dt.datetime(2026, 11, 8, 6, 0, tzinfo=dt.UTC)
@@ -357,6 +361,129 @@ def test_metric_points_without_rows_are_nan() -> None:
     assert math.isnan(empty.coverage) and math.isnan(empty.failure_rate)
 
 
+def hostile_data(text: str) -> ReportData:
+    """A report whose metric, drift segment and detail, question, answer and context all carry ``text``."""
+    metric, segment = f"faith {text}", f"metadata.app={text}"
+    scores = pa.Table.from_pylist(
+        [
+            {"partition_date": d, "trace_id": f"t-{t}", "metric": metric, "value": 0.4 + 0.1 * t, "status": "ok"}
+            for d in DATES
+            for t in range(3)
+        ]
+    )
+    traces = pa.Table.from_pylist(
+        [
+            {
+                "trace_id": f"t-{t}",
+                "question": text,
+                "answer": text,
+                "contexts": json.dumps([{"id": text, "text": text, "score": 0.5}], ensure_ascii=False),
+                "metadata": text,
+            }
+            for t in range(3)
+        ]
+    )
+    drift = [
+        {**r, "metric": metric, "segment": segment, "detail": text, "judge_model": text}
+        for r in drift_rows()
+        if r["metric"] == "answer_f1" and r["segment"] == "all"
+    ]
+    return ReportData(
+        warehouse=text,
+        start=DATES[0],
+        end=DATES[-1],
+        generated_at=NOW,
+        points=aggregate(scores),
+        drift=drift,
+        worst=worst_traces(scores.filter(pc.equal(scores["partition_date"], DATES[-1])), traces, n=3),
+        judge_models=[text],
+        segment=segment,
+    )
+
+
+def shape(node: Node) -> list[tuple[str, list[str]]]:
+    """Every element in document order with its attribute names: what injected markup would change."""
+    return [
+        item
+        for child in node.children
+        if child.tag != "#text"
+        for item in [(child.tag, sorted(child.attrs)), *shape(child)]
+    ]
+
+
+def test_hostile_text_in_every_field_is_escaped_and_comes_back_as_stored() -> None:
+    page = render_report(hostile_data(HOSTILE))
+    dom = parse(page)
+    # Same elements and attributes as for harmless text: nothing the text holds became markup.
+    assert shape(dom) == shape(parse(render_report(hostile_data("plain"))))
+    assert "<script" not in page.lower() and 'onmouseover="' not in page and "onfocus='" not in page
+    assert not any(name.startswith("on") for _, names in shape(dom) for name in names)
+    assert "日本語の質問 中文问题" in page  # stored as UTF-8 text, not mangled or turned into references
+
+    metric, segment = f"faith {HOSTILE}", f"metadata.app={HOSTILE}"
+    (figure,) = dom.find_all("figure", class_="chart")
+    assert figure.attrs["data-metric"] == metric
+    assert figure.find_all("figcaption")[0].all_text() == metric
+    (svg,) = figure.find_all("svg", role="img")
+    assert svg.attrs["data-metric"] == metric
+    assert svg.find_all("title")[0].all_text().startswith(f"{metric}: ")
+    (marker,) = svg.find_all("g", class_="drift-marker")
+    assert marker.find_all("title")[0].all_text().endswith(f". {HOSTILE}")
+    (overview,) = dom.find_all("section", id="overview")[0].find_all("tr", **{"data-metric": metric})
+    assert overview.find_all("td")[0].all_text() == metric
+    assert dom.find_all("section", id="trends")[0].find_all("h2")[0].all_text() == f"Trends (drift segment: {segment})"
+    drift = dom.find_all("section", id="drift")[0]
+    (row,) = drift.find_all("tr", **{"data-segment": segment})
+    assert [td.all_text() for td in row.find_all("td")][:2] == [metric, segment]
+    assert row.find_all("td")[-1].all_text() == HOSTILE
+    trace = dom.find_all("details", class_="trace")[0]
+    assert trace.find_all("div", class_="question")[0].all_text() == HOSTILE
+    assert trace.find_all("div", class_="answer")[0].all_text() == HOSTILE
+    (context,) = trace.find_all("ol", class_="contexts")[0].find_all("li")
+    assert context.find_all("code")[0].all_text() == HOSTILE
+    assert context.find_all("div", class_="text")[0].all_text() == HOSTILE
+    assert trace.find_all("tbody")[0].find_all("td")[0].all_text() == metric
+    header = dom.find_all("header")[0]
+    assert [dd.all_text() for dd in header.find_all("dd")][::3] == [HOSTILE, HOSTILE]  # warehouse, judge models
+
+
+@pytest.mark.parametrize("name", sorted(_context(report_data())))
+def test_every_template_variable_is_required(name: str) -> None:
+    """StrictUndefined: a variable the page uses but is not given fails the render instead of printing nothing."""
+    context = _context(report_data())
+    del context[name]
+    with pytest.raises(UndefinedError, match=f"'{name}' is undefined"):
+        _ENV.get_template("report.html.j2").render(context)
+
+
+def test_a_missing_attribute_fails_the_render() -> None:
+    @dataclass(frozen=True)
+    class Unreasoned:
+        """A trace score without its reason."""
+
+        metric: str = "answer_f1"
+        value: float = 0.1
+        status: str = "ok"
+
+    data = report_data()
+    worst = [replace(data.worst[0], scores=[Unreasoned()]), *data.worst[1:]]  # type: ignore[list-item]
+    with pytest.raises(UndefinedError, match="has no attribute 'reason'"):
+        render_report(replace(data, worst=worst))
+
+
+def test_write_report_creates_the_folders_and_returns_the_path(tmp_path: Path) -> None:
+    out = tmp_path / "a" / "b" / "report.html"
+    assert write_report(f"duckdb:///{tmp_path / 'none.duckdb'}", out, end=DATES[-1]) == out
+    assert "No scores yet" in parse(out.read_text(encoding="utf-8")).find_all("section", id="empty")[0].all_text()
+
+
+def test_the_templates_are_flat_files_as_the_package_data_glob_ships_them() -> None:
+    """pyproject ships ``templates/*``: a template in a subfolder would be missing from a wheel."""
+    templates = list((files("ragpulse.tasks.reporting.html") / "templates").iterdir())
+    assert any(t.name == "report.html.j2" for t in templates)
+    assert all(t.is_file() for t in templates)
+
+
 # ---------------------------------------------------------------- the page in a real browser
 
 
@@ -470,7 +597,7 @@ def test_the_warehouse_password_is_not_shown(monkeypatch: pytest.MonkeyPatch) ->
         def read(self, table: str, **_: object) -> pa.Table:
             return pa.table({"partition_date": pa.array([], pa.date32())})
 
-    monkeypatch.setattr("ragpulse.tasks.reporting.html.report.open_warehouse", lambda url: Empty())
+    monkeypatch.setattr("ragpulse.tasks.reporting.html.data.open_warehouse", lambda url: Empty())
     page = build_report("postgresql://rp:s3cret@db:5432/ragpulse", end=DATES[-1])
     assert "s3cret" not in page
     assert "postgresql://rp:***@db:5432/ragpulse" in page

@@ -14,17 +14,14 @@ import pytest
 
 from ragpulse.metrics import MetricResult
 from ragpulse.tasks.core.storage import SourceFile
-from ragpulse.tasks.ingest.stage import QuarantinedRecord, StagedPartition, stage_records
-from ragpulse.tasks.scoring.score import ScoredBatch
+from ragpulse.tasks.core.types import TRACE_ROWS_SCHEMA, QuarantinedRecord, RunInfo, ScoredBatch, StagedPartition
+from ragpulse.tasks.ingest.staging import stage_records
+from ragpulse.tasks.scoring.assemble import assemble_partition, build_partition_scores
 from ragpulse.tasks.warehouse import TRACES_SCHEMA
 from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse
-from ragpulse.tasks.warehouse.publish import (
+from ragpulse.tasks.warehouse.publication import (
     CONTEXT_EXCERPT_CHARS,
     EXCERPT_CHARS,
-    TRACE_ROWS_SCHEMA,
-    RunInfo,
-    assemble_partition,
-    assemble_scores,
     build_publication,
     read_trace_excerpts,
 )
@@ -90,7 +87,7 @@ def test_traces_are_the_kept_traces_cut_to_excerpts_in_score_order(staged: Stage
     assert len(staged.batches) == 3
     source = staged.files[0].url
     excluded = [QuarantinedRecord(source, 6, "t4", "answer", "failed the input suite", "")]
-    scores = assemble_scores.fn(staged, _scored(staged), [], excluded)
+    scores = build_partition_scores(staged, _scored(staged), [], excluded)
     assert list(scores.trace_ids) == ["t1", "t2", "t3"]
     traces = scores.traces
     assert traces.schema == TRACE_ROWS_SCHEMA
@@ -128,7 +125,7 @@ def test_scores_of_other_batches_are_refused(staged: StagedPartition, tmp_path: 
 def test_the_publication_carries_the_traces_and_the_warehouse_returns_them(
     staged: StagedPartition, tmp_path: Path
 ) -> None:
-    scores = assemble_scores.fn(staged, _scored(staged), [], [])
+    scores = build_partition_scores(staged, _scored(staged), [], [])
     run = RunInfo("r1", "file:///traces", "cfg", {}, dt.datetime(2026, 11, 2, tzinfo=dt.UTC))
     publication = build_publication(scores, run, ["m"], n_batches_cached=0)
     assert publication.traces.schema == TRACES_SCHEMA

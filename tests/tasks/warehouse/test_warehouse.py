@@ -17,15 +17,14 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from ragpulse.metrics import MetricResult, Status
+from ragpulse.metrics import Status
 from ragpulse.tasks.core.errors import ConfigError, WarehouseError, WarehouseLockedError
-from ragpulse.tasks.ingest.stage import QuarantinedRecord, StagedPartition
-from ragpulse.tasks.scoring.score import ScoredBatch
+from ragpulse.tasks.core.types import PartitionScores, QuarantinedRecord, RunInfo
 from ragpulse.tasks.warehouse import TableNames, open_warehouse
 from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse, duckdb_path
 from ragpulse.tasks.warehouse.parquet import ParquetLake
 from ragpulse.tasks.warehouse.postgres import PostgresWarehouse
-from ragpulse.tasks.warehouse.publish import PartitionScores, RunInfo, assemble_partition, build_publication
+from ragpulse.tasks.warehouse.publication import build_publication
 
 DAY = dt.date(2026, 11, 1)
 
@@ -147,29 +146,6 @@ def test_locked_file_gives_a_clear_error(tmp_path: Path, monkeypatch: pytest.Mon
         holder.kill()
         holder.wait()
     assert _rows(path, "SELECT DISTINCT run_id FROM scores") == [("r1",)]
-
-
-def test_assemble_quarantines_repeated_trace_ids_keeping_the_first() -> None:
-    def batch(ids: list[str], lines: list[int]) -> ScoredBatch:
-        n = len(ids)
-        values = np.arange(n, dtype=np.float64) / 10
-        return ScoredBatch(
-            trace_ids=np.array(ids, dtype=object),
-            source_files=np.array(["f.jsonl"] * n, dtype=object),
-            source_lines=np.array(lines, dtype=np.int64),
-            results={"m": MetricResult.from_values(values)},
-            versions={"m": "1.0.0"},
-        )
-
-    staged = StagedPartition(DAY, [], [], [])
-    scores = assemble_partition(staged, [batch(["a", "b"], [1, 2]), batch(["b", "c", "a"], [3, 4, 5])])
-    assert list(scores.trace_ids) == ["a", "b", "c"]
-    assert list(scores.values["m"]) == [0.0, 0.1, 0.1]
-    reasons = sorted((q.trace_id, q.line, q.reason) for q in scores.quarantined)
-    assert reasons == [
-        ("a", 5, "duplicate trace_id within the partition, first seen at f.jsonl:1"),
-        ("b", 3, "duplicate trace_id within the partition, first seen at f.jsonl:2"),
-    ]
 
 
 @pytest.mark.parametrize(

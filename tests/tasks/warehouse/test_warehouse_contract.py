@@ -29,7 +29,7 @@ from psycopg.rows import dict_row
 
 from ragpulse.metrics import Status
 from ragpulse.tasks.core.errors import ConfigError, WarehouseError
-from ragpulse.tasks.ingest.stage import QuarantinedRecord
+from ragpulse.tasks.core.types import TRACE_ROWS_SCHEMA, PartitionScores, QuarantinedRecord, RunInfo
 from ragpulse.tasks.warehouse import (
     ALERTS_SCHEMA,
     DRIFT_SCHEMA,
@@ -41,7 +41,7 @@ from ragpulse.tasks.warehouse import (
 )
 from ragpulse.tasks.warehouse._schema import MIGRATIONS, SCHEMA_VERSION, STATUSES, TABLES, AddColumn, AddTable
 from ragpulse.tasks.warehouse.parquet import ParquetLake
-from ragpulse.tasks.warehouse.publish import TRACE_ROWS_SCHEMA, PartitionScores, RunInfo, build_publication
+from ragpulse.tasks.warehouse.publication import build_publication
 
 DAY = dt.date(2026, 11, 1)
 PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"

@@ -13,7 +13,7 @@ import pytest
 
 import ragpulse.tasks.ingest.adapters as adapters
 from ragpulse.metrics import DEFAULT_METRICS, parse_metrics
-from ragpulse.tasks.core.config import RunSettings
+from ragpulse.tasks.config import RunConfig, ScoringConfig, SourceConfig, load_config
 from ragpulse.tasks.core.errors import ConfigError, PartitionNotFoundError
 from ragpulse.tasks.core.storage import SourceFile, list_partition_files
 from ragpulse.tasks.ingest.adapters import FORMATS, adapter_for, parse_options
@@ -45,29 +45,36 @@ def test_options_are_checked_against_the_format() -> None:
         parse_options("langfuse", {"question_keys": [1]})
 
 
-def test_settings_read_format_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def _config(**source: Any) -> RunConfig:
+    """A run of s3://b/t with the default metrics; ``source`` sets the rest of its source group."""
+    return RunConfig(source=SourceConfig(url="s3://b/t", **source), scoring=ScoringConfig(metrics=DEFAULT_METRICS))
+
+
+def test_settings_read_format_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)  # no ./ragpulse.toml: only the environment and the defaults
+    monkeypatch.setenv("RAGPULSE_SOURCE", "s3://b/t")
     monkeypatch.setenv("RAGPULSE_TRACE_FORMAT", "langfuse")
     monkeypatch.setenv("RAGPULSE_FORMAT_OPTIONS", '{"id_key": "metadata.doc_id"}')
     monkeypatch.setenv("RAGPULSE_PARTITIONING", "event-time")
     monkeypatch.setenv("RAGPULSE_LATE_ARRIVAL_HOURS", "12")
-    settings = RunSettings()
-    assert (settings.trace_format, settings.format_options) == ("langfuse", {"id_key": "metadata.doc_id"})
-    assert (settings.partitioning, settings.late_arrival_hours) == ("event-time", 12.0)
+    source = load_config().source
+    assert (source.format, source.format_options) == ("langfuse", {"id_key": "metadata.doc_id"})
+    assert (source.partitioning, source.late_arrival_hours) == ("event-time", 12.0)
     with pytest.raises(ValueError, match="not read by trace_format 'otel-genai'"):
-        RunSettings(trace_format="otel-genai", format_options={"id_key": "x"})
+        SourceConfig(url="s3://b/t", format="otel-genai", format_options={"id_key": "x"})
 
 
 def test_fingerprint_covers_format_and_options_and_is_unchanged_for_canonical_traces() -> None:
     versions = sorted((r.name, r.version) for r in parse_metrics(DEFAULT_METRICS))
-    assert RunSettings().fingerprint() == hashlib.sha256(json.dumps(versions).encode()).hexdigest()[:16]
+    assert _config().fingerprint() == hashlib.sha256(json.dumps(versions).encode()).hexdigest()[:16]
     prints = {
-        RunSettings().fingerprint(),
-        RunSettings(trace_format="langfuse").fingerprint(),
-        RunSettings(trace_format="langfuse", format_options={"id_key": "metadata.doc_id"}).fingerprint(),
-        RunSettings(trace_format="langsmith").fingerprint(),
+        _config().fingerprint(),
+        _config(format="langfuse").fingerprint(),
+        _config(format="langfuse", format_options={"id_key": "metadata.doc_id"}).fingerprint(),
+        _config(format="langsmith").fingerprint(),
     }
     assert len(prints) == 4
-    assert RunSettings(partitioning="event-time").fingerprint() == RunSettings().fingerprint()  # same scores
+    assert _config(partitioning="event-time").fingerprint() == _config().fingerprint()  # same scores
 
 
 def _key(**params: Any) -> str:
@@ -110,7 +117,7 @@ def test_event_time_lists_files_modified_within_the_late_arrival_window(tmp_path
 
 
 def test_canonical_traces_are_selected_by_timestamp_under_event_time(tmp_path: Path) -> None:
-    from ragpulse.tasks.ingest.stage import stage_records
+    from ragpulse.tasks.ingest.staging import stage_records
 
     lines = [
         {"trace_id": "in-day", "timestamp": "2026-03-02T23:59:59Z", "question": "q?"},

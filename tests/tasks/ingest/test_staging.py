@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragpulse.tasks.core.storage import SourceFile, list_partition_files
-from ragpulse.tasks.ingest.stage import BatchRef, QuarantinedRecord, StagedPartition, stage_records
+from ragpulse.tasks.core.types import BatchRef, StagedPartition
+from ragpulse.tasks.ingest.staging import stage_records
 
 DATE = dt.date(2024, 3, 11)
 CONTEXT = pa.struct([("id", pa.string()), ("text", pa.string()), ("score", pa.float64())])
@@ -284,12 +285,6 @@ def test_no_partial_file_remains_after_staging(partition: Path, tmp_path: Path) 
     )
     assert hashlib.sha256((staged_dir / f"{first}.parquet").read_bytes()).hexdigest() == first
     assert not list(tmp_path.rglob("*.partial"))
-
-
-def test_quarantined_record_is_a_plain_value() -> None:
-    record = QuarantinedRecord("f.jsonl", 3, None, "<record>", "invalid JSON", "{")
-
-    assert record == QuarantinedRecord("f.jsonl", 3, None, "<record>", "invalid JSON", "{")
 
 
 # Bounded memory: 12k records of 10 contexts x ~220 chars, about 33 MB of JSONL. Fewer, larger records than

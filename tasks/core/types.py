@@ -1,0 +1,173 @@
+"""The data a run's tasks hand each other, in one place so that no room imports another room's tasks for a type.
+
+A day of traces is staged (``StagedPartition`` of ``BatchRef``, bad records as ``QuarantinedRecord``), each batch
+is scored (``ScoredBatch``), the batches are assembled into one partition's scores (``PartitionScores``) and
+published under the run's identity (``RunInfo``). The monitor's tasks pass a ``DriftReport`` of ``DriftAlert``.
+Cached task results are pickled instances of these, so the staging and scoring cache keys fingerprint this module.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from numpy.typing import NDArray
+
+from ragpulse.metrics import MetricResult
+from ragpulse.tasks.core.storage import SourceFile
+
+__all__ = [
+    "TRACE_ROWS_SCHEMA",
+    "BatchRef",
+    "DriftAlert",
+    "DriftReport",
+    "PartitionScores",
+    "QuarantinedRecord",
+    "RunInfo",
+    "ScoredBatch",
+    "StagedPartition",
+]
+
+# A partition's kept traces cut to excerpts, row for row with its scores; the warehouse's traces table is these
+# rows with the partition date and run id added.
+TRACE_ROWS_SCHEMA = pa.schema(
+    [
+        ("trace_id", pa.string()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("question", pa.string()),
+        ("answer", pa.string()),
+        ("contexts", pa.string()),  # JSON list of {"id", "text", "score"}
+        ("metadata", pa.string()),  # JSON object, as staged
+        ("source_file", pa.string()),
+        ("source_line", pa.int64()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class BatchRef:
+    """A staged batch: where it is and a hash of its content (the scoring cache key)."""
+
+    url: str
+    content_hash: str
+    n_rows: int
+
+
+@dataclass(frozen=True)
+class QuarantinedRecord:
+    """A record that does not fit the trace format, kept with where it came from and why."""
+
+    source_file: str
+    line: int
+    trace_id: str | None
+    field: str
+    reason: str
+    raw: str
+
+
+@dataclass(frozen=True)
+class StagedPartition:
+    date: dt.date
+    files: list[SourceFile]
+    batches: list[BatchRef]
+    quarantined: list[QuarantinedRecord] = field(default_factory=list)
+    n_other_days: int = 0
+    """Traces read but left out because their event time is on another day (event-time partitioning)."""
+    n_duplicate_spans: int = 0
+    """Span records seen again (overlapping export windows); the later copy was kept."""
+
+    @property
+    def n_valid(self) -> int:
+        return sum(batch.n_rows for batch in self.batches)
+
+
+@dataclass(frozen=True)
+class ScoredBatch:
+    """Per-trace results of one batch: index-aligned trace identities and one MetricResult per metric."""
+
+    trace_ids: NDArray[np.object_]
+    source_files: NDArray[np.object_]
+    source_lines: NDArray[np.int64]
+    results: dict[str, MetricResult]
+    versions: dict[str, str]
+    prompt_versions: dict[str, str] = field(default_factory=dict)
+    judge_model: str | None = None
+    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def merged(self, other: ScoredBatch) -> ScoredBatch:
+        """The same traces with ``other``'s metrics added (judge results beside retrieval results)."""
+        if not np.array_equal(self.trace_ids, other.trace_ids):
+            raise ValueError("cannot merge scores of different batches")
+        return replace(
+            self,
+            results={**self.results, **other.results},
+            versions={**self.versions, **other.versions},
+            prompt_versions={**self.prompt_versions, **other.prompt_versions},
+            judge_model=self.judge_model or other.judge_model,
+            usage={**self.usage, **other.usage},
+        )
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """Who published and with which configuration (never secrets)."""
+
+    run_id: str
+    source: str
+    config_hash: str
+    config: dict[str, Any]
+    started_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class PartitionScores:
+    """One partition's de-duplicated results, metric by metric, plus everything quarantined."""
+
+    date: dt.date
+    trace_ids: NDArray[np.object_]
+    values: dict[str, NDArray[np.float64]]
+    status: dict[str, NDArray[np.int8]]
+    reasons: dict[str, NDArray[np.object_]]
+    versions: dict[str, str]
+    quarantined: list[QuarantinedRecord]
+    n_records: int
+    n_files: int
+    n_batches: int
+    prompt_versions: dict[str, str] = field(default_factory=dict)
+    judge_model: str | None = None
+    traces: pa.Table = field(default_factory=TRACE_ROWS_SCHEMA.empty_table)
+    """Excerpts of the kept traces (TRACE_ROWS_SCHEMA), row i for trace_ids[i]; empty when not read."""
+
+
+@dataclass(frozen=True)
+class DriftAlert:
+    """A comparison whose verdict alerts: what a webhook, event or artifact reports."""
+
+    partition_date: dt.date
+    metric: str
+    segment: str
+    verdict: str
+    detail: str
+    baseline_mean: float | None
+    current_mean: float | None
+    delta: float | None
+    judge_model: str | None
+
+    @property
+    def key(self) -> str:
+        """Identity of the alert: sent once per (partition, metric, segment)."""
+        return f"{self.partition_date.isoformat()}|{self.metric}|{self.segment}"
+
+
+@dataclass(frozen=True)
+class DriftReport:
+    partition_date: dt.date
+    rows: pa.Table
+    alerts: list[DriftAlert] = field(default_factory=list)
+
+    def verdict_counts(self) -> dict[str, int]:
+        return dict(sorted(Counter(self.rows["verdict"].to_pylist()).items()))

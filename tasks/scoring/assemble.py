@@ -1,0 +1,85 @@
+"""Assembling a partition's scores from its scored batches: de-duplicated, filtered, with the traces' excerpts."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ragpulse.tasks.core.types import PartitionScores, QuarantinedRecord, ScoredBatch, StagedPartition
+from ragpulse.tasks.warehouse.publication import read_trace_excerpts, write_quarantine_copy
+
+__all__ = ["assemble_partition", "build_partition_scores"]
+
+
+def assemble_partition(
+    staged: StagedPartition, scored: Sequence[ScoredBatch], excluded: Sequence[QuarantinedRecord] = ()
+) -> PartitionScores:
+    """Join the batches in source order, dropping ``excluded`` rows (failed the input suite).
+
+    A repeated trace_id keeps its first record; the rest are quarantined.
+    """
+    trace_ids = _concat([b.trace_ids for b in scored], object)
+    files = _concat([b.source_files for b in scored], object)
+    lines = _concat([b.source_lines for b in scored], np.int64)
+    dropped = {(q.source_file, q.line) for q in excluded}
+    allowed = np.fromiter(((f, int(n)) not in dropped for f, n in zip(files, lines, strict=True)), bool, len(files))
+    candidates = np.flatnonzero(allowed)
+    _, first_of_candidates = np.unique(trace_ids[candidates].astype(str), return_index=True)
+    first = candidates[first_of_candidates]
+    keep = np.zeros(len(trace_ids), dtype=bool)
+    keep[first] = True
+    first_seen = {trace_ids[i]: f"{files[i]}:{lines[i]}" for i in first}
+    duplicates = [
+        QuarantinedRecord(
+            files[i],
+            int(lines[i]),
+            trace_ids[i],
+            "trace_id",
+            f"duplicate trace_id within the partition, first seen at {first_seen[trace_ids[i]]}",
+            "",
+        )
+        for i in np.flatnonzero(~keep & allowed)
+    ]
+    names = list(scored[0].results) if scored else []
+    versions = scored[0].versions if scored else {}
+    prompt_versions = scored[0].prompt_versions if scored else {}
+    return PartitionScores(
+        date=staged.date,
+        trace_ids=trace_ids[keep],
+        values={m: _concat([b.results[m].values for b in scored], np.float64)[keep] for m in names},
+        status={m: _concat([b.results[m].status for b in scored], np.int8)[keep] for m in names},
+        reasons={m: _concat([b.results[m].reasons for b in scored], object)[keep] for m in names},
+        versions=versions,
+        quarantined=[*staged.quarantined, *excluded, *duplicates],
+        n_records=staged.n_valid + len(staged.quarantined),
+        n_files=len(staged.files),
+        n_batches=len(staged.batches),
+        prompt_versions=prompt_versions,
+        judge_model=next((b.judge_model for b in scored if b.judge_model), None),
+    )
+
+
+def build_partition_scores(
+    staged: StagedPartition,
+    scored: Sequence[ScoredBatch],
+    judged: Sequence[ScoredBatch],
+    excluded: Sequence[QuarantinedRecord],
+    quarantine_copy_url: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> PartitionScores:
+    """Join retrieval and judge results per batch, de-duplicate, drop excluded rows, read the kept traces'
+    excerpts, copy the quarantine (the body of the ``assemble_scores`` task)."""
+    batches = [plain.merged(judge) for plain, judge in zip(scored, judged, strict=True)] if judged else scored
+    scores = assemble_partition(staged, batches, excluded)
+    scores = dataclasses.replace(scores, traces=read_trace_excerpts(staged, scores, storage_options))
+    if quarantine_copy_url is not None:
+        write_quarantine_copy(quarantine_copy_url, scores.quarantined, storage_options)
+    return scores
+
+
+def _concat(arrays: Sequence[NDArray[Any]], dtype: Any) -> NDArray[Any]:
+    return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.array([], dtype=dtype)

@@ -1,0 +1,197 @@
+"""The tables one run publishes for a partition, the excerpts of its traces, and a copy of its quarantine."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import posixpath
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ragpulse.metrics import Status
+from ragpulse.tasks.core.storage import filesystem, storage_errors
+from ragpulse.tasks.core.types import TRACE_ROWS_SCHEMA, PartitionScores, QuarantinedRecord, RunInfo, StagedPartition
+from ragpulse.tasks.warehouse import QUARANTINE_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, TRACES_SCHEMA, Publication
+
+__all__ = [
+    "CONTEXT_EXCERPT_CHARS",
+    "EXCERPT_CHARS",
+    "build_publication",
+    "read_trace_excerpts",
+    "write_quarantine_copy",
+]
+
+_STATUS_LABELS = np.array([status.label for status in sorted(Status)], dtype=object)
+
+# The traces table keeps question and answer cut to EXCERPT_CHARS characters and each context text to
+# CONTEXT_EXCERPT_CHARS: enough to read a trace behind a score and to recognise its passages. Contexts are most of
+# a trace's bytes (at 1,000 characters each the table was 4.3 KB a trace and 9x the scores' size on DuckDB, see
+# bench/README.md). The full trace stays in object storage at source_file:source_line.
+EXCERPT_CHARS = 1_000
+CONTEXT_EXCERPT_CHARS = 240
+
+
+def _judge_of(scores: PartitionScores, metric: str) -> str | None:
+    """The judge model behind a metric's scores: only metrics with a prompt were judged by it."""
+    return scores.judge_model if metric in scores.prompt_versions else None
+
+
+def _total_cost(usage: Mapping[str, Mapping[str, Any]] | None) -> float | None:
+    """Estimated USD of the run's judge calls; None without calls or when any model is unpriced."""
+    costs = [u.get("estimated_cost_usd") for u in (usage or {}).values()]
+    return None if not costs or any(c is None for c in costs) else float(sum(costs))
+
+
+def build_publication(
+    scores: PartitionScores,
+    run: RunInfo,
+    metrics: Sequence[str],
+    *,
+    n_batches_cached: int,
+    judge_usage: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Publication:
+    """The tables one run publishes. Judge-made scores carry the judge model and prompt version, so a change
+    of judge is never mistaken for a change of quality; the run row carries the judge's usage and cost."""
+    now = dt.datetime.now(dt.UTC)
+    n = len(scores.trace_ids)
+    tables = []
+    for metric in metrics:
+        ok = scores.status[metric] == Status.OK
+        tables.append(
+            pa.table(
+                {
+                    "partition_date": pa.array([scores.date] * n, pa.date32()),
+                    "trace_id": pa.array(scores.trace_ids, pa.string()),
+                    "metric": pa.array([metric] * n, pa.string()),
+                    "value": pa.array(scores.values[metric], pa.float64(), mask=~ok),
+                    "status": pa.array(_STATUS_LABELS[scores.status[metric]], pa.string()),
+                    "reason": pa.array(scores.reasons[metric], pa.string()),
+                    "metric_version": pa.array([scores.versions[metric]] * n, pa.string()),
+                    "run_id": pa.array([run.run_id] * n, pa.string()),
+                    "computed_at": pa.array([now] * n, pa.timestamp("us", tz="UTC")),
+                    "judge_model": pa.array([_judge_of(scores, metric)] * n, pa.string()),
+                    "prompt_version": pa.array([scores.prompt_versions.get(metric)] * n, pa.string()),
+                },
+                schema=SCORES_SCHEMA,
+            )
+        )
+    score_table = pa.concat_tables(tables) if tables else SCORES_SCHEMA.empty_table()
+    rows = scores.traces.num_rows
+    traces = (
+        scores.traces.append_column("partition_date", pa.array([scores.date] * rows, pa.date32()))
+        .append_column("run_id", pa.array([run.run_id] * rows, pa.string()))
+        .select(TRACES_SCHEMA.names)
+        .cast(TRACES_SCHEMA)
+    )
+    quarantine = pa.Table.from_pylist(
+        [
+            {
+                "partition_date": scores.date,
+                "run_id": run.run_id,
+                "source_file": q.source_file,
+                "line": q.line,
+                "trace_id": q.trace_id,
+                "field": q.field,
+                "reason": q.reason,
+                "raw": q.raw,
+                "quarantined_at": now,
+            }
+            for q in scores.quarantined
+        ],
+        schema=QUARANTINE_SCHEMA,
+    )
+    run_row = pa.Table.from_pylist(
+        [
+            {
+                "run_id": run.run_id,
+                "partition_date": scores.date,
+                "source": run.source,
+                "config_hash": run.config_hash,
+                "config": json.dumps(run.config, sort_keys=True),
+                "metrics": ",".join(metrics),
+                "n_files": scores.n_files,
+                "n_records": scores.n_records,
+                "n_traces": n,
+                "n_quarantined": len(scores.quarantined),
+                "n_batches": scores.n_batches,
+                "n_batches_cached": n_batches_cached,
+                "n_scores": score_table.num_rows,
+                "started_at": run.started_at,
+                "finished_at": now,
+                "judge_model": scores.judge_model,
+                "judge_usage": json.dumps(judge_usage, sort_keys=True) if judge_usage else None,
+                "estimated_cost_usd": _total_cost(judge_usage),
+            }
+        ],
+        schema=RUNS_SCHEMA,
+    )
+    return Publication(scores.date, list(metrics), score_table, quarantine, run_row, traces=traces)
+
+
+def read_trace_excerpts(
+    staged: StagedPartition, scores: PartitionScores, storage_options: Mapping[str, Any] | None = None
+) -> pa.Table:
+    """Excerpts of the traces ``scores`` kept, row for row with ``scores.trace_ids`` (TRACE_ROWS_SCHEMA).
+
+    The staged batches are read one at a time, only the columns needed, and cut to excerpts before the next.
+    Rows the partition dropped (repeated trace ids, traces that failed the input suite) are in its quarantine
+    list, so they are recognised by their source location.
+    """
+    dropped = {(q.source_file, q.line) for q in scores.quarantined}
+    dropped_lines = pa.array(sorted({line for _, line in dropped}), pa.int64())
+    parts = []
+    for ref in staged.batches:
+        fs, path = filesystem(ref.url, storage_options)
+        with storage_errors(ref.url):
+            rows = pq.read_table(path, filesystem=fs, columns=TRACE_ROWS_SCHEMA.names)
+        suspects = pc.is_in(rows["source_line"], value_set=dropped_lines)
+        if pc.any(suspects).as_py():
+            locations = zip(rows["source_file"].to_pylist(), rows["source_line"].to_pylist(), strict=True)
+            rows = rows.filter(pa.array([location not in dropped for location in locations]))
+        parts.append(_excerpts(rows))
+    excerpts = pa.concat_tables(parts) if parts else TRACE_ROWS_SCHEMA.empty_table()
+    positions = pc.index_in(pa.array(scores.trace_ids, pa.string()), value_set=excerpts["trace_id"])
+    if positions.null_count:
+        raise ValueError(
+            f"dt={scores.date}: {positions.null_count} scored trace(s) are missing from the staged batches, "
+            "which do not belong to these scores"
+        )
+    return excerpts.take(positions)
+
+
+def _excerpts(rows: pa.Table) -> pa.Table:
+    """Staged rows as traces rows: texts cut, contexts as JSON text. DuckDB builds the JSON column by column;
+    a json.dumps per trace took 3.6 s of 5.5 s at 100k traces."""
+    with duckdb.connect() as con:
+        con.register("staged_rows", rows)
+        excerpts = con.sql(
+            f"""
+            SELECT trace_id, timestamp,
+                   left(question, {EXCERPT_CHARS}) AS question,
+                   left(answer, {EXCERPT_CHARS}) AS answer,
+                   to_json(list_transform(contexts, lambda c: {{
+                       'id': c.id, 'text': left(c.text, {CONTEXT_EXCERPT_CHARS}), 'score': c.score
+                   }}))::VARCHAR AS contexts,
+                   metadata, source_file, source_line
+            FROM staged_rows
+            """
+        ).to_arrow_table()
+    return excerpts.cast(TRACE_ROWS_SCHEMA)
+
+
+def write_quarantine_copy(
+    url: str, records: Sequence[QuarantinedRecord], storage_options: Mapping[str, Any] | None = None
+) -> None:
+    """The partition's quarantine as JSON lines at ``url``, for whoever triages bad records."""
+    fs, path = filesystem(url, storage_options)
+    lines = "".join(json.dumps(dataclasses.asdict(record)) + "\n" for record in records)
+    with storage_errors(url):
+        fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        fs.pipe_file(path, lines.encode())
