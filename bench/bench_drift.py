@@ -9,8 +9,8 @@ Every trace carries metadata ``{"app": ..., "tenant": ...}`` with 5 apps of uneq
 1. ``drift_rows``: overall only vs with segments (``DriftConfig(segment_key="metadata.app")``), on the Arrow
    table ``detect_drift`` would hand it (the score rows, segments joined from the traces rows). Reported with score
    rows/s, the time spent inside ``ragpulse.metrics.drift.compare`` (bootstrap or Welch interval, rank test) and inside
-   ``tasks.monitoring.drift._frame`` (Arrow to pandas with categoricals) vs pandas grouping and filtering. The segment
-   preparation (``segment_values`` on every trace's metadata, Arrow left join) is timed apart.
+   ``tasks.monitoring.comparison._frame`` (Arrow to pandas with categoricals) vs pandas grouping and filtering. The
+   segment preparation (``segment_values`` on every trace's metadata, Arrow left join) is timed apart.
 2. ``ragpulse.metrics.drift.mean_difference_interval``: the seeded bootstrap vs Welch's normal interval at the
    ``bootstrap_limit`` boundary (5,000 per side, and 5,000 baseline vs 715 current: a 7-partition baseline of a
    segment with 715 traces a day), on three score shapes, over several data seeds: cost ratio and how far apart
@@ -253,7 +253,7 @@ def merge_parts(runs: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, 
 
 def drift_table(scores: pa.Table, traces: pa.Table | None) -> pa.Table:
     """What ``detect_drift`` hands to ``drift_rows``: the same steps, from in-memory Arrow rows."""
-    from ragpulse.tasks.monitoring.drift import segment_values
+    from ragpulse.tasks.monitoring.comparison import segment_values
 
     table = scores.select(SCORE_COLUMNS)
     if traces is not None:
@@ -270,9 +270,9 @@ def drift_table(scores: pa.Table, traces: pa.Table | None) -> pa.Table:
 
 def bench_drift_rows(scores: pa.Table, traces: pa.Table, window: list[dt.date], repeat: int) -> dict[str, Any]:
     import ragpulse.metrics.drift
-    import ragpulse.tasks.monitoring.drift
+    import ragpulse.tasks.monitoring.comparison
     from ragpulse.tasks.config import DriftConfig
-    from ragpulse.tasks.monitoring.drift import drift_rows
+    from ragpulse.tasks.monitoring.comparison import drift_rows
 
     plain_table = drift_table(scores, None)
     prep = Timing()
@@ -284,8 +284,8 @@ def bench_drift_rows(scores: pa.Table, traces: pa.Table, window: list[dt.date], 
     parts: dict[str, list[dict[str, dict[str, float]]]] = {name: [] for name in settings}
     results: dict[str, pa.Table] = {}
     targets = {
-        "compare": (ragpulse.tasks.monitoring.drift, "compare"),
-        "_frame (Arrow to pandas)": (ragpulse.tasks.monitoring.drift, "_frame"),
+        "compare": (ragpulse.tasks.monitoring.comparison, "compare"),
+        "_frame (Arrow to pandas)": (ragpulse.tasks.monitoring.comparison, "_frame"),
         "mean_difference_interval": (ragpulse.metrics.drift, "mean_difference_interval"),
         "rank_test": (ragpulse.metrics.drift, "_rank_p_value"),
     }
@@ -621,7 +621,7 @@ def main() -> None:
             "One process. Wall: perf_counter; CPU: process_time (all threads of the process, so DuckDB's and "
             "Arrow's worker threads count). Every timed call after gc.collect(). Side by side: each round runs "
             "every variant once, in the same order; best and median over --repeat rounds. parts/split: wrappers "
-            "around metrics.drift functions, DuckDBWarehouse.read/publish_drift and tasks.monitoring.drift's "
+            "around metrics.drift functions, DuckDBWarehouse.read/publish_drift and tasks.monitoring.comparison's "
             "drift_rows, "
             "_frame and segment_values during the timed calls (outermost call; the wrappers' own overhead is in "
             "the totals). detect_drift.fn runs inside prefect.logging.disable_run_logger because "

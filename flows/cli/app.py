@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -233,10 +234,17 @@ def serve(
     console.print(
         f"Serving [bold]monitor/{name}[/bold] on '{cron}' ({timezone}); Ctrl-C or SIGTERM stops and pauses it."
     )
+    # Until Prefect's runner installs its own graceful handler, SIGTERM would end the process at once, skipping
+    # the pause below (seen when the signal arrives between registering the deployment and starting the runner).
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         monitor_flow.serve(name=name, schedules=[Cron(cron, timezone=timezone)], parameters=parameters)
     finally:
         _pause_deployment(f"monitor/{name}")
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def serve_parameters(run_config: RunConfig) -> dict[str, Any]:

@@ -1,244 +1,21 @@
-"""Drift detection after a partition is published: every metric, overall and per segment, against its baseline.
-
-The baseline is the previous ``baseline_partitions`` published partitions (not calendar days: a source that
-skips weekends still gets seven comparable days). Only scores made by the same judge model, prompt version
-and metric major version are compared; when the baseline was made with another judge the row says so.
-The statistics live in ``ragpulse.metrics.drift``; this module reads the warehouse, groups, and writes the ``drift``
-table (replacing the partition's rows, so a re-run never duplicates them).
-"""
+"""The drift task: after a partition is published, compare it with its baseline and replace its ``drift`` rows
+(a re-run never duplicates them). The comparisons themselves are in ``tasks/monitoring/comparison.py``."""
 
 from __future__ import annotations
 
 import datetime as dt
-import math
-from collections.abc import Iterator, Sequence
-from typing import Any
 
-import duckdb
-import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from ragpulse.metrics import Status
-from ragpulse.metrics.aspect_critique import BUILTIN_ASPECTS
-from ragpulse.metrics.drift import ALERTING, Sample, Verdict, compare
-from ragpulse.metrics.registry import MetricRequest
 from ragpulse.tasks.config import DriftConfig
-from ragpulse.tasks.core.fingerprint import digest
-from ragpulse.tasks.core.types import DriftAlert, DriftReport
+from ragpulse.tasks.core.types import DriftReport
+from ragpulse.tasks.monitoring.comparison import SCORE_COLUMNS, alerts_of, drift_rows, segment_values
 from ragpulse.tasks.warehouse import DRIFT_SCHEMA, open_warehouse
 
-__all__ = ["ALL_SEGMENTS", "alerts_of", "detect_drift", "drift_rows", "segment_values"]
-
-ALL_SEGMENTS = "all"
-_OK, _FAILED = Status.OK.label, Status.FAILED.label
-
-
-def _json_path(key: str) -> str:
-    """``metadata.user.tier`` (or ``user.tier``) as the JSON path ``$."user"."tier"``."""
-    parts = key.removeprefix("metadata.").split(".")
-    return "$" + "".join('."' + part.replace("\\", "\\\\").replace('"', '\\"') + '"' for part in parts)
-
-
-def segment_values(metadata: pa.ChunkedArray | pa.Array, key: str) -> pa.ChunkedArray:
-    """The value at ``key`` in each trace's metadata JSON as text (``true``, ``2``, ``support``); null where it is
-    missing, null, an object or a list, or the metadata is not JSON. DuckDB parses the column in one pass: a
-    json.loads per trace took 3.6 s of a 17 s drift check at 800k traces (bench/README.md)."""
-    with duckdb.connect() as con:
-        con.register("traces", pa.table({"metadata": metadata}))
-        return con.sql(
-            """
-            SELECT CASE WHEN json_valid(metadata) THEN
-                       CASE WHEN json_type(metadata, $path) NOT IN ('OBJECT', 'ARRAY', 'NULL')
-                            THEN json_extract_string(metadata, $path) END
-                   END AS segment
-            FROM traces
-            """,
-            params={"path": _json_path(key)},
-        ).to_arrow_table()["segment"]
-
-
-def _higher_is_better(metric: str, settings: DriftConfig) -> bool:
-    if metric in settings.lower_is_better:
-        return False
-    request = MetricRequest.parse(metric)
-    if request.family == "aspect_critique" and request.variant in BUILTIN_ASPECTS:
-        return BUILTIN_ASPECTS[request.variant].higher_is_better
-    return request.definition.spec.higher_is_better
-
-
-def _major(version: str | None) -> str:
-    return (version or "").split(".", 1)[0]
-
-
-def _scorers(rows: pd.DataFrame) -> pd.DataFrame:
-    """Who scored each row: judge model, prompt version and metric major version ("" where none)."""
-    return pd.DataFrame(
-        {
-            "judge_model": rows["judge_model"],
-            "prompt_version": rows["prompt_version"],
-            # A categorical maps each distinct version once, not each of millions of rows.
-            "major": rows["metric_version"].map(_major),
-        }
-    ).astype(str)
-
-
-def _identity(rows: pd.DataFrame) -> tuple[str, str, str]:
-    """The most frequent scorer among ``rows``."""
-    counts = _scorers(rows).value_counts(sort=True)
-    return tuple(counts.index[0]) if len(counts) else ("", "", "")  # type: ignore[return-value]
-
-
-def _describe_identity(identity: tuple[str, str, str]) -> str:
-    judge, prompt, major = identity
-    return f"judge {judge}, prompt {prompt}" if judge or prompt else f"metric version {major}.x"
-
-
-def _sample(rows: pd.DataFrame) -> Sample:
-    status = rows["status"]
-    ok = (status == _OK).to_numpy()
-    return Sample(
-        values=rows["value"].to_numpy(dtype=np.float64)[ok],
-        n_failed=int((status == _FAILED).sum()),
-        n_total=len(rows),
-        partitions=rows["day"].nunique(),
-    )
-
-
-def _seed(day: dt.date, metric: str, segment: str) -> int:
-    """A per-comparison seed: bootstrap intervals are the same on every re-run of a partition."""
-    return int(digest(day.isoformat(), metric, segment)[:8], 16)
-
-
-def _segments(current: pd.DataFrame, settings: DriftConfig) -> Iterator[tuple[str, str | None]]:
-    """(label, value) pairs: everything, then the day's largest segments."""
-    yield ALL_SEGMENTS, None
-    if settings.segment_key is None:
-        return
-    sizes = current.dropna(subset=["segment"]).groupby("segment", observed=True)["trace_id"].nunique()
-    for value in sizes.sort_values(ascending=False, kind="stable").index[: settings.max_segments]:
-        yield f"{settings.segment_key}={value}", value
-
-
-_EPOCH = dt.date(1970, 1, 1)
-_CATEGORIES = ("metric", "status", "metric_version", "judge_model", "prompt_version", "segment")
-
-
-def _frame(scores: pa.Table) -> pd.DataFrame:
-    """Score rows as pandas with repeated strings as categoricals ("" for no judge) and the partition as a day
-    number: comparisons on millions of object strings and dates were most of the drift check's time."""
-    if "segment" not in scores.column_names:
-        scores = scores.append_column("segment", pa.nulls(scores.num_rows, pa.string()))
-    columns = {
-        "day": scores["partition_date"].cast(pa.int32()),
-        "trace_id": scores["trace_id"],
-        "value": scores["value"],
-    }
-    for name in _CATEGORIES:
-        column = scores[name]
-        if name in ("judge_model", "prompt_version"):
-            column = pc.fill_null(column, "")
-        columns[name] = pc.dictionary_encode(column)
-    return pa.table(columns).to_pandas()
-
-
-def _day_number(day: dt.date) -> int:
-    return (day - _EPOCH).days
-
-
-def drift_rows(
-    scores: pa.Table, day: dt.date, window: Sequence[dt.date], settings: DriftConfig, run_id: str
-) -> pa.Table:
-    """Drift rows for ``day`` from long score rows of ``day`` and its baseline ``window`` (columns: partition_date,
-    trace_id, metric, value, status, metric_version, judge_model, prompt_version, and segment when segmenting)."""
-    thresholds = settings.thresholds()
-    now = dt.datetime.now(dt.UTC)
-    frame = _frame(scores)
-    current_all = frame[frame["day"] == _day_number(day)]
-    baseline_all = frame[frame["day"].isin([_day_number(d) for d in window])]
-    records: list[dict[str, Any]] = []
-    for metric, current_metric in current_all.groupby("metric", sort=True, observed=True):
-        identity = _identity(current_metric)
-        candidates = baseline_all[baseline_all["metric"] == metric]
-        scorers = _scorers(candidates)
-        same = (scorers == pd.Series(identity, index=scorers.columns)).all(axis=1).to_numpy()
-        baseline_metric = candidates[same]
-        note = ""
-        if not same.all():
-            others = sorted({_describe_identity(tuple(row)) for row in scorers[~same].drop_duplicates().to_numpy()})
-            note = (
-                f"baseline excludes {candidates.loc[~same, 'day'].nunique()} partition(s) scored with "
-                f"{'; '.join(others)} (current: {_describe_identity(identity)})"
-            )
-        direction = _higher_is_better(str(metric), settings)
-        for label, value in _segments(current_metric, settings):
-            current = current_metric if value is None else current_metric[current_metric["segment"] == value]
-            baseline = baseline_metric if value is None else baseline_metric[baseline_metric["segment"] == value]
-            base, cur = _sample(baseline), _sample(current)
-            result = compare(base, cur, thresholds, higher_is_better=direction, seed=_seed(day, str(metric), label))
-            detail = "; ".join(text for text in (result.detail, note) if text)
-            if result.verdict is Verdict.NO_BASELINE and note:
-                detail = f"baseline made with another scorer: {note}"
-            dates = [_EPOCH + dt.timedelta(days=int(d)) for d in sorted(baseline["day"].unique())]
-            records.append(
-                {
-                    "partition_date": day,
-                    "metric": str(metric),
-                    "segment": label,
-                    "judge_model": identity[0] or None,
-                    "prompt_version": identity[1] or None,
-                    "baseline_start": dates[0] if dates else None,
-                    "baseline_end": dates[-1] if dates else None,
-                    "baseline_partitions": base.partitions,
-                    "baseline_n": base.n_ok,
-                    "current_n": cur.n_ok,
-                    "baseline_mean": _finite(base.mean),
-                    "current_mean": _finite(cur.mean),
-                    "delta": _finite(result.delta),
-                    "ci_low": _finite(result.ci_low),
-                    "ci_high": _finite(result.ci_high),
-                    "p_value": _finite(result.p_value),
-                    "baseline_failure_rate": _finite(base.failure_rate),
-                    "current_failure_rate": _finite(cur.failure_rate),
-                    "baseline_coverage": _finite(base.coverage),
-                    "current_coverage": _finite(cur.coverage),
-                    "verdict": result.verdict.value,
-                    "detail": detail,
-                    "run_id": run_id,
-                    "computed_at": now,
-                }
-            )
-    return pa.Table.from_pylist(records, schema=DRIFT_SCHEMA)
-
-
-def _finite(value: float) -> float | None:
-    return None if value is None or math.isnan(value) else float(value)
-
-
-def alerts_of(rows: pa.Table) -> list[DriftAlert]:
-    return [
-        DriftAlert(
-            partition_date=row["partition_date"],
-            metric=row["metric"],
-            segment=row["segment"],
-            verdict=row["verdict"],
-            detail=row["detail"],
-            baseline_mean=row["baseline_mean"],
-            current_mean=row["current_mean"],
-            delta=row["delta"],
-            judge_model=row["judge_model"],
-        )
-        for row in rows.to_pylist()
-        if row["verdict"] in ALERTING
-    ]
-
-
-_SCORE_COLUMNS = [
-    "partition_date", "trace_id", "metric", "value", "status", "metric_version", "judge_model", "prompt_version",
-]  # fmt: skip
+__all__ = ["detect_drift"]
 
 
 @task(name="detect-drift", cache_policy=NO_CACHE, persist_result=False)
@@ -252,7 +29,7 @@ def detect_drift(
     published = warehouse.read("runs", end=day, columns=["partition_date"])["partition_date"].to_pylist()
     window = sorted({d for d in published if d < day})[-settings.baseline_partitions :]
     start = window[0] if window else day
-    scores = warehouse.read("scores", start=start, end=day, columns=_SCORE_COLUMNS)
+    scores = warehouse.read("scores", start=start, end=day, columns=SCORE_COLUMNS)
     if settings.segment_key is not None:
         traces = warehouse.read("traces", start=start, end=day, columns=["partition_date", "trace_id", "metadata"])
         segments = pa.table(

@@ -17,7 +17,7 @@ from prefect.client.orchestration import get_client
 from ragpulse.flows.backfill import backfill, progress_listener
 from ragpulse.flows.monitor import monitor
 from ragpulse.tasks.config import AlertConfig, DriftConfig, OutputConfig, ScoringConfig, SourceConfig
-from ragpulse.tasks.monitoring.alerts import WEBHOOK_URL_ENV
+from ragpulse.tasks.monitoring.delivery import WEBHOOK_URL_ENV
 from tests.doubles.webhook_receiver import SECRET_PATH, WebhookReceiver
 
 START = dt.date(2026, 4, 1)
@@ -216,7 +216,7 @@ def test_the_webhook_url_can_come_from_a_secret_block(webhook: WebhookReceiver) 
     from prefect.blocks.system import Secret
 
     from ragpulse.tasks.core.errors import ConfigError
-    from ragpulse.tasks.monitoring.alerts import webhook_url
+    from ragpulse.tasks.monitoring.delivery import webhook_url
 
     Secret(value=webhook.url).save("ragpulse-test-webhook", overwrite=True)
     Secret(value="not a url").save("ragpulse-test-not-a-url", overwrite=True)

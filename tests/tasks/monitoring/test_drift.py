@@ -11,8 +11,8 @@ import pytest
 
 from ragpulse.tasks.config import AlertConfig, DriftConfig
 from ragpulse.tasks.core.types import DriftAlert
-from ragpulse.tasks.monitoring.alerts import _post, webhook_payload
-from ragpulse.tasks.monitoring.drift import alerts_of, drift_rows, segment_values
+from ragpulse.tasks.monitoring.comparison import alerts_of, drift_rows, segment_values
+from ragpulse.tasks.monitoring.delivery import post, webhook_payload
 from tests.doubles.webhook_receiver import SECRET_PATH, WebhookReceiver
 
 DAYS = [dt.date(2026, 5, 1) + dt.timedelta(days=i) for i in range(8)]
@@ -163,21 +163,21 @@ def test_webhook_payloads() -> None:
 
 def test_webhook_retries_then_succeeds(webhook: WebhookReceiver) -> None:
     webhook.fail(503, 2)
-    attempts, error = _post(webhook.url, {"text": "x"}, AlertConfig(backoff_seconds=0))
+    attempts, error = post(webhook.url, {"text": "x"}, AlertConfig(backoff_seconds=0))
     assert (attempts, error) == (3, None)
     assert webhook.messages == [{"text": "x"}]
 
 
 def test_webhook_gives_up_without_leaking_its_url(webhook: WebhookReceiver) -> None:
     webhook.fail(503, 10)
-    attempts, error = _post(webhook.url, {"text": "x"}, AlertConfig(backoff_seconds=0, max_attempts=3))
+    attempts, error = post(webhook.url, {"text": "x"}, AlertConfig(backoff_seconds=0, max_attempts=3))
     assert attempts == 3 and webhook.attempts == 3
     assert error == "HTTP 503 from 127.0.0.1" and SECRET_PATH not in error
     webhook.fail(400, 1)
-    attempts, error = _post(webhook.url, {"text": "x"}, AlertConfig(backoff_seconds=0))
+    attempts, error = post(webhook.url, {"text": "x"}, AlertConfig(backoff_seconds=0))
     assert attempts == 1 and error == "HTTP 400 from 127.0.0.1"
 
 
 def test_unreachable_webhook_is_an_error_not_an_exception() -> None:
-    attempts, error = _post("http://127.0.0.1:9/hook", {}, AlertConfig(backoff_seconds=0, max_attempts=2))
+    attempts, error = post("http://127.0.0.1:9/hook", {}, AlertConfig(backoff_seconds=0, max_attempts=2))
     assert attempts == 2 and error == "ConnectError reaching 127.0.0.1"

@@ -1,0 +1,165 @@
+"""Delivering drift alerts: the webhook message (Slack-compatible or ragpulse's JSON), its retried POST, Prefect
+events, and the ``alerts`` ledger rows that record each delivery.
+
+The webhook URL is a secret (Slack's carries its own token): it comes from ``RAGPULSE_ALERT_WEBHOOK_URL`` or a
+Prefect Secret block, never from flow parameters, and never reaches logs, artifacts or tables.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from prefect.events import emit_event
+
+from ragpulse.tasks.config import AlertConfig
+from ragpulse.tasks.core.secrets import secret_text
+from ragpulse.tasks.core.types import DriftAlert
+
+__all__ = ["EVENT_PREFIX", "WEBHOOK_URL_ENV", "AlertOutcome", "emit", "ledger_rows", "markdown_number", "post",
+           "webhook_payload", "webhook_url"]  # fmt: skip
+
+WEBHOOK_URL_ENV = "RAGPULSE_ALERT_WEBHOOK_URL"
+EVENT_PREFIX = "ragpulse.drift"
+_RETRIED_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class AlertOutcome:
+    sent: list[str]
+    already_sent: list[str]
+    failed: list[str]
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {"sent": self.sent, "already_sent": self.already_sent, "failed": self.failed}
+
+
+def webhook_url(settings: AlertConfig) -> str | None:
+    """The webhook URL from the Prefect Secret block, else the environment; None: no webhook."""
+    if settings.webhook_block:
+        return secret_text(
+            settings.webhook_block,
+            used_for="alert webhook",
+            holds="an http(s) URL",
+            valid=lambda value: value.startswith(("http://", "https://")),
+        )
+    return os.environ.get(WEBHOOK_URL_ENV) or None
+
+
+def markdown_number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def webhook_payload(alerts: Sequence[DriftAlert], settings: AlertConfig) -> dict[str, Any]:
+    """One message for a partition's new alerts, Slack-compatible or as ragpulse's JSON document."""
+    day = alerts[0].partition_date.isoformat()
+    if settings.webhook_format == "json":
+        return {
+            "source": "ragpulse",
+            "kind": "drift",
+            "partition_date": day,
+            "report_url": settings.report_url,
+            "alerts": [
+                {
+                    "key": a.key,
+                    "metric": a.metric,
+                    "segment": a.segment,
+                    "verdict": a.verdict,
+                    "baseline_mean": a.baseline_mean,
+                    "current_mean": a.current_mean,
+                    "delta": a.delta,
+                    "judge_model": a.judge_model,
+                    "detail": a.detail,
+                }
+                for a in alerts
+            ],
+        }
+    lines = [
+        f"• *{a.metric}* ({a.segment}): {a.verdict.replace('_', ' ')}, mean {markdown_number(a.baseline_mean)} → "
+        f"{markdown_number(a.current_mean)}. {a.detail}"
+        for a in alerts
+    ]
+    title = f"ragpulse: {len(alerts)} drift alert(s) for dt={day}"
+    link = f"\n<{settings.report_url}|Open the report>" if settings.report_url else ""
+    return {
+        "text": title,
+        "blocks": [
+            {"type": "header", "text": {"type": "plain_text", "text": title}},
+            {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)[:2900] + link}},
+        ],
+    }
+
+
+def post(url: str, payload: dict[str, Any], settings: AlertConfig) -> tuple[int, str | None]:
+    """POST with retries of timeouts, connection errors, 429 and 5xx; returns (attempts, error or None)."""
+    error = None
+    with httpx.Client(timeout=settings.timeout_seconds) as client:
+        for attempt in range(1, settings.max_attempts + 1):
+            try:
+                response = client.post(url, json=payload)
+            except httpx.TransportError as exc:
+                error = f"{type(exc).__name__} reaching {_host(url)}"
+            else:
+                if response.is_success:
+                    return attempt, None
+                error = f"HTTP {response.status_code} from {_host(url)}"
+                if response.status_code not in _RETRIED_STATUS:
+                    return attempt, error
+            if attempt < settings.max_attempts:
+                time.sleep(settings.backoff_seconds * 2 ** (attempt - 1))
+    return settings.max_attempts, error
+
+
+def _host(url: str) -> str:
+    """Only the host: the path of a webhook URL is its secret."""
+    return urlsplit(url).hostname or "webhook"
+
+
+def emit(alert: DriftAlert) -> bool:
+    event = emit_event(
+        event=f"{EVENT_PREFIX}.{alert.verdict}",
+        resource={
+            "prefect.resource.id": f"ragpulse.metric.{alert.metric}",
+            "prefect.resource.name": alert.metric,
+            "ragpulse.segment": alert.segment,
+            "ragpulse.partition-date": alert.partition_date.isoformat(),
+        },
+        payload={
+            "key": alert.key,
+            "verdict": alert.verdict,
+            "baseline_mean": alert.baseline_mean,
+            "current_mean": alert.current_mean,
+            "delta": alert.delta,
+            "judge_model": alert.judge_model,
+            "detail": alert.detail,
+        },
+    )
+    return event is not None
+
+
+def ledger_rows(
+    alerts: Sequence[DriftAlert], channel: str, attempts: int, error: str | None, run_id: str
+) -> list[dict[str, Any]]:
+    now = dt.datetime.now(dt.UTC)
+    return [
+        {
+            "alert_key": a.key,
+            "partition_date": a.partition_date,
+            "metric": a.metric,
+            "segment": a.segment,
+            "verdict": a.verdict,
+            "channel": channel,
+            "status": "failed" if error else "sent",
+            "attempts": attempts,
+            "error": error,
+            "sent_at": now,
+            "run_id": run_id,
+        }
+        for a in alerts
+    ]
