@@ -52,6 +52,7 @@ __all__ = [
     "Setting",
     "SourceConfig",
     "TraceFormat",
+    "from_text",
     "load_config",
     "load_group",
 ]
@@ -329,15 +330,16 @@ def _split_list(value: Any) -> Any:
     return value
 
 
-def _env_value(setting: Setting, raw: str) -> Any:
-    """An environment variable's text as the field's value: JSON for mappings, the rest pydantic parses."""
+def from_text(setting: Setting, text: str, where: str) -> Any:
+    """A setting given as text (an environment variable, an option): JSON for mappings, the rest pydantic parses.
+    ``where`` names the origin in the error."""
     annotation = GROUPS[setting.group].model_fields[setting.field].annotation
     if typing.get_origin(annotation) is dict:
         try:
-            return json.loads(raw)
+            return json.loads(text)
         except ValueError as exc:
-            raise ConfigError(f"{setting.env} must be a JSON object: {exc}") from None
-    return raw
+            raise ConfigError(f"{where} must be a JSON object: {exc}") from None
+    return text
 
 
 def _config_file(path: str | os.PathLike[str] | None) -> Path | None:
@@ -382,7 +384,7 @@ def _merged(config_file: str | os.PathLike[str] | None, overrides: Mapping[str, 
     for setting in SETTINGS.values():
         raw = os.environ.get(setting.env)
         if raw:  # an empty variable is unset, never an empty URL or path
-            values[setting.group, setting.field] = _env_value(setting, raw)
+            values[setting.group, setting.field] = from_text(setting, raw, setting.env)
     for flat, value in overrides.items():
         if value is not None:
             values[SETTINGS[flat].group, SETTINGS[flat].field] = value

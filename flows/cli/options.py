@@ -9,7 +9,6 @@ still apply underneath it.
 
 import functools
 import inspect
-import json
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +16,8 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from ragpulse.tasks.config import GROUPS, SETTINGS, Setting
+from ragpulse.flows.cli.output import fail
+from ragpulse.tasks.config import GROUPS, SETTINGS, Setting, from_text
 from ragpulse.tasks.core.errors import ConfigError
 
 __all__ = ["ConfigOption", "setting_options"]
@@ -51,23 +51,15 @@ def _help(setting: Setting) -> str:
 
 def _parameter(setting: Setting) -> inspect.Parameter:
     kind = _option_type(setting)
+    # A flag needs its negative too: a setting that defaults to true must be settable to false.
+    names = (f"{setting.option}/--no-{setting.option[2:]}",) if kind is bool else (setting.option,)
     option = typer.Option(
-        setting.option, *_ALIASES.get(setting.flat, ()), help=_help(setting), rich_help_panel=setting.group.title(),
+        *names, *_ALIASES.get(setting.flat, ()), help=_help(setting), rich_help_panel=setting.group.title(),
         show_default=False,
     )  # fmt: skip
     return inspect.Parameter(
         setting.flat, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[kind | None, option]
     )
-
-
-def _parsed(setting: Setting, value: Any) -> Any:
-    """JSON text for mapping settings; everything else goes to pydantic as given."""
-    if typing.get_origin(GROUPS[setting.group].model_fields[setting.field].annotation) is dict:
-        try:
-            return json.loads(value)
-        except ValueError as exc:
-            raise ConfigError(f"{setting.option} must be a JSON object: {exc}") from None
-    return value
 
 
 def setting_options(*groups: str) -> Callable[[_F], _F]:
@@ -83,10 +75,11 @@ def setting_options(*groups: str) -> Callable[[_F], _F]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             given = {s.flat: kwargs.pop(s.flat) for s in chosen if kwargs.get(s.flat) is not None}
             try:
-                settings = {flat: _parsed(SETTINGS[flat], value) for flat, value in given.items()}
+                settings = {
+                    flat: from_text(SETTINGS[flat], value, SETTINGS[flat].option) if isinstance(value, str) else value
+                    for flat, value in given.items()
+                }
             except ConfigError as exc:
-                from ragpulse.flows.cli.output import fail
-
                 raise fail(str(exc)) from None
             for setting in chosen:
                 kwargs.pop(setting.flat, None)

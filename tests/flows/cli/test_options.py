@@ -1,0 +1,72 @@
+"""Options made from the run configuration: one per setting, flags with their negative, JSON and list values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from ragpulse.flows.cli import app
+from ragpulse.flows.cli.options import setting_options
+from ragpulse.tasks.config import GROUPS, PARTITION_GROUPS, SETTINGS
+
+runner = CliRunner()
+probe = typer.Typer()
+received: list[dict[str, Any]] = []
+
+
+@probe.command()
+@setting_options(*GROUPS)
+def show(*, settings: dict[str, Any]) -> None:
+    received.append(settings)
+
+
+@probe.command()
+def other() -> None:
+    """A second command, so typer keeps ``show`` a subcommand."""
+
+
+def given(*args: str) -> dict[str, Any]:
+    received.clear()
+    result = runner.invoke(probe, ["show", *args])
+    assert result.exit_code == 0, result.output
+    return received[-1]
+
+
+@pytest.mark.parametrize(
+    ("command", "groups"),
+    [("evaluate", PARTITION_GROUPS), ("monitor", GROUPS), ("backfill", GROUPS), ("serve", GROUPS)],
+)
+def test_every_setting_of_a_commands_groups_is_an_option(command: str, groups: tuple[str, ...]) -> None:
+    names = {param.name for param in typer.main.get_command(app).commands[command].params}  # type: ignore[attr-defined]
+    expected = {flat for flat, setting in SETTINGS.items() if setting.group in groups}
+    assert expected <= names, sorted(expected - names)
+    assert not {flat for flat, setting in SETTINGS.items() if setting.group not in groups} & names
+
+
+def test_options_left_out_are_not_given_so_lower_sources_apply() -> None:
+    assert given() == {}
+
+
+def test_flags_can_be_turned_off_and_on() -> None:
+    assert given("--no-alert-emit-events") == {"alert_emit_events": False}
+    assert given("--alert-emit-events") == {"alert_emit_events": True}
+
+
+def test_mappings_are_json_and_lists_comma_separated() -> None:
+    values = given(
+        "--storage-options", '{"endpoint_url": "http://127.0.0.1:9000"}', "--metrics", "document_mrr,recall@5"
+    )
+    assert values == {"storage_options": {"endpoint_url": "http://127.0.0.1:9000"}, "metrics": "document_mrr,recall@5"}
+
+
+def test_a_mapping_that_is_not_json_is_a_one_line_error() -> None:
+    result = runner.invoke(probe, ["show", "--format-options", "{id_key: x}"])
+    assert result.exit_code == 2
+    assert "--format-options must be a JSON object" in result.output and "Traceback" not in result.output
+
+
+def test_historical_short_names_still_work() -> None:
+    assert given("--sample", "0.5", "--format", "langfuse") == {"sample_rate": 0.5, "trace_format": "langfuse"}
