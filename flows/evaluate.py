@@ -25,7 +25,7 @@ from ragpulse.tasks.quality.checks import TraceLimits
 from ragpulse.tasks.quality.validate import validate_scores, validate_traces
 from ragpulse.tasks.reporting.run_summary import RunSummary
 from ragpulse.tasks.reporting.summary import summarize_run
-from ragpulse.tasks.scoring.judged import judge_score_batch
+from ragpulse.tasks.scoring.judge_score import judge_score_batch
 from ragpulse.tasks.scoring.score import assemble_scores, count_cached, fresh_usage, score_batch, score_cache_policy
 from ragpulse.tasks.warehouse.publish import publish_partition
 

@@ -13,7 +13,7 @@ from ragpulse.tasks.config import RunConfig
 from ragpulse.tasks.core.fingerprint import digest
 from ragpulse.tasks.core.storage import redact_url
 from ragpulse.tasks.core.types import RunInfo
-from ragpulse.tasks.scoring.judging import JudgePlan, judge_settings, load_judge_options, plan_judging
+from ragpulse.tasks.scoring.judge_plan import JudgePlan, judge_settings, load_judge_options, plan_judging
 
 if TYPE_CHECKING:
     from ragpulse.tasks.judge.settings import JudgeSettings

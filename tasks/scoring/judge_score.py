@@ -23,9 +23,9 @@ from ragpulse.metrics.registry import build_judge_metrics, parse_metrics
 from ragpulse.tasks.core import types as run_types
 from ragpulse.tasks.core.fingerprint import code_fingerprint, digest
 from ragpulse.tasks.core.types import BatchRef, ScoredBatch
-from ragpulse.tasks.scoring import batches, judging
+from ragpulse.tasks.scoring import batches, judge_plan
 from ragpulse.tasks.scoring.batches import read_staged, read_trace_batch
-from ragpulse.tasks.scoring.judging import embedder_for, expand_sample, judge_context_options, sample_batch, sampled
+from ragpulse.tasks.scoring.judge_plan import embedder_for, expand_sample, judge_context_options, sample_batch, sampled
 
 __all__ = ["judge_score_batch"]
 
@@ -41,7 +41,7 @@ def _judge_key(context: TaskRunContext, params: dict[str, Any]) -> str:
         params["judge_settings"].endpoint if params["judge_settings"] else None,
         json.dumps(options, sort_keys=True, default=str),
         params["sample_rate"],
-        code_fingerprint(metrics, sys.modules[__name__], judging, batches, run_types),
+        code_fingerprint(metrics, sys.modules[__name__], judge_plan, batches, run_types),
     )
 
 
