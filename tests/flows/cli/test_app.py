@@ -194,7 +194,7 @@ def test_serve_registers_the_daily_schedule_and_pauses_it_on_exit(
     name = f"monitor-{stop.name.lower()}"
     command = [sys.executable, "-m", "ragpulse.flows.cli", "serve", "--source", str(tmp_path), "--name", name]
     command += ["--cron", "30 5 * * *", "--timezone", "Europe/Berlin", "--segment-key", "metadata.app"]
-    process = subprocess.Popen(command, env=env, cwd=Path(__file__).parents[2], stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(command, env=env, cwd=Path(__file__).parents[3], stderr=subprocess.PIPE, text=True)
     try:
         deployment = None
         deadline = time.monotonic() + 90
