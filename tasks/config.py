@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
 from ragpulse.metrics import DEFAULT_METRICS, parse_metrics
 from ragpulse.metrics.drift import DriftThresholds
@@ -307,6 +308,11 @@ class Setting(typing.NamedTuple):
     def option(self) -> str:
         return "--" + self.flat.replace("_", "-")
 
+    @property
+    def info(self) -> FieldInfo:
+        """The field's declaration: type, default, bounds and description."""
+        return GROUPS[self.group].model_fields[self.field]
+
 
 def _settings() -> dict[str, Setting]:
     found: dict[str, Setting] = {}
@@ -333,8 +339,7 @@ def _split_list(value: Any) -> Any:
 def from_text(setting: Setting, text: str, where: str) -> Any:
     """A setting given as text (an environment variable, an option): JSON for mappings, the rest pydantic parses.
     ``where`` names the origin in the error."""
-    annotation = GROUPS[setting.group].model_fields[setting.field].annotation
-    if typing.get_origin(annotation) is dict:
+    if typing.get_origin(setting.info.annotation) is dict:
         try:
             return json.loads(text)
         except ValueError as exc:

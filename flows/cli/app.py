@@ -1,4 +1,5 @@
-"""The ``ragpulse`` commands. Prefect is imported lazily so that ``--help`` stays instant.
+"""The ``ragpulse`` commands. Prefect is imported lazily so that ``--help`` stays quick; the run configuration is
+not, since the options are made from it.
 
 Every command that runs a flow loads one RunConfig (options > ``RAGPULSE_*`` environment > TOML file > defaults)
 and hands the flow its groups, so a setting reaches ``evaluate``, ``monitor``, ``backfill`` and ``serve`` alike.
@@ -11,7 +12,7 @@ import json
 import os
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -26,10 +27,19 @@ from ragpulse.flows.cli.output import (
     print_summaries,
     progress,
 )
-from ragpulse.tasks.config import GROUPS, PARTITION_GROUPS
-
-if TYPE_CHECKING:
-    from ragpulse.tasks.config import RunConfig
+from ragpulse.metrics.errors import RagpulseError
+from ragpulse.tasks.config import (
+    GROUPS,
+    PARTITION_GROUPS,
+    SETTINGS,
+    DriftConfig,
+    OutputConfig,
+    RunConfig,
+    ScoringConfig,
+    SourceConfig,
+    load_config,
+    load_group,
+)
 
 __all__ = [
     "JsonOption",
@@ -85,8 +95,6 @@ def _date(value: str, option: str) -> dt.date:
 
 def _config(config_file: Path | None, settings: dict[str, Any]) -> RunConfig:
     """The run configuration, or a one-line error naming the setting."""
-    from ragpulse.metrics.errors import RagpulseError
-    from ragpulse.tasks.config import load_config
 
     try:
         return load_config(config_file, **settings)
@@ -104,7 +112,6 @@ def evaluate(
     settings: dict[str, Any],
 ) -> None:
     """Score one date partition and publish its score tables."""
-    from ragpulse.metrics.errors import RagpulseError
 
     partition = _date(date, "--date")
     run_config = _config(config, settings)
@@ -133,7 +140,6 @@ def monitor(
     settings: dict[str, Any],
 ) -> None:
     """Evaluate one partition now, then detect drift and send alerts (what the daily schedule runs)."""
-    from ragpulse.metrics.errors import RagpulseError
 
     run_config = _config(config, settings)
     day = _date(date, "--date") if date else None  # the flow picks yesterday in --timezone
@@ -188,7 +194,6 @@ def _run_backfill(run_config: RunConfig, first: dt.date, last: dt.date, **option
     """Run the backfill flow in this process behind a progress bar; its result, or a one-line error."""
     from ragpulse.flows.backfill import backfill as backfill_flow
     from ragpulse.flows.backfill import progress_listener
-    from ragpulse.metrics.errors import RagpulseError
 
     display = progress()
     try:
@@ -281,8 +286,6 @@ def report(
     config: ConfigOption = None,
 ) -> None:
     """Write a self-contained HTML report: trends with baseline bands and drift markers, failure rates, worst traces."""
-    from ragpulse.metrics.errors import RagpulseError
-    from ragpulse.tasks.config import OutputConfig, load_group
     from ragpulse.tasks.reporting.html import write_report
 
     try:
@@ -305,8 +308,6 @@ def demo(
     metrics: Annotated[str | None, typer.Option(help="Comma-separated metric names; default: the defaults.")] = None,
 ) -> None:
     """Generate a week of realistic traces (if absent), score every day, publish to DuckDB."""
-    from ragpulse.metrics.errors import RagpulseError
-    from ragpulse.tasks.config import DriftConfig, OutputConfig, RunConfig, ScoringConfig, SourceConfig
     from ragpulse.tasks.core.storage import partition_dates
     from ragpulse.tasks.demo.generate import generate_demo_traces
 
@@ -377,11 +378,10 @@ def list_metrics() -> None:
 @app.command("settings")
 def list_settings(as_json: JsonOption = False) -> None:
     """List every setting: its group, option, environment variable, TOML key and default."""
-    from ragpulse.tasks.config import SETTINGS
 
     rows = []
     for setting in SETTINGS.values():
-        field = GROUPS[setting.group].model_fields[setting.field]
+        field = setting.info
         default = None if field.is_required() else field.get_default(call_default_factory=True)
         rows.append(
             {"setting": setting.flat, "group": setting.group, "field": setting.field, "option": setting.option,

@@ -17,7 +17,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from ragpulse.flows.cli.output import fail
-from ragpulse.tasks.config import GROUPS, SETTINGS, Setting, from_text
+from ragpulse.tasks.config import SETTINGS, Setting, from_text
 from ragpulse.tasks.core.errors import ConfigError
 
 __all__ = ["ConfigOption", "setting_options"]
@@ -32,7 +32,7 @@ _ALIASES: dict[str, tuple[str, ...]] = {"sample_rate": ("--sample",), "trace_for
 
 def _option_type(setting: Setting) -> type:
     """What typer parses: numbers and flags as such; everything else as text that pydantic validates."""
-    annotation = GROUPS[setting.group].model_fields[setting.field].annotation
+    annotation = setting.info.annotation
     arguments = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
     for kind in (bool, int, float):
         if arguments == [kind]:
@@ -41,7 +41,7 @@ def _option_type(setting: Setting) -> type:
 
 
 def _help(setting: Setting) -> str:
-    field = GROUPS[setting.group].model_fields[setting.field]
+    field = setting.info
     kind = typing.get_origin(field.annotation)
     suffix = " (JSON object)" if kind is dict else " (comma-separated)" if kind is tuple else ""
     if kind is typing.Literal:
