@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import signal
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,6 +26,7 @@ from ragpulse.flows.cli.output import (
     print_summaries,
     progress,
 )
+from ragpulse.flows.serving import DEFAULT_SERVE_NAME
 from ragpulse.metrics.errors import RagpulseError
 from ragpulse.tasks.config import (
     GROUPS,
@@ -53,7 +53,6 @@ __all__ = [
     "monitor",
     "report",
     "serve",
-    "serve_parameters",
 ]
 
 app = typer.Typer(help="ragpulse: monitor the quality of RAG systems from their traces.", no_args_is_help=True)
@@ -74,7 +73,9 @@ def main(
     for name, value in _PREFECT_DEFAULTS.items():
         os.environ.setdefault(name, value)
     if not verbose:
-        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+        # Quiet in the terminal only: the flow and task runs' INFO logs still go to the Prefect server, whose UI
+        # otherwise says the run "didn't generate logs". (PREFECT_LOGGING_LEVEL would silence both.)
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
 
 
 def _announce_api() -> None:
@@ -212,7 +213,9 @@ def _run_backfill(run_config: RunConfig, first: dt.date, last: dt.date, **option
 def serve(
     cron: Annotated[str, typer.Option(help="When the monitor runs (cron, in --timezone).")] = "0 6 * * *",
     timezone: Annotated[str, typer.Option(help="IANA timezone of the schedule and of 'yesterday'.")] = "UTC",
-    name: Annotated[str, typer.Option(help="Deployment name.")] = "monitor-daily",
+    name: Annotated[
+        str, typer.Option(help="Deployment name; one that `prefect deploy` registered is refused.")
+    ] = DEFAULT_SERVE_NAME,
     config: ConfigOption = None,
     *,
     settings: dict[str, Any],
@@ -231,43 +234,18 @@ def serve(
     except ValueError as exc:
         raise fail(f"invalid schedule --cron {cron!r} --timezone {timezone!r}: {exc.errors()[0]['msg']}") from None
     run_config = _config(config, settings)
-    from prefect.schedules import Cron
+    from ragpulse.flows.serving import serve_monitor
 
-    from ragpulse.flows.monitor import monitor as monitor_flow
-
-    parameters = {**serve_parameters(run_config), "timezone": timezone}
     console.print(
         f"Serving [bold]monitor/{name}[/bold] on '{cron}' ({timezone}); Ctrl-C or SIGTERM stops and pauses it."
     )
-    # Until Prefect's runner installs its own graceful handler, SIGTERM would end the process at once, skipping
-    # the pause below (seen when the signal arrives between registering the deployment and starting the runner).
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
-        monitor_flow.serve(name=name, schedules=[Cron(cron, timezone=timezone)], parameters=parameters)
-    finally:
-        _pause_deployment(f"monitor/{name}")
+        serve_monitor(run_config, name=name, cron=cron, timezone=timezone, on_paused=_announce_pause)
+    except RagpulseError as exc:
+        raise fail(str(exc)) from None
 
 
-def _exit_on_sigterm(signum: int, frame: Any) -> None:
-    raise SystemExit(128 + signum)
-
-
-def serve_parameters(run_config: RunConfig) -> dict[str, Any]:
-    """The monitor deployment's parameters: every group, as JSON, so the schedule runs what was configured."""
-    return {name: group.model_dump(mode="json") for name, group in run_config.groups().items()}
-
-
-def _pause_deployment(full_name: str) -> None:
-    """Pause a served deployment when its process stops, however it stops: Prefect's own pause on shutdown is
-    skipped when a signal arrives before its runner has started, and (Prefect 3.9) on SIGTERM."""
-    from prefect.client.orchestration import get_client
-    from prefect.exceptions import ObjectNotFound
-
-    with get_client(sync_client=True) as client:
-        try:
-            client.pause_deployment(client.read_deployment_by_name(full_name).id)
-        except ObjectNotFound:
-            return
+def _announce_pause(full_name: str) -> None:
     console.print(f"Paused {full_name}: no runs are scheduled until it is served again.")
 
 

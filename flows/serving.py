@@ -1,0 +1,92 @@
+"""``ragpulse serve``: the monitor flow on a schedule, run from this process, under a deployment that serve owns.
+
+A deployment is owned by serve when it carries the ``ragpulse-serve`` tag and no work pool. Serve refuses any other
+deployment of the same name: ``Flow.serve`` would replace its work pool, schedule and concurrency limit, and pause
+it on exit, which silently stops production monitoring that ``prefect deploy`` registered.
+"""
+
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from ragpulse.tasks.config import RunConfig
+from ragpulse.tasks.core.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_SERVE_NAME",
+    "SERVED_TAG",
+    "check_served_deployment",
+    "pause_deployment",
+    "serve_monitor",
+    "serve_parameters",
+]
+
+#: Not ``monitor-daily``: that is the work-pool deployment of deployments/prefect.yaml.
+DEFAULT_SERVE_NAME = "monitor-served"
+SERVED_TAG = "ragpulse-serve"
+
+
+def serve_parameters(run_config: RunConfig, timezone: str) -> dict[str, Any]:
+    """The served deployment's parameters: every group as JSON, so each scheduled run runs what was configured."""
+    groups = {name: group.model_dump(mode="json") for name, group in run_config.groups().items()}
+    return {**groups, "timezone": timezone}
+
+
+def check_served_deployment(full_name: str) -> None:
+    """Raise ConfigError when ``full_name`` exists and is not a deployment that ``ragpulse serve`` created."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    with get_client(sync_client=True) as client:
+        try:
+            existing = client.read_deployment_by_name(full_name)
+        except ObjectNotFound:
+            return
+    if existing.work_pool_name or SERVED_TAG not in (existing.tags or []):
+        owner = f"work pool {existing.work_pool_name!r}" if existing.work_pool_name else f"no {SERVED_TAG!r} tag"
+        raise ConfigError(
+            f"deployment {full_name} exists and was not created by `ragpulse serve` ({owner}); serving it would "
+            "replace its work pool, schedule and concurrency limit and pause it on exit: choose another --name"
+        )
+
+
+def serve_monitor(
+    run_config: RunConfig, *, name: str, cron: str, timezone: str, on_paused: Callable[[str], None] | None = None
+) -> None:
+    """Register ``monitor/<name>`` on ``cron`` (in ``timezone``) and run its flow runs here until stopped; then pause
+    it, so runs do not pile up as Late with nobody to run them, and tell ``on_paused``."""
+    from prefect.schedules import Cron
+
+    from ragpulse.flows.monitor import monitor
+
+    full_name = f"{monitor.name}/{name}"
+    check_served_deployment(full_name)
+    # Until Prefect's runner installs its own graceful handler, SIGTERM would end the process at once, skipping
+    # the pause below (seen when the signal arrives between registering the deployment and starting the runner).
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        monitor.serve(
+            name=name, schedules=[Cron(cron, timezone=timezone)], parameters=serve_parameters(run_config, timezone),
+            tags=[SERVED_TAG],
+        )  # fmt: skip
+    finally:
+        if pause_deployment(full_name) and on_paused is not None:
+            on_paused(full_name)
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def pause_deployment(full_name: str) -> bool:
+    """Pause a served deployment when its process stops, however it stops: Prefect's own pause on shutdown is
+    skipped when a signal arrives before its runner has started, and (Prefect 3.9) on SIGTERM. False if absent."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    with get_client(sync_client=True) as client:
+        try:
+            client.pause_deployment(client.read_deployment_by_name(full_name).id)
+        except ObjectNotFound:
+            return False
+    return True
