@@ -25,15 +25,26 @@ from ragpulse.tasks.config import (
     ScoringConfig,
     SourceConfig,
 )
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.errors import ConfigError, PartitionNotFoundError
 from ragpulse.tasks.monitoring.alerts import send_alerts
 from ragpulse.tasks.monitoring.drift import detect_drift
 from ragpulse.tasks.planning.backfill import plan_backfill
+from ragpulse.tasks.planning.run import check_deployment_run
 from ragpulse.tasks.reporting.run_summary import RunSummary
 
-__all__ = ["MAX_CONCURRENCY", "BackfillProgress", "BackfillResult", "backfill", "evaluate_date", "progress_listener"]
+__all__ = [
+    "MAX_CONCURRENCY",
+    "BackfillProgress",
+    "BackfillResult",
+    "PartitionEvent",
+    "backfill",
+    "evaluate_date",
+    "progress_listener",
+]
 
 MAX_CONCURRENCY = 16
+#: "missing": the day turned out to have no traces (event-time sources have no folders to list beforehand).
+PartitionEvent = Literal["started", "completed", "failed", "missing"]
 
 
 class BackfillProgress(Protocol):
@@ -41,7 +52,7 @@ class BackfillProgress(Protocol):
 
     def planned(self, to_run: int, skipped: int) -> None: ...
 
-    def partition(self, day: dt.date, event: Literal["started", "completed", "failed"]) -> None: ...
+    def partition(self, day: dt.date, event: PartitionEvent) -> None: ...
 
 
 _listeners: list[BackfillProgress] = []
@@ -57,7 +68,7 @@ def progress_listener(listener: BackfillProgress) -> Iterator[None]:
         _listeners.remove(listener)
 
 
-def _notify(day: dt.date, event: Literal["started", "completed", "failed"]) -> None:
+def _notify(day: dt.date, event: PartitionEvent) -> None:
     for listener in list(_listeners):
         listener.partition(day, event)
 
@@ -91,7 +102,12 @@ def evaluate_date(date: dt.date, config: RunConfig) -> RunSummary:
     return evaluate_partition(date=date, **config.groups(*PARTITION_GROUPS))
 
 
-@flow(name="backfill", task_runner=ThreadPoolTaskRunner(max_workers=MAX_CONCURRENCY), log_prints=False)
+@flow(
+    name="backfill",
+    flow_run_name="backfill {start}..{end}",
+    task_runner=ThreadPoolTaskRunner(max_workers=MAX_CONCURRENCY),
+    log_prints=False,
+)
 def backfill(
     source: SourceConfig,
     start: dt.date,
@@ -121,11 +137,13 @@ def backfill(
         source=source, scoring=scoring, judge=judge, quality=quality, output=output, runner=runner, drift=drift,
         alerts=alerts,
     )  # fmt: skip
+    check_deployment_run(config)
     plan = plan_backfill(config, start, end, force=force)
     for listener in list(_listeners):
         listener.planned(len(plan.to_run), len(plan.skipped))
     summaries: dict[dt.date, RunSummary] = {}
     failed: dict[dt.date, str] = {}
+    missing = list(plan.missing)
     waiting = list(plan.to_run)
     running: dict[PrefectFuture[RunSummary], dt.date] = {}
     while waiting or running:
@@ -140,6 +158,9 @@ def backfill(
         if state.is_completed():
             summaries[day] = finished.result()
             _notify(day, "completed")
+        elif isinstance(finished.result(raise_on_failure=False), PartitionNotFoundError):
+            missing.append(day)
+            _notify(day, "missing")
         else:
             failed[day] = state.message or state.name or "failed"
             _notify(day, "failed")
@@ -155,12 +176,14 @@ def backfill(
             if send_drift_alerts:
                 alerts_sent += len(send_alerts(output.warehouse, report, alerts, run_id=run_id).sent)
     result = BackfillResult(
-        plan.config_hash, sorted(summaries), plan.skipped, dict(sorted(failed.items())), plan.missing,
+        plan.config_hash, sorted(summaries), plan.skipped, dict(sorted(failed.items())), sorted(missing),
         [summaries[d] for d in sorted(summaries)], verdicts, alerts_sent,
     )  # fmt: skip
     if failed:
         names = ", ".join(f"dt={d}: {message}" for d, message in result.failed.items())
         return Failed(message=f"{len(failed)} of {len(plan.to_run)} partition(s) failed: {names}", data=result)
     return Completed(
-        message=f"{len(summaries)} partition(s) evaluated, {len(plan.skipped)} already published", data=result
+        message=f"{len(summaries)} partition(s) evaluated, {len(plan.skipped)} already published, "
+        f"{len(result.missing)} without traces",
+        data=result,
     )

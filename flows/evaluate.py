@@ -20,7 +20,7 @@ from ragpulse.tasks.config import (
 )
 from ragpulse.tasks.core.workdir import local_docs_dir, lock_directory, result_storage, run_dir, staged_dir
 from ragpulse.tasks.ingest.stage import list_partition, stage_partition
-from ragpulse.tasks.planning.run import plan_run
+from ragpulse.tasks.planning.run import check_deployment_run, plan_run
 from ragpulse.tasks.quality.checks import TraceLimits
 from ragpulse.tasks.quality.validate import validate_scores, validate_traces
 from ragpulse.tasks.reporting.run_summary import RunSummary
@@ -32,7 +32,7 @@ from ragpulse.tasks.warehouse.publish import publish_partition
 __all__ = ["evaluate_partition", "score_partition"]
 
 
-@flow(name="evaluate-partition", log_prints=False)
+@flow(name="evaluate-partition", flow_run_name="evaluate-partition dt={date}", log_prints=False)
 def evaluate_partition(
     date: dt.date,
     source: SourceConfig,
@@ -50,10 +50,11 @@ def evaluate_partition(
     run says so. The scoring tasks run on ``runner`` (a thread pool, or Dask).
     """
     config = RunConfig(source=source, scoring=scoring, judge=judge, quality=quality, output=output, runner=runner)
+    check_deployment_run(config)
     return score_partition.with_options(task_runner=build_task_runner(runner))(date, config)
 
 
-@flow(name="score-partition", log_prints=False)
+@flow(name="score-partition", flow_run_name="score-partition dt={date}", log_prints=False)
 def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
     """The pipeline of ``evaluate_partition`` on whatever task runner the caller gave it with ``with_options``."""
     source, output, quality = config.source, config.output, config.quality

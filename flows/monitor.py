@@ -23,9 +23,10 @@ from ragpulse.tasks.config import (
 )
 from ragpulse.tasks.monitoring.alerts import send_alerts
 from ragpulse.tasks.monitoring.drift import detect_drift
+from ragpulse.tasks.planning.run import check_deployment_run
 from ragpulse.tasks.reporting.run_summary import RunSummary
 
-__all__ = ["MonitorResult", "monitor", "partition_to_monitor"]
+__all__ = ["MonitorResult", "monitor", "monitor_run_name", "partition_to_monitor"]
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,16 @@ def partition_to_monitor(timezone: str = "UTC", lag_days: int = 1) -> dt.date:
     return local.date() - dt.timedelta(days=lag_days)
 
 
-@flow(name="monitor", log_prints=False)
+def monitor_run_name() -> str:
+    """``monitor dt=<the partition it evaluates>``, so the runs list reads as a calendar."""
+    parameters = flow_run.parameters
+    day = parameters.get("date") or partition_to_monitor(
+        parameters.get("timezone", "UTC"), parameters.get("lag_days", 1)
+    )
+    return f"monitor dt={day}"
+
+
+@flow(name="monitor", flow_run_name=monitor_run_name, log_prints=False)
 def monitor(
     source: SourceConfig,
     date: dt.date | None = None,
@@ -66,6 +76,7 @@ def monitor(
         source=source, scoring=scoring, judge=judge, quality=quality, output=output, runner=runner, drift=drift,
         alerts=alerts,
     )  # fmt: skip
+    check_deployment_run(config)
     day = date or partition_to_monitor(timezone, lag_days)
     summary = evaluate_partition(date=day, **config.groups(*PARTITION_GROUPS))
     report = detect_drift(output.warehouse, day, drift, run_id=summary.run_id)

@@ -7,6 +7,7 @@ it on exit, which silently stops production monitoring that ``prefect deploy`` r
 
 import signal
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ragpulse.tasks.config import RunConfig
@@ -27,8 +28,10 @@ SERVED_TAG = "ragpulse-serve"
 
 
 def serve_parameters(run_config: RunConfig, timezone: str) -> dict[str, Any]:
-    """The served deployment's parameters: every group as JSON, so each scheduled run runs what was configured."""
-    groups = {name: group.model_dump(mode="json") for name, group in run_config.groups().items()}
+    """The served deployment's parameters: every group as JSON, so each scheduled run runs what was configured,
+    with relative paths made absolute here (deployment runs refuse relative ones)."""
+    absolute = run_config.with_absolute_paths(Path.cwd())
+    groups = {name: group.model_dump(mode="json") for name, group in absolute.groups().items()}
     return {**groups, "timezone": timezone}
 
 

@@ -5,6 +5,8 @@
 #
 # Environment:
 #   PREFECT_API_URL                        the server, e.g. http://prefect-server:4200/api (required)
+#   RAGPULSE_SOURCE, RAGPULSE_WAREHOUSE,   what the deployments read and write (required; see deployments/prefect.yaml)
+#   RAGPULSE_WORK_DIR
 #   RAGPULSE_WORK_POOL                     work pool name (default ragpulse, as in deployments/prefect.yaml)
 #   RAGPULSE_WORK_POOL_TYPE                process (compose) or kubernetes (cluster); default process
 #   RAGPULSE_BASE_JOB_TEMPLATE             optional JSON file: the pool's base job template, applied on every run
@@ -16,6 +18,11 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 : "${PREFECT_API_URL:?set PREFECT_API_URL to the Prefect server API, e.g. http://prefect-server:4200/api}"
+# prefect.yaml fills the deployments' source, warehouse and work dir from these; unset, `prefect deploy` would
+# store empty strings and every run would be refused when it starts.
+: "${RAGPULSE_SOURCE:?set RAGPULSE_SOURCE to the traces root, e.g. s3://my-rag-logs/traces}"
+: "${RAGPULSE_WAREHOUSE:?set RAGPULSE_WAREHOUSE, e.g. postgresql://ragpulse@db:5432/ragpulse}"
+: "${RAGPULSE_WORK_DIR:?set RAGPULSE_WORK_DIR, e.g. s3://my-rag-logs/ragpulse-work or an absolute path}"
 pool="${RAGPULSE_WORK_POOL:-ragpulse}"
 pool_type="${RAGPULSE_WORK_POOL_TYPE:-process}"
 

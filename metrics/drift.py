@@ -11,6 +11,12 @@ A comparison looks at three things per (metric, segment):
 A change alerts only when it is both significant and large: trace-level tests on thousands of traces find
 differences far too small to matter, so every rule also has a minimum effect size. Too few samples or
 baseline partitions give ``insufficient_data``, never an alarm. Definitions: docs/drift.md.
+
+**Reproducible.** A comparison depends only on the two multisets of values and its seed, never on the order
+the rows arrived in (DuckDB, PostgreSQL and a Parquet scan each return rows in their own order): ``Sample``
+keeps its values sorted and ``mean_difference_interval`` sorts its inputs before resampling, so the same
+scores give bit-identical means and intervals from any warehouse. The seed is the caller's (the drift task
+derives one per partition, metric and segment from SHA-256, see ``tasks/monitoring/comparison.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +28,16 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["ALERTING", "DriftResult", "DriftThresholds", "Sample", "Verdict", "compare", "mean_difference_interval"]
+__all__ = [
+    "ALERTING",
+    "DriftResult",
+    "DriftThresholds",
+    "Sample",
+    "Verdict",
+    "compare",
+    "mean_difference_interval",
+    "severity",
+]
 
 
 class Verdict(enum.StrEnum):
@@ -38,6 +53,14 @@ class Verdict(enum.StrEnum):
 
 
 ALERTING = frozenset({Verdict.DEGRADED, Verdict.FAILURE_RATE_UP, Verdict.COVERAGE_DOWN})
+
+_SEVERITY = {verdict.value: rank for rank, verdict in enumerate(Verdict)}
+
+
+def severity(verdict: str | None) -> int:
+    """Sort key of a verdict, most severe first (the order of ``Verdict``), so that every list of verdicts (the
+    comparison's own findings, artifacts, the report) puts what needs attention on top; unknown ones go last."""
+    return _SEVERITY.get(str(verdict), len(_SEVERITY))
 
 
 @dataclass(frozen=True)
@@ -69,7 +92,8 @@ class DriftThresholds:
 
 @dataclass(frozen=True)
 class Sample:
-    """One side of a comparison: the ok values, how many traces failed, how many were scored at all."""
+    """One side of a comparison: the ok values (kept sorted, so no statistic depends on the rows' order), how
+    many traces failed, how many were scored at all."""
 
     values: NDArray[np.float64]
     n_failed: int
@@ -77,6 +101,7 @@ class Sample:
     partitions: int
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "values", np.sort(np.asarray(self.values, dtype=np.float64)))
         if len(self.values) + self.n_failed > self.n_total:
             raise ValueError(f"{len(self.values)} ok and {self.n_failed} failed scores exceed {self.n_total} traces")
 
@@ -116,7 +141,9 @@ def mean_difference_interval(
     bootstrap_limit: int = 5000,
     seed: int = 0,
 ) -> tuple[float, float]:
-    """Confidence interval of ``mean(current) - mean(baseline)``; seeded, so a re-run gives the same interval."""
+    """Confidence interval of ``mean(current) - mean(baseline)``: seeded, and over each sample sorted first, so
+    the same values with the same seed give the same interval bit for bit in whatever order they come."""
+    baseline, current = np.sort(baseline), np.sort(current)
     delta = float(np.mean(current) - np.mean(baseline))
     if max(len(baseline), len(current)) > bootstrap_limit:
         spread = math.sqrt(np.var(baseline, ddof=1) / len(baseline) + np.var(current, ddof=1) / len(current))
@@ -223,8 +250,7 @@ def compare(
             Verdict.INSUFFICIENT_DATA, nan, nan, nan, nan,
             f"{min(baseline.n_total, current.n_total)} scored traces, {t.min_samples} needed",
         )  # fmt: skip
-    order = list(Verdict)
-    findings.sort(key=lambda finding: order.index(finding[0]))
+    findings.sort(key=lambda finding: severity(finding[0]))
     verdict = findings[0][0] if findings else Verdict.STABLE
     detail = "; ".join([text for _, text in findings] + notes)
     return DriftResult(verdict, delta, ci_low, ci_high, p_value, detail)

@@ -23,7 +23,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 
 from ragpulse.metrics import DEFAULT_METRICS, parse_metrics
@@ -101,6 +109,11 @@ class SourceConfig(ConfigGroup):
     late_arrival_hours: float = Field(
         default=6.0, ge=0.0, le=168.0, description="event-time: how long after the day files may still arrive."
     )
+
+    @field_validator("url", mode="before")
+    @classmethod
+    def _url_given(cls, value: Any) -> Any:
+        return _required_text(value, "RAGPULSE_SOURCE")
 
     @field_validator("storage_options")
     @classmethod
@@ -180,6 +193,11 @@ class OutputConfig(ConfigGroup):
     work_dir: str = Field(
         default=".ragpulse", min_length=1, description="Task cache and staged batches; s3:// shares them."
     )
+
+    @field_validator("warehouse", "work_dir", mode="before")
+    @classmethod
+    def _location_given(cls, value: Any, info: ValidationInfo) -> Any:
+        return _required_text(value, ENV_PREFIX + str(info.field_name).upper())
 
 
 class RunnerConfig(ConfigGroup):
@@ -273,6 +291,28 @@ class RunConfig(BaseModel):
         """The named groups (all by default) as keyword arguments of a flow."""
         return {name: getattr(self, name) for name in names or GROUPS}
 
+    def relative_paths(self) -> dict[str, str]:
+        """The settings that name a local file or folder by a relative path, as ``group.field``: their meaning
+        depends on the working directory, which for a worker's flow run is a temporary folder."""
+        found = {}
+        for group, field in _PATH_SETTINGS:
+            value = getattr(getattr(self, group), field)
+            local = _local_path(value) if value else None
+            if local is not None and not os.path.isabs(local[1]):
+                found[f"{group}.{field}"] = value
+        return found
+
+    def with_absolute_paths(self, base: Path) -> RunConfig:
+        """This configuration with every relative local path resolved against ``base`` (what it means here)."""
+        updates: dict[str, dict[str, str]] = {}
+        for name, value in self.relative_paths().items():
+            group, field = name.split(".")
+            prefix, path = _local_path(value) or ("", value)
+            updates.setdefault(group, {})[field] = prefix + str((base / path).absolute())
+        return self.model_copy(
+            update={group: getattr(self, group).model_copy(update=fields) for group, fields in updates.items()}
+        )
+
     def fingerprint(self) -> str:
         """Hash of what can change scores: metric names and versions, the judge's sample rate (it decides which
         traces get judge scores), and for an adapter format the format and its options (they decide which
@@ -284,6 +324,23 @@ class RunConfig(BaseModel):
             options = parse_options(self.source.format, self.source.format_options).to_dict()
             versions.append(["trace_format", self.source.format, options])
         return hashlib.sha256(json.dumps(versions, sort_keys=True).encode()).hexdigest()[:16]
+
+
+#: Settings that may name a local file or folder.
+_PATH_SETTINGS = (
+    ("source", "url"), ("output", "warehouse"), ("output", "work_dir"), ("judge", "options_file"),
+    ("quality", "input_suite"), ("quality", "output_suite"),
+)  # fmt: skip
+_LOCAL_PREFIXES = ("duckdb:///", "file://")
+
+
+def _local_path(value: str) -> tuple[str, str] | None:
+    """``(prefix, path)`` of a value on the local filesystem (``duckdb:///x.duckdb`` is the path ``x.duckdb``);
+    None for object storage, databases and secrets."""
+    for prefix in _LOCAL_PREFIXES:
+        if value.startswith(prefix):
+            return prefix, value.removeprefix(prefix)
+    return None if "://" in value else ("", value)
 
 
 #: The groups that shape one partition's evaluation (``evaluate_partition`` takes these; drift and alerts come after).
@@ -333,6 +390,14 @@ def _split_list(value: Any) -> Any:
     """Comma-separated names, as options and environment variables give lists."""
     if isinstance(value, str):
         return tuple(name.strip() for name in value.split(",") if name.strip())
+    return value
+
+
+def _required_text(value: Any, env: str) -> Any:
+    """Refuse an empty or blank value with the usual cause: ``prefect deploy`` fills ``{{ $VAR }}`` with '' when
+    the variable is unset, and the run would otherwise start and fail late, or write into the worker's cwd."""
+    if isinstance(value, str) and not value.strip():
+        raise ValueError(f"is empty: set it in the deployment's parameters, or set {env} where `prefect deploy` runs")
     return value
 
 

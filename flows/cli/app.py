@@ -11,7 +11,7 @@ import datetime as dt
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -19,12 +19,20 @@ from rich.table import Table
 from ragpulse.flows.cli.options import ConfigOption, setting_options
 from ragpulse.flows.cli.output import (
     BackfillBar,
+    ExitCode,
+    FlagsCommand,
+    FlagsGroup,
     console,
     fail,
+    fail_with,
     out,
+    print_alerts,
     print_drift,
     print_summaries,
+    print_verdicts,
     progress,
+    quiet_run_failures,
+    verdict_summary,
 )
 from ragpulse.flows.serving import DEFAULT_SERVE_NAME
 from ragpulse.metrics.errors import RagpulseError
@@ -41,6 +49,9 @@ from ragpulse.tasks.config import (
     load_group,
 )
 
+if TYPE_CHECKING:
+    from ragpulse.flows.backfill import BackfillResult
+
 __all__ = [
     "JsonOption",
     "app",
@@ -55,7 +66,13 @@ __all__ = [
     "serve",
 ]
 
-app = typer.Typer(help="ragpulse: monitor the quality of RAG systems from their traces.", no_args_is_help=True)
+app = typer.Typer(
+    help="ragpulse: monitor the quality of RAG systems from their traces.",
+    epilog="Exit codes: 0 ok, 1 the work failed, 2 usage or configuration error, 3 nothing to do (no traces for "
+    "the date, nothing left to evaluate in a backfill's range).",
+    no_args_is_help=True,
+    cls=FlagsGroup,
+)
 
 _PREFECT_DEFAULTS = {
     # The ephemeral API server took 20-50 s to start on small machines; Prefect's default is 20 s.
@@ -66,9 +83,21 @@ _PREFECT_DEFAULTS = {
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
 
 
+def _print_version(value: bool) -> None:
+    """``--version``: answered before any command runs, so it never loads Prefect."""
+    if value:
+        from ragpulse import __version__
+
+        typer.echo(f"ragpulse {__version__}")
+        raise typer.Exit(ExitCode.OK)
+
+
 @app.callback()
 def main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's task-level logs.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
 ) -> None:
     for name, value in _PREFECT_DEFAULTS.items():
         os.environ.setdefault(name, value)
@@ -91,7 +120,7 @@ def _date(value: str, option: str) -> dt.date:
     try:
         return dt.date.fromisoformat(value)
     except ValueError:
-        raise fail(f"{option} must be a date like 2026-11-28, got {value!r}") from None
+        raise fail(f"{option} must be a date like 2026-11-28, got {value!r}", ExitCode.USAGE) from None
 
 
 def _config(config_file: Path | None, settings: dict[str, Any]) -> RunConfig:
@@ -100,12 +129,45 @@ def _config(config_file: Path | None, settings: dict[str, Any]) -> RunConfig:
     try:
         return load_config(config_file, **settings)
     except RagpulseError as exc:
-        raise fail(str(exc)) from None
+        raise fail_with(exc) from None
 
 
-@app.command()
+def _preflight(run_config: RunConfig) -> None:
+    """What a flow would otherwise find wrong only once its run had started: the judge settings and options file,
+    metric variants (aspects, llm_judges), the task runner, the suites and the warehouse URL. Caught here, a
+    mistake is one line and exit 2, and leaves no failed run behind."""
+    from pydantic import ValidationError
+
+    from ragpulse.flows.runners import build_task_runner
+    from ragpulse.tasks.planning.run import plan_run
+    from ragpulse.tasks.quality.checks import load_suite
+    from ragpulse.tasks.warehouse import open_warehouse
+
+    try:
+        plan_run(run_config)
+        build_task_runner(run_config.runner)
+        for suite in (run_config.quality.input_suite, run_config.quality.output_suite):
+            if suite:
+                load_suite(suite)
+        if not run_config.output.warehouse.startswith("secret://"):  # a Secret block is read by the run itself
+            open_warehouse(run_config.output.warehouse)
+    except RagpulseError as exc:
+        raise fail_with(exc) from None
+    except ValidationError as exc:  # the judge's own RAGPULSE_JUDGE_* variables
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise fail(f"invalid {exc.title}: {problems}", ExitCode.USAGE) from None
+
+
+def _terminal_logs(ctx: typer.Context) -> None:
+    """Unless --verbose, Prefect's own report of a failed run stays off the terminal, since the command prints
+    the failure in one line; the server still receives every log."""
+    quiet_run_failures(not ctx.find_root().params["verbose"])
+
+
+@app.command(cls=FlagsCommand)
 @setting_options(*PARTITION_GROUPS)
 def evaluate(
+    ctx: typer.Context,
     date: Annotated[str, typer.Option(help="Partition date, YYYY-MM-DD.")],
     config: ConfigOption = None,
     as_json: JsonOption = False,
@@ -116,22 +178,25 @@ def evaluate(
 
     partition = _date(date, "--date")
     run_config = _config(config, settings)
+    _preflight(run_config)
     _announce_api()
+    _terminal_logs(ctx)
     from ragpulse.flows.evaluate import evaluate_partition
 
     try:
         summary = evaluate_partition(date=partition, **run_config.groups(*PARTITION_GROUPS))
     except RagpulseError as exc:
-        raise fail(str(exc)) from None
+        raise fail_with(exc) from None
     if as_json:
         out.print_json(json.dumps(summary.to_dict(), default=str))
     else:
         print_summaries([summary])
 
 
-@app.command()
+@app.command(cls=FlagsCommand)
 @setting_options(*GROUPS)
 def monitor(
+    ctx: typer.Context,
     date: Annotated[str | None, typer.Option(help="Partition to evaluate; default yesterday in --timezone.")] = None,
     timezone: Annotated[str, typer.Option(help="IANA timezone that decides what 'yesterday' is.")] = "UTC",
     lag_days: Annotated[int, typer.Option(min=0, max=366, help="Days before today that are evaluated.")] = 1,
@@ -144,23 +209,30 @@ def monitor(
 
     run_config = _config(config, settings)
     day = _date(date, "--date") if date else None  # the flow picks yesterday in --timezone
+    _preflight(run_config)
     _announce_api()
+    _terminal_logs(ctx)
     from ragpulse.flows.monitor import monitor as monitor_flow
+    from ragpulse.metrics.drift import ALERTING
 
     try:
         result = monitor_flow(date=day, timezone=timezone, lag_days=lag_days, **run_config.groups())
     except RagpulseError as exc:
-        raise fail(str(exc)) from None
+        raise fail_with(exc) from None
     if as_json:
         out.print_json(json.dumps(result.to_dict(), default=str))
         return
     print_summaries([result.summary])
-    console.print(f"Drift verdicts: {result.verdicts or 'none'}; alerts: {result.alerts}")
+    print_verdicts(result.summary.partition_date, result.verdicts)
+    if ALERTING & result.verdicts.keys():
+        print_drift(run_config.output.warehouse, result.summary.partition_date)
+    print_alerts(result.alerts)
 
 
-@app.command()
+@app.command(cls=FlagsCommand)
 @setting_options(*GROUPS)
 def backfill(
+    ctx: typer.Context,
     start: Annotated[str, typer.Option(help="First partition date, YYYY-MM-DD.")],
     end: Annotated[str, typer.Option(help="Last partition date, YYYY-MM-DD (inclusive).")],
     concurrency: Annotated[int, typer.Option(min=1, max=16, help="Partitions evaluated at once.")] = 2,
@@ -171,30 +243,39 @@ def backfill(
     *,
     settings: dict[str, Any],
 ) -> None:
-    """Evaluate every partition in a date range, skipping those already published with this configuration."""
+    """Evaluate every partition in a date range, skipping those already published with this configuration.
+
+    Exits 3 when there was nothing to evaluate: every partition already published, or none in the range.
+    """
     first, last = _date(start, "--start"), _date(end, "--end")
     if last < first:
-        raise fail(f"--end {last} is before --start {first}")
+        raise fail(f"--end {last} is before --start {first}", ExitCode.USAGE)
     run_config = _config(config, settings)
+    _preflight(run_config)
     _announce_api()
+    _terminal_logs(ctx)
     result = _run_backfill(run_config, first, last, concurrency=concurrency, force=force, send_drift_alerts=alert)
     if as_json:
         out.print_json(json.dumps(result.to_dict(), default=str))
     else:
         if result.summaries:
             print_summaries(result.summaries)
+        alerts = f"; {result.alerts_sent} alert(s) sent" if alert else ""
         console.print(
             f"{len(result.completed)} evaluated, {len(result.skipped)} skipped (already published with config "
-            f"{result.config_hash}), {len(result.missing)} day(s) without traces; drift: {result.drift_verdicts}"
+            f"{result.config_hash}), {len(result.missing)} day(s) without traces; drift: "
+            f"{verdict_summary(result.drift_verdicts)}{alerts}"
         )
     if result.failed:
-        raise fail("; ".join(f"dt={day}: {message}" for day, message in result.failed.items()))
+        raise fail("; ".join(f"dt={day}: {message}" for day, message in result.failed.items()), ExitCode.FAILED)
+    if not result.completed:
+        raise typer.Exit(ExitCode.NOTHING_TO_DO)
 
 
-def _run_backfill(run_config: RunConfig, first: dt.date, last: dt.date, **options: Any) -> Any:
+def _run_backfill(run_config: RunConfig, first: dt.date, last: dt.date, **options: Any) -> BackfillResult:
     """Run the backfill flow in this process behind a progress bar; its result, or a one-line error."""
+    from ragpulse.flows.backfill import BackfillResult, progress_listener
     from ragpulse.flows.backfill import backfill as backfill_flow
-    from ragpulse.flows.backfill import progress_listener
 
     display = progress()
     try:
@@ -202,13 +283,15 @@ def _run_backfill(run_config: RunConfig, first: dt.date, last: dt.date, **option
             state = backfill_flow(start=first, end=last, return_state=True, **run_config.groups(), **options)
         result = state.result(raise_on_failure=False)
     except RagpulseError as exc:
-        raise fail(str(exc)) from None
-    if not hasattr(result, "to_dict"):
-        raise fail(f"backfill failed: {state.message or result}")
+        raise fail_with(exc) from None
+    if isinstance(result, RagpulseError):  # the flow itself failed, e.g. planning could not read the warehouse
+        raise fail_with(result)
+    if not isinstance(result, BackfillResult):
+        raise fail(f"backfill failed: {state.message or result}", ExitCode.FAILED)
     return result
 
 
-@app.command()
+@app.command(cls=FlagsCommand)
 @setting_options(*GROUPS)
 def serve(
     cron: Annotated[str, typer.Option(help="When the monitor runs (cron, in --timezone).")] = "0 6 * * *",
@@ -225,31 +308,35 @@ def serve(
         raise fail(
             "schedules need a Prefect server, and the temporary local one creates no scheduled runs: start one "
             "with `prefect server start` (or use Prefect Cloud) and set PREFECT_API_URL, e.g. "
-            "http://127.0.0.1:4200/api"
+            "http://127.0.0.1:4200/api",
+            ExitCode.USAGE,
         )
     from prefect.client.schemas.schedules import CronSchedule
 
     try:
         CronSchedule(cron=cron, timezone=timezone)
     except ValueError as exc:
-        raise fail(f"invalid schedule --cron {cron!r} --timezone {timezone!r}: {exc.errors()[0]['msg']}") from None
+        raise fail(
+            f"invalid schedule --cron {cron!r} --timezone {timezone!r}: {exc.errors()[0]['msg']}", ExitCode.USAGE
+        ) from None
     run_config = _config(config, settings)
-    from ragpulse.flows.serving import serve_monitor
+    from ragpulse.flows.serving import check_served_deployment, serve_monitor
 
-    console.print(
-        f"Serving [bold]monitor/{name}[/bold] on '{cron}' ({timezone}); Ctrl-C or SIGTERM stops and pauses it."
-    )
     try:
+        check_served_deployment(f"monitor/{name}")  # before announcing: a refusal is the only line printed
+        console.print(
+            f"Serving [bold]monitor/{name}[/bold] on '{cron}' ({timezone}); Ctrl-C or SIGTERM stops and pauses it."
+        )
         serve_monitor(run_config, name=name, cron=cron, timezone=timezone, on_paused=_announce_pause)
     except RagpulseError as exc:
-        raise fail(str(exc)) from None
+        raise fail_with(exc) from None
 
 
 def _announce_pause(full_name: str) -> None:
     console.print(f"Paused {full_name}: no runs are scheduled until it is served again.")
 
 
-@app.command()
+@app.command(cls=FlagsCommand)
 def report(
     warehouse: Annotated[str | None, typer.Option(help="Warehouse URL (env RAGPULSE_WAREHOUSE).")] = None,
     out_path: Annotated[Path, typer.Option("--out", help="HTML file to write.")] = Path("ragpulse-report.html"),
@@ -266,20 +353,55 @@ def report(
     """Write a self-contained HTML report: trends with baseline bands and drift markers, failure rates, worst traces."""
     from ragpulse.tasks.reporting.html import write_report
 
+    last = _date(end, "--end") if end else None
+    chosen = [name.strip() for name in metrics.split(",") if name.strip()] if metrics else None
     try:
         output = load_group(OutputConfig, config, warehouse=warehouse)
-        chosen = [name.strip() for name in metrics.split(",") if name.strip()] if metrics else None
+        _check_report(output.warehouse, chosen, rank_metric)
         path = write_report(
-            output.warehouse, out_path, days=days, end=_date(end, "--end") if end else None, metrics=chosen,
-            worst=worst, rank_metric=rank_metric, segment=segment,
+            output.warehouse, out_path, days=days, end=last, metrics=chosen, worst=worst, rank_metric=rank_metric,
+            segment=segment,
         )  # fmt: skip
     except RagpulseError as exc:
-        raise fail(str(exc)) from None
+        raise fail_with(exc) from None
     console.print(f"Report written to [bold]{path}[/bold]")
 
 
-@app.command()
+def _check_report(warehouse_url: str, metrics: list[str] | None, rank_metric: str | None) -> None:
+    """Refuse (exit 2) what would otherwise give an empty report that looks like a real one: a local DuckDB file
+    or lake folder that does not exist (a mistyped path), a metric the warehouse has never published."""
+    from fsspec.implementations.local import LocalFileSystem
+
+    from ragpulse.tasks.core.storage import filesystem, redact_url
+    from ragpulse.tasks.warehouse import open_warehouse
+    from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse
+    from ragpulse.tasks.warehouse.parquet import ParquetLake
+
+    shown = redact_url(warehouse_url)
+    store = open_warehouse(warehouse_url)
+    if isinstance(store, DuckDBWarehouse) and not store.path.is_file():
+        raise fail(f"no warehouse at {shown}: {store.path.absolute()} does not exist", ExitCode.USAGE)
+    if isinstance(store, ParquetLake):
+        fs, root = filesystem(warehouse_url)
+        if isinstance(fs, LocalFileSystem) and not fs.isdir(root):
+            raise fail(f"no warehouse at {shown}: folder {root} does not exist", ExitCode.USAGE)
+    asked = [*(metrics or []), *([rank_metric] if rank_metric else [])]
+    if not asked:
+        return
+    runs = store.read("runs", columns=["metrics"]).to_pylist()
+    known = sorted({name for row in runs for name in (row["metrics"] or "").split(",") if name})
+    unknown = [name for name in dict.fromkeys(asked) if name not in known]
+    if unknown:
+        has = ", ".join(known) if known else "none (nothing published yet)"
+        raise fail(
+            f"unknown metric(s) {', '.join(map(repr, unknown))} in {shown}; the warehouse has: {has}",
+            ExitCode.USAGE,
+        )
+
+
+@app.command(cls=FlagsCommand)
 def demo(
+    ctx: typer.Context,
     directory: Annotated[Path, typer.Option(help="Where demo traces, cache and warehouse go.")] = Path("ragpulse-demo"),
     days: Annotated[int, typer.Option(min=1, max=60, help="Days of traces to generate if absent.")] = 7,
     traces_per_day: Annotated[int, typer.Option(min=10, max=100_000)] = 300,
@@ -311,8 +433,9 @@ def demo(
             drift=DriftConfig(segment_key="metadata.app"),
         )
     except ValueError as exc:
-        raise fail(f"invalid demo settings: {exc.errors()[0]['msg']}") from None  # type: ignore[attr-defined]
+        raise fail(f"invalid demo settings: {exc.errors()[0]['msg']}", ExitCode.USAGE) from None  # type: ignore[attr-defined]
     _announce_api()
+    _terminal_logs(ctx)
     # force: a second demo shows the cache at work instead of skipping every published day.
     result = _run_backfill(run_config, dates[0], dates[-1], concurrency=2, force=True)
     report_path = None
@@ -322,7 +445,7 @@ def demo(
         try:
             report_path = write_report(run_config.output.warehouse, directory / "report.html")
         except RagpulseError as exc:
-            raise fail(str(exc)) from None
+            raise fail_with(exc) from None
     print_summaries(result.summaries)
     print_drift(run_config.output.warehouse, dates[-1])
     console.print(f"\nScores are in [bold]{warehouse_path}[/bold] (tables scores, runs, drift...). Try:")
@@ -336,24 +459,34 @@ def demo(
         console.print(f"Report: [bold]{report_path}[/bold] (open it in a browser)")
 
 
-@app.command("metrics")
-def list_metrics() -> None:
-    """List the metrics, their versions and definitions."""
+@app.command("metrics", cls=FlagsCommand)
+def list_metrics(as_json: JsonOption = False) -> None:
+    """List the metrics: their versions, definitions, what they need and which run by default."""
     from ragpulse.metrics import DEFAULT_METRICS, REGISTRY
     from ragpulse.metrics.registry import spec_name
 
-    table = Table(title="metrics (defaults marked *)")
-    for column in ("name", "version", "definition"):
-        table.add_column(column)
-    defaults = {name.split("@")[0] for name in DEFAULT_METRICS}
+    rows = []
     for definition in REGISTRY.values():
         spec = definition.spec
-        marker = "*" if spec.name in defaults else ""
-        table.add_row(spec_name(spec) + marker, spec.version, spec.summary)
+        defaults = [name for name in DEFAULT_METRICS if name.split("@")[0] == spec.name]
+        rows.append(
+            {"name": spec_name(spec), "family": spec.name, "version": spec.version, "summary": spec.summary,
+             "needs": definition.needs, "default": bool(defaults), "defaults": defaults, "lower": spec.lower,
+             "upper": spec.upper, "higher_is_better": spec.higher_is_better, "takes_k": spec.takes_k,
+             "requires_k": spec.requires_k, "takes_variant": spec.takes_variant}
+        )  # fmt: skip
+    if as_json:
+        out.print_json(json.dumps(rows))
+        return
+    table = Table(title="metrics (defaults marked *)")
+    for column in ("name", "version", "needs", "definition"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(f"{row['name']}{'*' if row['default'] else ''}", row["version"], row["needs"], row["summary"])
     out.print(table)
 
 
-@app.command("settings")
+@app.command("settings", cls=FlagsCommand)
 def list_settings(as_json: JsonOption = False) -> None:
     """List every setting: its group, option, environment variable, TOML key and default."""
 

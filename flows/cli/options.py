@@ -16,7 +16,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from ragpulse.flows.cli.output import fail
+from ragpulse.flows.cli.output import fail_with
 from ragpulse.tasks.config import SETTINGS, Setting, from_text
 from ragpulse.tasks.core.errors import ConfigError
 
@@ -80,7 +80,7 @@ def setting_options(*groups: str) -> Callable[[_F], _F]:
                     for flat, value in given.items()
                 }
             except ConfigError as exc:
-                raise fail(str(exc)) from None
+                raise fail_with(exc) from None
             for setting in chosen:
                 kwargs.pop(setting.flat, None)
             return command(*args, settings=settings, **kwargs)

@@ -1,29 +1,135 @@
-"""What the command line prints: run and drift tables, the backfill progress bar, one-line errors."""
+"""What the command line prints: run and drift tables, the backfill progress bar, one-line errors and the exit codes
+a scheduler acts on, help that shows flags as flags, and which of Prefect's logs reach the terminal."""
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING
+import enum
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from typer.core import TyperCommand, TyperGroup, TyperOption
+
+from ragpulse.metrics.errors import RagpulseError, UnknownMetricError
+from ragpulse.tasks.core.errors import ConfigError, PartitionNotFoundError
 
 if TYPE_CHECKING:
     from ragpulse.tasks.reporting.run_summary import RunSummary
 
-__all__ = ["BackfillBar", "console", "fail", "out", "print_drift", "print_summaries", "progress"]
+__all__ = [
+    "BackfillBar",
+    "ExitCode",
+    "FlagsCommand",
+    "FlagsGroup",
+    "console",
+    "fail",
+    "fail_with",
+    "out",
+    "print_alerts",
+    "print_drift",
+    "print_summaries",
+    "print_verdicts",
+    "progress",
+    "quiet_run_failures",
+    "verdict_summary",
+]
 
 console = Console(stderr=True)
 # Summary tables are wider than the 80 columns rich assumes when stdout is not a terminal.
 out = Console(width=None if Console().is_terminal else 160)
 
+#: What a missing number shows: a NULL mean or delta is no measurement, never 0.
+_DASH = "\N{EN DASH}"
 
-def fail(message: str) -> typer.Exit:
-    """A one-line error on stderr and the exit to raise."""
-    console.print(f"[bold red]error:[/bold red] {message}")
-    return typer.Exit(code=2)
+
+class ExitCode(enum.IntEnum):
+    """The exit status of every command, so a scheduler can tell a failure from a mistake from a quiet day
+    (docs/operations.md, "Exit codes")."""
+
+    OK = 0
+    #: The work failed: data, validation, publish, a locked warehouse, a backfill with failed partitions.
+    FAILED = 1
+    #: Usage or configuration: bad options or settings, unknown metric, no source; typer's usage errors too.
+    USAGE = 2
+    #: Nothing to do: no traces for the date, or nothing left to evaluate in a backfill's range.
+    NOTHING_TO_DO = 3
+
+    @classmethod
+    def of(cls, error: RagpulseError) -> ExitCode:
+        """The exit code of an error ragpulse raised on purpose."""
+        if isinstance(error, ConfigError | UnknownMetricError):
+            return cls.USAGE
+        if isinstance(error, PartitionNotFoundError):
+            return cls.NOTHING_TO_DO
+        return cls.FAILED
+
+
+def fail(message: str, code: ExitCode) -> typer.Exit:
+    """A one-line error on stderr and the exit to raise. Never wrapped, so a log or a scheduler keeps it whole."""
+    console.print(f"[bold red]error:[/bold red] {escape(' '.join(message.split()))}", soft_wrap=True)
+    return typer.Exit(code=code)
+
+
+def fail_with(error: RagpulseError) -> typer.Exit:
+    """``fail`` with the error's message and the code its kind maps to."""
+    return fail(str(error), ExitCode.of(error))
+
+
+def _flags_untyped(params: list[Any]) -> list[Any]:
+    """Typer 0.29's rich help types every flag (``--json <bool>``) as if it took a value; a flag takes none."""
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class FlagsCommand(TyperCommand):
+    """A command whose help shows flags as flags."""
+
+    # ctx: click's Context, which typer 0.29 vendors in a private module.
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _flags_untyped(super().get_params(ctx))
+
+
+class FlagsGroup(TyperGroup):
+    """The command group, whose help (``--verbose``, ``--version``, ``--help``) shows flags as flags."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _flags_untyped(super().get_params(ctx))
+
+
+class _RunFailures(logging.Filter):
+    """Drops Prefect's ERROR records of failed flow and task runs (with their tracebacks): the command reports
+    the failure itself, in one line."""
+
+    _LOGGERS = frozenset({"prefect.flow_runs", "prefect.task_runs"})
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno < logging.ERROR or record.name not in self._LOGGERS
+
+
+_RUN_FAILURES = _RunFailures()
+
+
+def quiet_run_failures(quiet: bool) -> None:
+    """Keep (or, with ``quiet`` False, let back) Prefect's reports of failed runs off the terminal. Only the
+    console handler is filtered: the API handler still sends every record to the server."""
+    import prefect.main  # noqa: F401  (configures logging on import: the console handler exists from then on)
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, PrefectConsoleHandler):
+            if quiet:
+                handler.addFilter(_RUN_FAILURES)
+            else:
+                handler.removeFilter(_RUN_FAILURES)
 
 
 def progress() -> Progress:
@@ -56,6 +162,11 @@ class BackfillBar:
         self._progress.update(self._job, note=f"{failed}{running}")
 
 
+def _number(value: float | None, spec: str = ".3f") -> str:
+    """A mean or delta as text; a dash when it is NULL or NaN (no baseline, no scores), never a made-up 0."""
+    return _DASH if value is None or math.isnan(value) else format(value, spec)
+
+
 def print_drift(warehouse_url: str, day: dt.date) -> None:
     """The day's drift findings that alert, as the monitor would send them."""
     from ragpulse.metrics.drift import ALERTING
@@ -73,9 +184,43 @@ def print_drift(warehouse_url: str, day: dt.date) -> None:
         table.add_column(column)
     for r in sorted(alerting, key=lambda r: (r["metric"], r["segment"])):
         table.add_row(
-            r["metric"], r["segment"], r["verdict"], f"{r['baseline_mean'] or 0:.3f}", f"{r['current_mean'] or 0:.3f}",
-            f"{r['delta'] or 0:+.3f}",
+            r["metric"], r["segment"], r["verdict"], _number(r["baseline_mean"]), _number(r["current_mean"]),
+            _number(r["delta"], "+.3f"),
         )  # fmt: skip
+    out.print(table)
+
+
+def verdict_summary(verdicts: Mapping[str, int]) -> str:
+    """Drift verdict counts in a sentence: ``4 stable, 2 insufficient_data``."""
+    return ", ".join(f"{count} {verdict}" for verdict, count in sorted(verdicts.items())) or "no comparisons"
+
+
+def print_verdicts(day: dt.date, verdicts: Mapping[str, int]) -> None:
+    """How many drift comparisons of the day reached each verdict, the alerting ones first."""
+    from ragpulse.metrics.drift import ALERTING
+
+    if not verdicts:
+        console.print(f"Drift on dt={day}: no comparisons (no published scores to compare).")
+        return
+    table = Table(title=f"drift verdicts for dt={day}")
+    table.add_column("verdict")
+    table.add_column("comparisons", justify="right")
+    for verdict, count in sorted(verdicts.items(), key=lambda item: (item[0] not in ALERTING, item[0])):
+        table.add_row(verdict, str(count))
+    out.print(table)
+
+
+def print_alerts(alerts: Mapping[str, Sequence[str]]) -> None:
+    """Each alert of the day and its delivery: sent now, sent by an earlier run, or failed."""
+    deliveries = [(key, outcome) for outcome in ("sent", "already_sent", "failed") for key in alerts.get(outcome, [])]
+    if not deliveries:
+        return
+    table = Table(title="alerts")
+    for column in ("metric", "segment", "delivery"):
+        table.add_column(column)
+    for key, outcome in deliveries:
+        _, metric, segment = key.split("|", 2)  # an alert's key: partition|metric|segment
+        table.add_row(metric, segment, outcome.replace("_", " "))
     out.print(table)
 
 

@@ -15,6 +15,7 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
+from ragpulse.metrics.drift import severity
 from ragpulse.tasks.config import AlertConfig
 from ragpulse.tasks.core.types import DriftReport
 from ragpulse.tasks.monitoring.delivery import (
@@ -27,33 +28,37 @@ from ragpulse.tasks.monitoring.delivery import (
     webhook_payload,
     webhook_url,
 )
+from ragpulse.tasks.reporting.artifacts import artifact_key, followable, md, md_link
 from ragpulse.tasks.warehouse import ALERTS_SCHEMA, open_warehouse
 
-__all__ = ["send_alerts"]
+__all__ = ["drift_markdown", "send_alerts"]
 
 
-def _artifact(report: DriftReport, outcome: AlertOutcome) -> None:
-    rows = sorted(report.rows.to_pylist(), key=lambda r: (r["verdict"] == "stable", r["metric"], r["segment"]))
+def _report_line(url: str) -> str:
+    """The configured report: a link when it is http(s), else its location as text (a path opens nothing)."""
+    return f"Report: {md_link(url, url) if followable(url) else md(url)}"
+
+
+def drift_markdown(report: DriftReport, outcome: AlertOutcome, report_url: str | None = None) -> str:
+    """Every verdict of the partition, most severe first (then metric, segment), with what was sent; each value
+    escaped, the report a link only where a reader can open it."""
+    rows = sorted(report.rows.to_pylist(), key=lambda r: (severity(r["verdict"]), r["metric"], r["segment"]))
     lines = [
         f"# Drift, dt={report.partition_date}",
         "",
         f"{len(report.alerts)} alert(s): {len(outcome.sent)} sent now, {len(outcome.already_sent)} sent before, "
         f"{len(outcome.failed)} failed to send.",
         "",
+        *([_report_line(report_url), ""] if report_url else []),
         "| metric | segment | verdict | baseline | current | delta | detail |",
         "|---|---|---|---:|---:|---:|---|",
     ]
     lines += [
-        f"| {r['metric']} | {r['segment']} | {r['verdict']} | {markdown_number(r['baseline_mean'])} | "
-        f"{markdown_number(r['current_mean'])} | {markdown_number(r['delta'])} | "
-        f"{(r['detail'] or '').replace('|', '/')} |"
+        f"| {md(r['metric'])} | {md(r['segment'])} | {md(r['verdict'])} | {markdown_number(r['baseline_mean'])} | "
+        f"{markdown_number(r['current_mean'])} | {markdown_number(r['delta'])} | {md(r['detail'] or '')} |"
         for r in rows
     ]
-    create_markdown_artifact(
-        key=f"ragpulse-drift-{report.partition_date.isoformat()}",
-        markdown="\n".join(lines),
-        description=f"Drift verdicts and alerts for dt={report.partition_date}",
-    )
+    return "\n".join(lines)
 
 
 @task(name="send-alerts", cache_policy=NO_CACHE, persist_result=False)
@@ -97,5 +102,9 @@ def send_alerts(
             day, len(report.alerts), WEBHOOK_URL_ENV,
         )  # fmt: skip
     outcome = AlertOutcome(sorted(sent - failed), sorted(already), sorted(failed))
-    _artifact(report, outcome)
+    create_markdown_artifact(
+        key=artifact_key("drift", day, warehouse_url),
+        markdown=drift_markdown(report, outcome, settings.report_url),
+        description=f"Drift verdicts and alerts for dt={day}",
+    )
     return outcome

@@ -85,8 +85,9 @@ def _scorers(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _identity(rows: pd.DataFrame) -> tuple[str, str, str]:
-    """The most frequent scorer among ``rows``."""
-    counts = _scorers(rows).value_counts(sort=True)
+    """The most frequent scorer among ``rows``; a tie goes to the smallest (judge, prompt, major), not to whichever
+    the warehouse returned first."""
+    counts = _scorers(rows).value_counts(sort=False).sort_index().sort_values(ascending=False, kind="stable")
     return tuple(counts.index[0]) if len(counts) else ("", "", "")  # type: ignore[return-value]
 
 
@@ -107,17 +108,20 @@ def _sample(rows: pd.DataFrame) -> Sample:
 
 
 def _seed(day: dt.date, metric: str, segment: str) -> int:
-    """A per-comparison seed: bootstrap intervals are the same on every re-run of a partition."""
+    """A per-comparison seed: the first 32 bits of SHA-256 over the ISO date, metric and segment label joined by
+    U+001F (``digest``; not Python's salted ``hash``), so the bootstrap is the same in every process."""
     return int(digest(day.isoformat(), metric, segment)[:8], 16)
 
 
 def _segments(current: pd.DataFrame, settings: DriftConfig) -> Iterator[tuple[str, str | None]]:
-    """(label, value) pairs: everything, then the day's largest segments."""
+    """(label, value) pairs: everything, then the day's largest segments (equal sizes by value, so the cut at
+    ``max_segments`` does not depend on row order)."""
     yield ALL_SEGMENTS, None
     if settings.segment_key is None:
         return
     sizes = current.dropna(subset=["segment"]).groupby("segment", observed=True)["trace_id"].nunique()
-    for value in sizes.sort_values(ascending=False, kind="stable").index[: settings.max_segments]:
+    sizes.index = sizes.index.astype(str)
+    for value in sizes.sort_index().sort_values(ascending=False, kind="stable").index[: settings.max_segments]:
         yield f"{settings.segment_key}={value}", value
 
 

@@ -86,7 +86,7 @@ def webhook_payload(alerts: Sequence[DriftAlert], settings: AlertConfig) -> dict
         for a in alerts
     ]
     title = f"ragpulse: {len(alerts)} drift alert(s) for dt={day}"
-    link = f"\n<{settings.report_url}|Open the report>" if settings.report_url else ""
+    link = _slack_report_link(settings.report_url) if settings.report_url else ""
     return {
         "text": title,
         "blocks": [
@@ -94,6 +94,15 @@ def webhook_payload(alerts: Sequence[DriftAlert], settings: AlertConfig) -> dict
             {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)[:2900] + link}},
         ],
     }
+
+
+def _slack_report_link(url: str) -> str:
+    """A Slack link to an http(s) report; any other location (a path, a ``file://`` URL) as text, since a link into
+    some machine's disk opens nothing for the people reading the channel."""
+    if urlsplit(url).scheme.lower() in ("http", "https"):
+        return f"\n<{url}|Open the report>"
+    text = url.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")  # Slack's own escaping
+    return f"\nReport: {text}"
 
 
 def post(url: str, payload: dict[str, Any], settings: AlertConfig) -> tuple[int, str | None]:

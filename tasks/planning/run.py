@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ragpulse.tasks.config import RunConfig
+from ragpulse.tasks.core.errors import ConfigError
 from ragpulse.tasks.core.fingerprint import digest
 from ragpulse.tasks.core.storage import redact_url
 from ragpulse.tasks.core.types import RunInfo
@@ -18,10 +19,29 @@ from ragpulse.tasks.scoring.judge_plan import JudgePlan, judge_settings, load_ju
 if TYPE_CHECKING:
     from ragpulse.tasks.judge.settings import JudgeSettings
 
-__all__ = ["RunPlan", "describe_run", "plan_run"]
+__all__ = ["RunPlan", "check_deployment_run", "describe_run", "plan_run"]
 
 # The groups that shape a partition's scores, stamped on its runs row (drift, alerts and the runner do not).
 _SCORE_GROUPS = ("source", "scoring", "judge", "quality", "output")
+
+
+def check_deployment_run(config: RunConfig) -> None:
+    """Refuse, before any work, a deployment run whose configuration names local files by relative paths.
+
+    A process worker runs each flow run in a fresh temporary folder (Kubernetes in a fresh pod), so a relative
+    ``work_dir`` or DuckDB file would be written there and deleted with it. ``ragpulse serve`` stores absolute
+    paths; a ``prefect.yaml`` must too.
+    """
+    from prefect.runtime import deployment
+
+    relative = config.relative_paths()
+    if deployment.id is None or not relative:
+        return
+    names = ", ".join(f"{name}={value!r}" for name, value in relative.items())
+    raise ConfigError(
+        f"deployment {deployment.name!r} has relative path(s) {names}: a worker runs each flow run in a temporary "
+        "folder, so they would be lost; use absolute paths or URLs (s3://..., postgresql://...)"
+    )
 
 
 def describe_run(source: str, config: dict[str, Any], config_hash: str, judge: dict[str, Any] | None = None) -> RunInfo:

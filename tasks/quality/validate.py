@@ -70,7 +70,7 @@ def validate_scores(
     validations = pa.concat_tables([traces_checked.results, results])
     if failures:
         open_warehouse(warehouse_url).record_validations(validations)
-        report_rejected_scores(scores.date, run.run_id, failures)
+        report_rejected_scores(scores.date, run.run_id, failures, warehouse_url=warehouse_url)
         raise OutputValidationError(
             f"dt={scores.date}: score table failed {len(failures)} expectation(s); nothing was published and the "
             "previous rows stay as they were:\n- " + "\n- ".join(failures)

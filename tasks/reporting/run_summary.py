@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from ragpulse.metrics import Status
 from ragpulse.tasks.core.types import PartitionScores, RunInfo
+from ragpulse.tasks.reporting.artifacts import shown_url
 
 __all__ = ["MetricSummary", "RunSummary", "summarize"]
 
@@ -65,7 +66,8 @@ def summarize(
     data_docs: str | None = None,
     judge_usage: dict[str, dict[str, Any]] | None = None,
 ) -> RunSummary:
-    """The summary of a partition's published scores: statistics over ok traces, not-ok reasons by count."""
+    """The summary of a partition's published scores: statistics over ok traces, not-ok reasons by count, and the
+    warehouse URL without its password (the summary is returned, printed as JSON and put in artifacts)."""
     rows = []
     for metric, values in scores.values.items():
         ok = scores.status[metric] == Status.OK
@@ -89,7 +91,7 @@ def summarize(
     return RunSummary(
         run_id=run.run_id,
         partition_date=scores.date,
-        warehouse=warehouse,
+        warehouse=shown_url(warehouse),
         n_records=scores.n_records,
         n_traces=len(scores.trace_ids),
         n_quarantined=len(scores.quarantined),

@@ -6,15 +6,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from ragpulse.tasks.core.types import PartitionScores, RunInfo
+from ragpulse.tasks.reporting.artifacts import artifact_key, followable, md, md_link, worker_path
 from ragpulse.tasks.reporting.run_summary import RunSummary, summarize
 from ragpulse.tasks.warehouse import Publication
 
-__all__ = ["summarize_run"]
+__all__ = ["run_markdown", "summarize_run"]
 
 
 def _fmt(value: float) -> str:
@@ -35,9 +37,9 @@ def summarize_run(
     index = Path(docs_dir) / "scores_out" / "index.html" if docs_dir else None
     docs = index.parent.parent.as_uri() if index is not None and index.exists() else None
     summary = summarize(scores, run, warehouse, n_batches_cached, publication.validations, docs, judge_usage)
-    date = summary.partition_date.isoformat()
+    day = summary.partition_date
     create_table_artifact(
-        key=f"ragpulse-summary-{date}",
+        key=artifact_key("summary", day, warehouse),
         table=[
             {
                 "metric": m.metric,
@@ -52,41 +54,54 @@ def summarize_run(
             }
             for m in summary.metrics
         ],
-        description=f"ragpulse scores for dt={date} (run {summary.run_id})",
-    )
-    quarantine_lines = "\n".join(f"| {reason} | {count} |" for reason, count in summary.quarantine_reasons.items())
-    validation_rows = publication.validations.to_pylist()
-    validation_lines = "\n".join(
-        f"| {v['suite']} | {v['expectation']} | {v['column_name'] or ''} | {'pass' if v['success'] else 'FAIL'} "
-        f"| {v['unexpected_count'] if v['unexpected_count'] is not None else ''} |"
-        for v in validation_rows
+        description=f"ragpulse scores for dt={day} (run {summary.run_id})",
     )
     create_markdown_artifact(
-        key=f"ragpulse-run-{date}",
-        markdown=(
-            f"# ragpulse dt={date}\n\n"
-            f"- records read: {summary.n_records}\n"
-            f"- traces scored: {summary.n_traces}\n"
-            f"- quarantined: {summary.n_quarantined}\n"
-            f"- batches: {summary.n_batches} ({summary.n_batches_cached} from cache)\n"
-            f"- warehouse: `{summary.warehouse}`\n\n"
-            + (f"| quarantine reason | records |\n|---|---|\n{quarantine_lines}\n\n" if quarantine_lines else "")
-            + _judge_section(summary)
-            + "## Data-quality checks\n\n"
-            + (f"Great Expectations data docs: {summary.data_docs}\n\n" if summary.data_docs else "")
-            + f"| suite | expectation | column | result | unexpected |\n|---|---|---|---|---|\n{validation_lines}\n"
-        ),
+        key=artifact_key("run", day, warehouse),
+        markdown=run_markdown(summary, publication.validations),
         description="ragpulse run overview",
     )
     get_run_logger().info(
         "dt=%s: %d traces, %d quarantined, %d/%d batches cached",
-        date,
+        day,
         summary.n_traces,
         summary.n_quarantined,
         summary.n_batches_cached,
         summary.n_batches,
     )
     return summary
+
+
+def run_markdown(summary: RunSummary, validations: pa.Table) -> str:
+    """The run overview: counts, quarantine reasons, the judge, and every data-quality check. Each value read from
+    traces, checks or settings goes through ``md``, and the data docs are a link only where a reader can open it."""
+    quarantine_lines = "\n".join(f"| {md(reason)} | {count} |" for reason, count in summary.quarantine_reasons.items())
+    validation_lines = "\n".join(
+        f"| {md(v['suite'])} | {md(v['expectation'])} | {md(v['column_name'] or '')} "
+        f"| {'pass' if v['success'] else 'FAIL'} "
+        f"| {v['unexpected_count'] if v['unexpected_count'] is not None else ''} |"
+        for v in validations.to_pylist()
+    )
+    return (
+        f"# ragpulse dt={summary.partition_date.isoformat()}\n\n"
+        f"- records read: {summary.n_records}\n"
+        f"- traces scored: {summary.n_traces}\n"
+        f"- quarantined: {summary.n_quarantined}\n"
+        f"- batches: {summary.n_batches} ({summary.n_batches_cached} from cache)\n"
+        f"- warehouse: {md(summary.warehouse)}\n\n"
+        + (f"| quarantine reason | records |\n|---|---|\n{quarantine_lines}\n\n" if quarantine_lines else "")
+        + _judge_section(summary)
+        + "## Data-quality checks\n\n"
+        + (_data_docs(summary.data_docs) if summary.data_docs else "")
+        + f"| suite | expectation | column | result | unexpected |\n|---|---|---|---|---|\n{validation_lines}\n"
+    )
+
+
+def _data_docs(url: str) -> str:
+    """A link to the data docs where the reader can open them; else where they are: GX writes them on the worker."""
+    if followable(url):
+        return f"Great Expectations data docs: {md_link('open', url)}\n\n"
+    return f"Great Expectations data docs were written on the worker at {md(worker_path(url))} (a path there).\n\n"
 
 
 def _usd(cost: float | None) -> str:
@@ -98,18 +113,18 @@ def _judge_section(summary: RunSummary) -> str:
     text = ""
     if summary.skipped_metrics:
         text += (
-            f"**Skipped (no judge configured):** {', '.join(summary.skipped_metrics)}. Set `RAGPULSE_JUDGE_MODEL` "
+            f"**Skipped (no judge configured):** {md(', '.join(summary.skipped_metrics))}. Set `RAGPULSE_JUDGE_MODEL` "
             "(and `RAGPULSE_JUDGE_BASE_URL` for a server other than OpenAI, the key in `OPENAI_API_KEY` or a "
             "Prefect Secret block) to score them.\n\n"
         )
     if summary.judge_usage:
         rows = "\n".join(
-            f"| {metric} | {u['http_calls']} | {u['cache_hits']} | {u['prompt_tokens']} | {u['completion_tokens']} "
+            f"| {md(metric)} | {u['http_calls']} | {u['cache_hits']} | {u['prompt_tokens']} | {u['completion_tokens']} "
             f"| {u['failures']} | {_usd(u['estimated_cost_usd'])} |"
             for metric, u in summary.judge_usage.items()
         )
         text += (
-            f"## Judge `{summary.judge_model}`\n\n| metric | calls | cache hits | prompt tokens | completion tokens "
+            f"## Judge {md(summary.judge_model)}\n\n| metric | calls | cache hits | prompt tokens | completion tokens "
             f"| failures | est. cost (USD) |\n|---|---|---|---|---|---|---|\n{rows}\n\n"
         )
     return text

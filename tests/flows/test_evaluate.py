@@ -20,6 +20,7 @@ from ragpulse.tasks.config import OutputConfig, QualityConfig, RunnerConfig, Sco
 from ragpulse.tasks.core.errors import PartitionNotFoundError
 from ragpulse.tasks.demo.generate import generate_demo_traces
 from ragpulse.tasks.quality.validate import OutputValidationError
+from ragpulse.tasks.reporting.artifacts import warehouse_tag
 
 DAY = dt.date(2026, 3, 2)
 TRACES = 120
@@ -86,9 +87,10 @@ def test_summary_artifacts_are_attached(traces: Path, tmp_path: Path) -> None:
     with get_client(sync_client=True) as client:
         artifacts = client.read_latest_artifacts()
     by_key = {a.key: a for a in artifacts}
-    table = json.loads(by_key[f"ragpulse-summary-{DAY}"].data)
+    tag = warehouse_tag(f"duckdb:///{tmp_path / 'w.duckdb'}")
+    table = json.loads(by_key[f"ragpulse-summary-{DAY}-local-{tag}"].data)
     assert {row["metric"] for row in table} == set(DEFAULT_METRICS)
-    assert "quarantined" in by_key[f"ragpulse-run-{DAY}"].data
+    assert "quarantined" in by_key[f"ragpulse-run-{DAY}-local-{tag}"].data
 
 
 def test_s3_source_scores_the_same_as_local_files(traces: Path, tmp_path: Path, s3) -> None:  # type: ignore[no-untyped-def]
@@ -188,4 +190,5 @@ def test_failing_output_suite_publishes_nothing(traces: Path, tmp_path: Path) ->
     assert failed == 1
     with get_client(sync_client=True) as client:
         artifacts = {a.key: a for a in client.read_latest_artifacts()}
-    assert "expect_column_mean_to_be_between" in artifacts[f"ragpulse-rejected-{DAY}"].data
+    key = f"ragpulse-rejected-{DAY}-local-{warehouse_tag(f'duckdb:///{warehouse}')}"
+    assert "expect\\_column\\_mean\\_to\\_be\\_between" in artifacts[key].data  # markdown-escaped

@@ -18,6 +18,7 @@ from ragpulse.flows.backfill import backfill, progress_listener
 from ragpulse.flows.monitor import monitor
 from ragpulse.tasks.config import AlertConfig, DriftConfig, OutputConfig, ScoringConfig, SourceConfig
 from ragpulse.tasks.monitoring.delivery import WEBHOOK_URL_ENV
+from ragpulse.tasks.reporting.artifacts import warehouse_tag
 from tests.doubles.webhook_receiver import SECRET_PATH, WebhookReceiver
 
 START = dt.date(2026, 4, 1)
@@ -182,7 +183,7 @@ def test_the_drop_is_detected_on_its_day_and_alerted_once(
     assert ledger == [("event", "sent", len(degraded)), ("webhook", "sent", len(degraded))]
     with get_client(sync_client=True) as client:
         artifact = client.read_latest_artifacts()
-    drift_md = next(a for a in artifact if a.key == f"ragpulse-drift-{DROP_DAY}")
+    drift_md = next(a for a in artifact if a.key == f"ragpulse-drift-{DROP_DAY}-local-{warehouse_tag(warehouse)}")
     assert "degraded" in str(drift_md.data) and SECRET_PATH not in str(drift_md.data)
 
 

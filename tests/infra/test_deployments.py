@@ -143,17 +143,11 @@ def test_deployments_use_the_pool_the_stacks_create(deployment: dict[str, Any]) 
     assert deployment.get("work_pool", {}).get("name") in pools, f"{deployment['name']}: work pool not in {pools}"
 
 
-def test_pull_step_directory_is_the_image_workdir() -> None:
-    """Entrypoints are relative to the repository root, which is the image's WORKDIR."""
-    workdirs = re.findall(r"^WORKDIR\s+(\S+)", (ROOT / "infra" / "Dockerfile").read_text(), flags=re.MULTILINE)
-    steps = load_prefect_yaml().get("pull") or []
-    directories = [
-        step["prefect.deployments.steps.set_working_directory"]["directory"]
-        for step in steps
-        if "prefect.deployments.steps.set_working_directory" in step
-    ]
-    for directory in directories:
-        assert directory == workdirs[-1], f"pull step works in {directory}, the image keeps the code in {workdirs[-1]}"
+def test_deployments_have_no_pull_step() -> None:
+    """Runs import the flows from the installed package: a pull step that changes directory breaks every worker
+    that lacks that directory (a host worker has no /opt/ragpulse), and a missing ``pull`` key lets
+    ``prefect deploy`` add one for the folder it happened to run in."""
+    assert load_prefect_yaml()["pull"] == []
 
 
 def test_templated_values_are_recognised() -> None:

@@ -379,3 +379,14 @@ def test_global_judge_limits_are_created_for_the_names_pods_use() -> None:
             assert float(data[quota_var]) > 0
     script = (INFRA / "bootstrap.sh").read_text()
     assert "gcl create" in script and "--slot-decay-per-second" in script
+
+
+@pytest.mark.parametrize("unset", sorted(DEPLOY_PLACEHOLDERS))
+def test_bootstrap_refuses_to_deploy_without_source_warehouse_or_work_dir(unset: str, tmp_path: Path) -> None:
+    """Unset, ``prefect deploy`` would fill ``{{ $VAR }}`` with ''. The script must stop before it talks to any
+    server: the API URL here is a closed port, so reaching it would show as a wait, not this message."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PREFECT_API_URL": "http://127.0.0.1:9/api"}
+    env |= {name: "s3://bucket/x" for name in DEPLOY_PLACEHOLDERS - {unset}}
+    result = subprocess.run(["bash", str(INFRA / "bootstrap.sh")], env=env, capture_output=True, text=True, timeout=30)
+    assert result.returncode != 0
+    assert f"{unset}: set {unset}" in result.stderr and "waiting for" not in result.stdout

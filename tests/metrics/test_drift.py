@@ -5,7 +5,15 @@ import math
 import numpy as np
 import pytest
 
-from ragpulse.metrics.drift import ALERTING, DriftThresholds, Sample, Verdict, compare, mean_difference_interval
+from ragpulse.metrics.drift import (
+    ALERTING,
+    DriftThresholds,
+    Sample,
+    Verdict,
+    compare,
+    mean_difference_interval,
+    severity,
+)
 
 
 def _scores(rng: np.random.Generator, n: int, mean: float, spread: float = 0.2) -> np.ndarray:
@@ -114,3 +122,28 @@ def test_constant_scores_compare_without_errors() -> None:
 def test_thresholds_are_checked(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         DriftThresholds(**bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bootstrap_limit", [5000, 100])  # the bootstrap, and Welch's interval above the limit
+def test_intervals_do_not_depend_on_the_order_of_the_values(bootstrap_limit: int) -> None:
+    rng = np.random.default_rng(10)
+    baseline, current = _scores(rng, 700, 0.6), _scores(rng, 300, 0.55)
+    expected = mean_difference_interval(baseline, current, bootstrap_limit=bootstrap_limit, seed=42)
+    for _ in range(3):
+        shuffled = rng.permutation(baseline), rng.permutation(current)
+        assert mean_difference_interval(*shuffled, bootstrap_limit=bootstrap_limit, seed=42) == expected
+
+
+def test_a_comparison_does_not_depend_on_the_order_of_the_values() -> None:
+    rng = np.random.default_rng(11)
+    baseline, current = _scores(rng, 2100, 0.7), _scores(rng, 300, 0.62)
+    expected = compare(_sample(baseline, partitions=7), _sample(current), seed=7)
+    for _ in range(3):
+        shuffled = compare(_sample(rng.permutation(baseline), partitions=7), _sample(rng.permutation(current)), seed=7)
+        assert shuffled == expected  # every float bit for bit, the detail text included
+
+
+def test_verdicts_sort_most_severe_first() -> None:
+    mixed = ["stable", "no_baseline", "improved", "coverage_down", "insufficient_data", "degraded", "failure_rate_up"]
+    assert sorted(mixed, key=severity) == [v.value for v in Verdict]
+    assert severity("something_new") > severity(Verdict.NO_BASELINE)

@@ -1,5 +1,6 @@
 """What the HTML report shows, read from the warehouse: per-metric means, failure rates and coverage per
-partition, the drift rows, and the latest partition's worst traces with their text.
+partition (over all traces, and over the chosen drift segment's traces for its charts), the drift rows, and the
+latest partition's worst traces with their text.
 
 Plain data only, so the page (render.py) is tested without a warehouse and this side without HTML; reading
 is one function (``read_report_data``) over ``Warehouse.read``.
@@ -18,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ragpulse.tasks.core.storage import redact_url
+from ragpulse.tasks.monitoring.comparison import ALL_SEGMENTS, segment_values
 from ragpulse.tasks.warehouse import open_warehouse
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "WorstTrace",
     "aggregate",
     "read_report_data",
+    "segment_scores",
     "worst_traces",
 ]
 
@@ -76,7 +79,8 @@ class WorstTrace:
 
 @dataclass(frozen=True)
 class ReportData:
-    """Everything the page shows, already read from the warehouse. ``drift`` holds drift-table rows as dicts."""
+    """Everything the page shows, already read from the warehouse. ``drift`` holds drift-table rows as dicts;
+    ``points`` cover all traces, ``segment_points`` the traces of ``segment`` (unused for ``all``)."""
 
     warehouse: str
     start: dt.date
@@ -86,12 +90,18 @@ class ReportData:
     drift: list[dict[str, Any]] = field(default_factory=list)
     worst: list[WorstTrace] = field(default_factory=list)
     judge_models: list[str] = field(default_factory=list)
-    segment: str = "all"
+    segment: str = ALL_SEGMENTS
     rank_metric: str | None = None
+    segment_points: list[MetricPoint] = field(default_factory=list)
 
     @property
     def latest(self) -> dt.date | None:
         return max((p.partition_date for p in self.points), default=None)
+
+    @property
+    def plotted(self) -> list[MetricPoint]:
+        """What the charts draw: the means of the segment whose bands and markers they show, not all traces'."""
+        return self.points if self.segment == ALL_SEGMENTS else self.segment_points
 
 
 def aggregate(scores: pa.Table) -> list[MetricPoint]:
@@ -124,6 +134,27 @@ def aggregate(scores: pa.Table) -> list[MetricPoint]:
         for row in grouped.to_pylist()
     ]
     return sorted(points, key=lambda p: (p.partition_date, p.metric))
+
+
+def segment_scores(scores: pa.Table, traces: pa.Table, segment: str) -> pa.Table:
+    """The rows of ``scores`` whose trace is in ``segment`` (``<key>=<value>``, as in the drift table), found as
+    the drift check finds them: the value at ``key`` in the trace's metadata in the ``traces`` table, as text.
+
+    ``scores`` and ``traces`` need ``partition_date`` and ``trace_id``; ``traces`` also ``metadata``. The key
+    ends at the first ``=`` (the drift check's keys are metadata paths, its values any text).
+    """
+    key, sep, value = segment.partition("=")
+    if not sep or not key:
+        raise ValueError(f"segment must be {ALL_SEGMENTS!r} or '<key>=<value>' (metadata.app=support), got {segment!r}")
+    members = pa.table(
+        {
+            "partition_date": traces["partition_date"],
+            "trace_id": traces["trace_id"],
+            "segment": segment_values(traces["metadata"], key),
+        }
+    )
+    members = members.filter(pc.equal(members["segment"], value)).drop_columns(["segment"])
+    return scores.join(members, ["partition_date", "trace_id"], join_type="inner")
 
 
 def worst_traces(scores: pa.Table, traces: pa.Table, *, n: int, metric: str | None = None) -> list[WorstTrace]:
@@ -174,13 +205,14 @@ def read_report_data(
     metrics: Sequence[str] | None = None,
     worst: int = 20,
     rank_metric: str | None = None,
-    segment: str = "all",
+    segment: str = ALL_SEGMENTS,
 ) -> ReportData:
     """What the page needs for the ``days`` partitions up to ``end`` (default: the latest published partition).
 
     Reads only the window's scores (4 narrow columns), runs and drift, and the text and scores of the latest
     partition's traces. ``metrics`` limits it to those metrics; the ``worst`` traces of the latest partition
-    are ranked by the mean of their ok scores or by ``rank_metric``; ``segment`` picks the drift rows charted.
+    are ranked by the mean of their ok scores or by ``rank_metric``; ``segment`` picks the drift rows charted and
+    the traces whose means the charts plot (then the window's trace ids and metadata are read as well).
     """
     if days < 1:
         raise ValueError(f"days must be at least 1, got {days}")
@@ -190,26 +222,26 @@ def read_report_data(
         end = max((r["partition_date"] for r in runs), default=dt.datetime.now(dt.UTC).date())
     start = end - dt.timedelta(days=days - 1)
     metric_list = list(metrics) if metrics else None
+    segmented = segment != ALL_SEGMENTS
+    columns = ["partition_date", "metric", "value", "status", *(["trace_id"] if segmented else [])]
+    window = warehouse.read("scores", start=start, end=end, columns=columns, metrics=metric_list)
+    segment_points: list[MetricPoint] = []
+    if segmented:
+        traces = warehouse.read("traces", start=start, end=end, columns=["partition_date", "trace_id", "metadata"])
+        segment_points = aggregate(segment_scores(window, traces, segment))
     data = ReportData(
         warehouse=redact_url(warehouse_url),
         start=start,
         end=end,
         generated_at=dt.datetime.now(dt.UTC),
-        points=aggregate(
-            warehouse.read(
-                "scores",
-                start=start,
-                end=end,
-                columns=["partition_date", "metric", "value", "status"],
-                metrics=metric_list,
-            )
-        ),
+        points=aggregate(window),
         drift=warehouse.read("drift", start=start, end=end, metrics=metric_list).to_pylist(),
         judge_models=sorted(
             {r["judge_model"] for r in runs if r["judge_model"] and start <= r["partition_date"] <= end}
         ),
         segment=segment,
         rank_metric=rank_metric,
+        segment_points=segment_points,
     )
     latest = data.latest
     if latest is None:

@@ -22,7 +22,8 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from ragpulse.metrics.drift import ALERTING, Verdict
+from ragpulse.metrics.drift import ALERTING, Verdict, severity
+from ragpulse.tasks.monitoring.comparison import ALL_SEGMENTS
 from ragpulse.tasks.reporting.html.data import MetricPoint, ReportData, WorstTrace, read_report_data
 
 __all__ = ["build_report", "render_report", "write_report"]
@@ -45,12 +46,12 @@ def build_report(
     metrics: Sequence[str] | None = None,
     worst: int = 20,
     rank_metric: str | None = None,
-    segment: str = "all",
+    segment: str = ALL_SEGMENTS,
 ) -> str:
     """The report page for the ``days`` partitions up to ``end`` (default: the latest published partition).
 
     ``metrics`` limits it to those metrics; ``worst`` traces of the latest partition are listed, ranked by the
-    mean of their ok scores or by ``rank_metric``; ``segment`` picks the drift rows drawn on the charts.
+    mean of their ok scores or by ``rank_metric``; ``segment`` picks the traces and the drift rows the charts draw.
     """
     return render_report(
         read_report_data(
@@ -75,7 +76,8 @@ def write_report(warehouse_url: str, out_path: str | Path, **options: Any) -> Pa
 
 
 def render_report(data: ReportData) -> str:
-    """The page for ``data``: header, latest-partition overview, trend charts, failure rates, drift, worst traces."""
+    """The page for ``data``: header, what needs attention (the latest partition's alerts, every segment), the
+    latest-partition overview, trend charts, failure rates, drift, worst traces."""
     return _ENV.get_template(_TEMPLATE).render(_context(data))
 
 
@@ -88,8 +90,10 @@ def _context(data: ReportData) -> dict[str, Any]:
     dates = sorted({p.partition_date for p in data.points})
     metrics = sorted({p.metric for p in data.points})
     by_key = {(p.partition_date, p.metric): p for p in data.points}
+    plotted = {(p.partition_date, p.metric): p for p in data.plotted}
     drift = _drift_by_point(data.drift, data.segment)
     latest = dates[-1] if dates else None
+    latest_drift = sorted((r for r in data.drift if r["partition_date"] == latest), key=_severity_order)
     return {
         "data": data,
         "dates": dates,
@@ -98,20 +102,24 @@ def _context(data: ReportData) -> dict[str, Any]:
         "overview": [
             (p, drift.get((latest, p.metric), {}).get("verdict")) for p in data.points if p.partition_date == latest
         ],
+        "alerts": [r for r in latest_drift if r["verdict"] in ALERTING],
         "charts": [
-            _chart(i, m, dates, {d: by_key[(d, m)] for d in dates if (d, m) in by_key}, drift)
+            _chart(i, m, dates, {d: plotted[(d, m)] for d in dates if (d, m) in plotted}, drift)
             for i, m in enumerate(metrics)
         ],
         "failures": {
             "metrics": metrics,
             "rows": [(d, [by_key.get((d, m)) for m in metrics]) for d in reversed(dates)],
         },
-        "drift_rows": sorted(
-            (r for r in data.drift if r["partition_date"] == latest),
-            key=lambda r: (r["metric"], r.get("segment") != "all", r.get("segment") or "", r.get("judge_model") or ""),
-        ),
+        "drift_rows": latest_drift,
         "worst": [_trace(rank, t) for rank, t in enumerate(data.worst, 1)],
     }
+
+
+def _severity_order(row: dict[str, Any]) -> tuple[int, str, bool, str, str]:
+    """Drift rows most severe first (``metrics.drift.severity``), then by metric, ``all`` before its segments."""
+    segment = row.get("segment") or ""
+    return severity(row["verdict"]), row["metric"], segment != ALL_SEGMENTS, segment, row.get("judge_model") or ""
 
 
 def _missing(value: float | None) -> bool:

@@ -1,4 +1,5 @@
-"""The ragpulse command line: clear errors without tracebacks, configuration sources, the demo."""
+"""The ragpulse command line: clear errors without tracebacks, exit codes a scheduler can act on, configuration
+sources, help and listings, the demo."""
 
 from __future__ import annotations
 
@@ -9,21 +10,27 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from ragpulse.flows.cli import app
-from ragpulse.metrics import REGISTRY
+from ragpulse.flows.cli.output import quiet_run_failures
+from ragpulse.metrics import DEFAULT_METRICS, REGISTRY
+from ragpulse.metrics.registry import spec_name
 
 runner = CliRunner()
+ROOT = Path(__file__).parents[3]
 
 
 @pytest.fixture(autouse=True)
-def _restore_cli_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """The CLI sets Prefect defaults in os.environ; pin them so each test restores the environment."""
+def _restore_cli_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """The CLI sets Prefect defaults in os.environ and filters Prefect's console handler; pin the one and undo the
+    other, so each test leaves the process as it found it."""
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / ".prefect"))
     for name, value in {
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
@@ -31,6 +38,22 @@ def _restore_cli_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         "PREFECT_LOGGING_LEVEL": "WARNING",
     }.items():
         monkeypatch.setenv(name, value)
+    yield
+    quiet_run_failures(False)
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The command line in a process of its own: what a terminal or a scheduler sees, Prefect's console included."""
+    command = [sys.executable, "-m", "ragpulse.flows.cli", *args]
+    return subprocess.run(command, env={**os.environ, **(env or {})}, cwd=ROOT, capture_output=True, text=True)
+
+
+def _one_error_line(stderr: str) -> str:
+    """The single line a failed command prints; anything more (a traceback, Prefect's logs) fails the test."""
+    assert "Traceback" not in stderr, stderr
+    (line,) = stderr.splitlines()
+    assert line.startswith("error: "), line
+    return line
 
 
 def test_metrics_lists_every_family() -> None:
@@ -39,6 +62,49 @@ def test_metrics_lists_every_family() -> None:
     for name, definition in REGISTRY.items():
         assert name in result.stdout
         assert definition.spec.version in result.stdout
+
+
+def test_metrics_as_json() -> None:
+    result = runner.invoke(app, ["metrics", "--json"])
+    assert result.exit_code == 0, result.output
+    listed = {row["family"]: row for row in json.loads(result.stdout)}
+    assert listed.keys() == REGISTRY.keys()
+    for family, definition in REGISTRY.items():
+        row, spec = listed[family], definition.spec
+        assert (row["name"], row["version"], row["summary"], row["needs"]) == (
+            spec_name(spec), spec.version, spec.summary, definition.needs,
+        )  # fmt: skip
+    assert listed["precision"]["name"] == "precision@k" and listed["precision"]["defaults"] == ["precision@5"]
+    assert listed["document_ndcg"]["defaults"] == ["document_ndcg", "document_ndcg@10"]
+    assert listed["faithfulness"]["needs"] == "judge" and not listed["faithfulness"]["default"]
+    assert sorted(name for row in listed.values() for name in row["defaults"]) == sorted(DEFAULT_METRICS)
+    assert all(row["default"] == bool(row["defaults"]) for row in listed.values())
+
+
+def test_version_is_quick_and_needs_no_prefect() -> None:
+    from ragpulse import __version__
+
+    script = "import sys\nfrom ragpulse.flows.cli import app\ntry:\n    app(['--version'])\nexcept SystemExit as e:\n"
+    script += "    print(e.code, 'prefect' in sys.modules)"
+    shown = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert shown.stdout.splitlines() == [f"ragpulse {__version__}", "0 False"]
+
+
+def _help_commands() -> list[list[str]]:
+    group = typer.main.get_command(app)
+    return [[], *([name] for name in group.commands)]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("command", _help_commands(), ids=lambda c: " ".join(c) or "ragpulse")
+def test_help_shows_flags_as_flags(command: list[str]) -> None:
+    result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "--help" in result.stdout
+    assert "<bool>" not in result.stdout
+    if command in (["evaluate"], ["monitor"], ["backfill"], ["settings"], ["metrics"]):
+        assert "--json" in result.stdout
+    if command == ["evaluate"]:
+        assert "--date" in result.stdout and "<str>" in result.stdout  # options that take a value keep their type
 
 
 @pytest.mark.parametrize(
@@ -60,8 +126,42 @@ def test_metrics_lists_every_family() -> None:
 def test_bad_options_are_clear_errors(args: list[str], message: str) -> None:
     result = runner.invoke(app, ["evaluate", *args])
     assert result.exit_code == 2, result.output
-    assert message in " ".join(result.output.split())
-    assert "Traceback" not in result.output
+    assert message in _one_error_line(result.stderr)
+    assert "Traceback" not in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["--metrics", "aspect_critique:tone"], {}, "unknown aspect 'tone' for aspect_critique"),
+        (["--metrics", "llm_judge:mine"], {}, "no llm_judge named 'mine'"),
+        (["--judge-config", "absent.toml"], {}, "cannot read judge config 'absent.toml'"),
+        (["--input-suite", "absent.json"], {}, "cannot read expectation suite 'absent.json'"),
+        (["--warehouse", "ftp://host/scores"], {}, "unsupported warehouse URL scheme 'ftp'"),
+        ([], {"RAGPULSE_JUDGE_MAX_CONCURRENCY": "many"}, "invalid JudgeSettings: max_concurrency: Input should be"),
+    ],
+)
+def test_what_a_run_would_find_wrong_is_refused_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], env: dict[str, str], message: str
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["evaluate", "--date", "2026-06-01", "--source", str(tmp_path), *args])
+    assert result.exit_code == 2, result.output
+    assert message in _one_error_line(result.stderr)
+
+
+def test_a_configuration_error_starts_no_flow_run(prefect_api: str, tmp_path: Path) -> None:
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        before = client.count_flow_runs()
+        for args in (["--date", "2026-06-01"], ["--date", "2026-06-01", "--source", ".", "--judge-config", "no.toml"]):
+            result = _cli("evaluate", *args, env={"PREFECT_API_URL": prefect_api})
+            assert result.returncode == 2, result.stderr
+            _one_error_line(result.stderr)
+        assert client.count_flow_runs() == before
 
 
 def test_config_file_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -95,25 +195,31 @@ def test_storage_options_must_not_carry_credentials() -> None:
         load_config(None, source="s3://logs", storage_options={"endpoint_url": "http://minio", "secret": "s3cr3t"})
 
 
-def test_missing_partition_exits_with_nearby_dates(tmp_path: Path) -> None:
+@pytest.mark.parametrize("verbose", [False, True], ids=["quiet", "verbose"])
+def test_no_traces_for_the_date_is_exit_3_and_one_line(prefect_api: str, tmp_path: Path, verbose: bool) -> None:
+    """The flow fails inside Prefect; the terminal shows the command's line only, unless --verbose, and the server
+    still gets Prefect's logs of the failed run."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.client.schemas.sorting import FlowRunSort
+
     (tmp_path / "traces" / "dt=2026-11-02").mkdir(parents=True)
     (tmp_path / "traces" / "dt=2026-11-02" / "a.jsonl").write_text("")
-    result = runner.invoke(
-        app,
-        [
-            "evaluate",
-            "--date",
-            "2026-11-05",
-            "--source",
-            str(tmp_path / "traces"),
-            "--warehouse",
-            f"duckdb:///{tmp_path}/w.duckdb",
-            "--work-dir",
-            str(tmp_path / "work"),
-        ],
-    )
-    assert result.exit_code == 2, result.output
-    assert "no trace files for dt=2026-11-05" in result.output and "2026-11-02" in result.output
+    args = ["evaluate", "--date", "2026-11-05", "--source", str(tmp_path / "traces")]
+    args += ["--warehouse", f"duckdb:///{tmp_path}/w.duckdb", "--work-dir", str(tmp_path / "work")]
+    result = _cli(*(["--verbose", *args] if verbose else args), env={"PREFECT_API_URL": prefect_api})
+    assert result.returncode == 3, result.stderr
+    if verbose:
+        assert "Encountered exception during execution" in result.stderr and "Traceback" in result.stderr
+        assert result.stderr.splitlines()[-1].startswith("error: no trace files for dt=2026-11-05")
+        return
+    line = _one_error_line(result.stderr)
+    assert "no trace files for dt=2026-11-05" in line and "2026-11-02" in line
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(sort=FlowRunSort.START_TIME_DESC, limit=10)
+        (run,) = [r for r in runs if r.parameters.get("source", {}).get("url") == str(tmp_path / "traces")][:1]
+        logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id])))
+    assert any(log.level >= 40 and "PartitionNotFoundError" in log.message for log in logs)
 
 
 def test_demo_generates_scores_and_reuses_partitions(tmp_path: Path) -> None:
@@ -148,7 +254,7 @@ def test_backfill_monitor_and_report(tmp_path: Path) -> None:
     assert result["completed"] == [str(d) for d in dates[:2]] and result["skipped"] == []
 
     again = runner.invoke(app, args)
-    assert again.exit_code == 0, again.output
+    assert again.exit_code == 3, again.output  # nothing left to evaluate
     assert json.loads(again.stdout)["skipped"] == [str(d) for d in dates[:2]]
 
     monitored = runner.invoke(app, ["monitor", "--date", str(dates[2]), "--json", *common])
@@ -156,11 +262,56 @@ def test_backfill_monitor_and_report(tmp_path: Path) -> None:
     outcome = json.loads(monitored.stdout)
     assert outcome["run"]["partition_date"] == str(dates[2])
     assert outcome["drift_verdicts"] == {"insufficient_data": 2}  # two earlier partitions, three needed
+    shown = runner.invoke(app, ["monitor", "--date", str(dates[2]), *common])
+    assert shown.exit_code == 0, shown.output
+    assert f"drift verdicts for dt={dates[2]}" in shown.stdout and "{" not in shown.output
+    (verdict_row,) = [line for line in shown.stdout.splitlines() if "insufficient_data" in line]
+    assert verdict_row.split("│")[2].strip() == "2"
 
     page = tmp_path / "report.html"
     reported = runner.invoke(app, ["report", "--warehouse", f"duckdb:///{tmp_path}/w.duckdb", "--out", str(page)])
     assert reported.exit_code == 0, reported.output
     assert "document_mrr" in page.read_text() and str(dates[2]) in page.read_text()
+
+    mistyped = runner.invoke(app, ["report", "--warehouse", f"duckdb:///{tmp_path}/w.duckdb", "--metrics", "mrr"])
+    assert mistyped.exit_code == 2
+    line = _one_error_line(mistyped.stderr)
+    assert "unknown metric(s) 'mrr'" in line and line.endswith("the warehouse has: answer_f1, document_mrr")
+
+
+def test_a_backfill_with_failed_partitions_exits_1_and_one_with_nothing_to_do_3(tmp_path: Path) -> None:
+    days = _demo_traces(tmp_path / "traces", days=1)
+    strict = tmp_path / "strict.json"
+    strict.write_text(
+        json.dumps(
+            {
+                "name": "team_scores_out",
+                "expectations": [
+                    {"type": "expect_column_mean_to_be_between", "kwargs": {"column": "value", "min_value": 0.99}}
+                ],
+            }
+        )
+    )
+    common = ["--source", str(tmp_path / "traces"), "--warehouse", f"duckdb:///{tmp_path}/w.duckdb"]
+    common += ["--work-dir", str(tmp_path / "work"), "--metrics", "document_mrr"]
+    failed = runner.invoke(app, ["backfill", "--start", str(days[0]), "--end", str(days[0]), *common, "--output-suite",
+                                 str(strict)])  # fmt: skip
+    assert failed.exit_code == 1, failed.output
+    assert f"error: dt={days[0]}: " in failed.stderr and "team_scores_out" in failed.stderr
+
+    empty = runner.invoke(app, ["backfill", "--start", "2026-01-01", "--end", "2026-01-03", "--json", *common])
+    assert empty.exit_code == 3, empty.output
+    assert json.loads(empty.stdout)["missing"] == ["2026-01-01", "2026-01-02", "2026-01-03"]
+
+
+@pytest.mark.parametrize("url", ["duckdb:///{tmp}/typo.duckdb", "{tmp}/typo.duckdb", "{tmp}/lake", "file://{tmp}/lake"])
+def test_report_refuses_a_warehouse_that_does_not_exist(tmp_path: Path, url: str) -> None:
+    warehouse = url.format(tmp=tmp_path)
+    result = runner.invoke(app, ["report", "--warehouse", warehouse, "--out", str(tmp_path / "r.html")])
+    assert result.exit_code == 2, result.output
+    line = _one_error_line(result.stderr)
+    assert line.startswith(f"error: no warehouse at {warehouse}: ") and "does not exist" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # neither the warehouse nor a report was created
 
 
 def test_backfill_rejects_a_reversed_range(tmp_path: Path) -> None:

@@ -161,6 +161,14 @@ def test_webhook_payloads() -> None:
     assert generic["alerts"][0]["delta"] == -0.25
 
 
+def test_slack_links_only_an_http_report() -> None:
+    """A report path or file:// URL is a location on some machine: shown as text, never as a dead link."""
+    local = webhook_payload([_alert()], AlertConfig(report_url="file:///srv/r&d/report.html"))
+    assert local["blocks"][1]["text"]["text"].endswith("\nReport: file:///srv/r&amp;d/report.html")
+    remote = webhook_payload([_alert()], AlertConfig(report_url="https://r.example/x.html"))
+    assert remote["blocks"][1]["text"]["text"].endswith("\n<https://r.example/x.html|Open the report>")
+
+
 def test_webhook_retries_then_succeeds(webhook: WebhookReceiver) -> None:
     webhook.fail(503, 2)
     attempts, error = post(webhook.url, {"text": "x"}, AlertConfig(backoff_seconds=0))

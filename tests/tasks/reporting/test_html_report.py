@@ -12,6 +12,7 @@ from html.parser import HTMLParser
 from importlib.resources import files
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -26,6 +27,7 @@ from ragpulse.tasks.reporting.html import (
     worst_traces,
     write_report,
 )
+from ragpulse.tasks.reporting.html.data import segment_scores
 from ragpulse.tasks.reporting.html.render import _ENV, _band, _context
 from ragpulse.tasks.warehouse import open_warehouse
 
@@ -144,7 +146,8 @@ def scores_table(dates: list[dt.date] = DATES, n_traces: int = 10) -> pa.Table:
     return pa.Table.from_pylist(rows)
 
 
-def traces_table(date: dt.date, di: int, n_traces: int = 10) -> pa.Table:
+def traces_table(date: dt.date, di: int, n_traces: int = 10, apps: tuple[str, ...] = ("bot",)) -> pa.Table:
+    """Trace rows; trace ``t`` belongs to app ``apps[t % len(apps)]`` (its ``metadata.app``)."""
     rows = [
         {
             "partition_date": date,
@@ -152,7 +155,7 @@ def traces_table(date: dt.date, di: int, n_traces: int = 10) -> pa.Table:
             "question": SCRIPT if t == 0 else f"question {t} about <b>bold</b> & more",
             "answer": f'answer {t} "quoted" </details><img src=x onerror=alert(2)>',
             "contexts": json.dumps([{"id": f"doc-{t}", "text": f"context {t} </script>", "score": 0.5}]),
-            "metadata": json.dumps({"app": "bot"}),
+            "metadata": json.dumps({"app": apps[t % len(apps)]}),
             "run_id": f"run-{date}",
             "timestamp": NOW,
             "source_file": f"dt={date}/part-0.jsonl",
@@ -163,7 +166,7 @@ def traces_table(date: dt.date, di: int, n_traces: int = 10) -> pa.Table:
     return pa.Table.from_pylist(rows)
 
 
-def drift_rows() -> list[dict[str, object]]:
+def synthetic_drift_rows() -> list[dict[str, object]]:
     """answer_f1 degraded on the last partition, document_mrr improved on the 5th, bands from the 4th on."""
     rows: list[dict[str, object]] = []
     for di, date in enumerate(DATES[3:], start=3):
@@ -216,14 +219,14 @@ def report_data(n_worst: int = 5) -> ReportData:
         end=DATES[-1],
         generated_at=NOW,
         points=aggregate(scores),
-        drift=drift_rows(),
+        drift=synthetic_drift_rows(),
         worst=worst_traces(latest, traces_table(DATES[-1], len(DATES) - 1), n=n_worst),
         judge_models=["judge-test"],
     )
 
 
-def publish_warehouse(url: str) -> None:
-    """Publish the synthetic partitions, their traces and drift rows through the warehouse API."""
+def publish_warehouse(url: str, drift: list[dict[str, object]] | None = None, apps: tuple[str, ...] = ("bot",)) -> None:
+    """Publish the synthetic partitions, their traces (of ``apps``) and drift rows through the warehouse API."""
     from ragpulse.tasks.warehouse import (
         DRIFT_SCHEMA,
         QUARANTINE_SCHEMA,
@@ -235,7 +238,7 @@ def publish_warehouse(url: str) -> None:
 
     warehouse = open_warehouse(url)
     scores = scores_table()
-    drift = pa.Table.from_pylist(drift_rows(), DRIFT_SCHEMA)
+    drift_table = pa.Table.from_pylist(synthetic_drift_rows() if drift is None else drift, DRIFT_SCHEMA)
     for di, date in enumerate(DATES):
         run = (
             {name: None for name in RUNS_SCHEMA.names}
@@ -259,10 +262,10 @@ def publish_warehouse(url: str) -> None:
                 scores=scores.filter(pc.equal(scores["partition_date"], date)).cast(SCORES_SCHEMA),
                 quarantine=QUARANTINE_SCHEMA.empty_table(),
                 run=pa.Table.from_pylist([run], RUNS_SCHEMA),
-                traces=traces_table(date, di).select(TRACES_SCHEMA.names).cast(TRACES_SCHEMA),
+                traces=traces_table(date, di, apps=apps).select(TRACES_SCHEMA.names).cast(TRACES_SCHEMA),
             )
         )
-        day_drift = drift.filter(pc.equal(drift["partition_date"], date))
+        day_drift = drift_table.filter(pc.equal(drift_table["partition_date"], date))
         if day_drift.num_rows:
             warehouse.publish_drift(date, day_drift)
 
@@ -385,7 +388,7 @@ def hostile_data(text: str) -> ReportData:
     )
     drift = [
         {**r, "metric": metric, "segment": segment, "detail": text, "judge_model": text}
-        for r in drift_rows()
+        for r in synthetic_drift_rows()
         if r["metric"] == "answer_f1" and r["segment"] == "all"
     ]
     return ReportData(
@@ -611,3 +614,122 @@ def test_a_missing_browser_skips_unless_required(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setitem(globals(), "REQUIRE_BROWSER", True)
     with pytest.raises(pytest.fail.Exception, match="RAGPULSE_REQUIRE_BROWSER=1"):
         _chromium()
+
+
+# ---------------------------------------------------------------- what needs attention, and segments
+
+APPS = ("docs-search", "support")
+DOCS, SUPPORT = "metadata.app=docs-search", "metadata.app=support"
+# The latest partition's verdicts: every alert is in a segment, none in "all".
+LATEST_VERDICTS = {
+    ("answer_f1", "all"): "stable",
+    ("answer_f1", DOCS): "failure_rate_up",
+    ("answer_f1", SUPPORT): "degraded",
+    ("document_mrr", "all"): "stable",
+    ("document_mrr", DOCS): "no_baseline",
+    ("document_mrr", SUPPORT): "improved",
+    ("faithfulness", "all"): "insufficient_data",
+    ("faithfulness", DOCS): "coverage_down",
+    ("faithfulness", SUPPORT): "stable",
+}
+
+
+def segmented_drift_rows() -> list[dict[str, object]]:
+    """A drift row per metric and segment from the 4th partition on, all stable before the latest."""
+    template = synthetic_drift_rows()[0]
+    return [
+        {
+            **template,
+            "partition_date": date,
+            "metric": metric,
+            "segment": segment,
+            "verdict": verdict if date == DATES[-1] else "stable",
+            "detail": f"{metric} in {segment}",
+        }
+        for date in DATES[3:]
+        for (metric, segment), verdict in LATEST_VERDICTS.items()
+    ]
+
+
+@pytest.fixture
+def segmented(tmp_path: Path) -> tuple[str, Path]:
+    """A DuckDB warehouse whose traces alternate between two apps, with per-app drift rows."""
+    path = tmp_path / "ragpulse.duckdb"
+    publish_warehouse(f"duckdb:///{path}", segmented_drift_rows(), APPS)
+    return f"duckdb:///{path}", path
+
+
+def _rows_of(section: Node) -> list[tuple[str, str, str]]:
+    """(metric, segment, verdict) of each drift row of ``section``, in page order."""
+    rows = [tr for tr in section.find_all("tr") if "data-segment" in tr.attrs]
+    return [(tr.attrs["data-metric"], tr.attrs["data-segment"], tr.find_all("span")[0].all_text()) for tr in rows]
+
+
+@pytest.mark.parametrize("segment", ["all", DOCS])
+def test_the_latest_alerts_of_every_segment_come_first(segmented: tuple[str, Path], segment: str) -> None:
+    dom = parse(build_report(segmented[0], segment=segment))
+    first = next(child for child in dom.find_all("main")[0].children if child.tag != "#text")
+    assert first.tag == "section" and first.attrs["id"] == "attention"
+    assert _rows_of(first) == [
+        ("answer_f1", SUPPORT, "degraded"),
+        ("answer_f1", DOCS, "failure_rate_up"),
+        ("faithfulness", DOCS, "coverage_down"),
+    ]
+    assert dom.find_all("nav")[0].find_all("a")[0].attrs["href"] == "#attention"
+
+
+def test_the_drift_table_lists_the_most_severe_first(segmented: tuple[str, Path]) -> None:
+    drift = parse(build_report(segmented[0])).find_all("section", id="drift")[0]
+    assert _rows_of(drift) == [
+        ("answer_f1", SUPPORT, "degraded"),
+        ("answer_f1", DOCS, "failure_rate_up"),
+        ("faithfulness", DOCS, "coverage_down"),
+        ("document_mrr", SUPPORT, "improved"),
+        ("answer_f1", "all", "stable"),
+        ("document_mrr", "all", "stable"),
+        ("faithfulness", SUPPORT, "stable"),
+        ("faithfulness", "all", "insufficient_data"),
+        ("document_mrr", DOCS, "no_baseline"),
+    ]
+
+
+def test_a_latest_partition_without_alerts_says_so(segmented: tuple[str, Path]) -> None:
+    attention = parse(build_report(segmented[0], end=DATES[-2])).find_all("section", id="attention")[0]
+    assert not attention.find_all("tr") and "No drift alert" in attention.all_text()
+
+
+def test_with_a_segment_the_charts_plot_that_segments_means(segmented: tuple[str, Path]) -> None:
+    url, path = segmented
+    dom = parse(build_report(url, segment=SUPPORT))
+    charts = {svg.attrs["data-metric"]: svg for svg in dom.find_all("svg", role="img")}
+    plotted = {
+        (dot.attrs["data-date"], metric): dot.attrs["data-mean"]
+        for metric, svg in charts.items()
+        for dot in svg.find_all("circle", class_="point")
+    }
+    with duckdb.connect(str(path), read_only=True) as con:
+        means = con.sql(
+            """
+            SELECT s.partition_date, s.metric, avg(s.value)
+            FROM scores s JOIN traces t USING (partition_date, trace_id)
+            WHERE s.status = 'ok' AND json_extract_string(t.metadata, '$.app') = 'support'
+            GROUP BY ALL
+            """
+        ).fetchall()
+    assert plotted == {(str(day), metric): f"{mean:.6g}" for day, metric, mean in means}
+    everyone = {(str(p.partition_date), p.metric): f"{p.mean:.6g}" for p in aggregate(scores_table())}
+    assert sum(plotted[key] != everyone[key] for key in plotted) >= len(plotted) // 2  # not all traces' means
+    for svg in charts.values():
+        line = [point.split(",")[1] for polyline in svg.find_all("polyline", class_="trend")
+                for point in polyline.attrs["points"].split()]  # fmt: skip
+        assert line == [dot.attrs["cy"] for dot in svg.find_all("circle", class_="point")]
+        assert len(svg.find_all("rect", class_="band")) == 3  # the segment's drift rows, 4th partition on
+    markers = [(metric, g.attrs["data-verdict"]) for metric, svg in charts.items() for g in svg.find_all("g")]
+    assert sorted(markers) == [("answer_f1", "degraded"), ("document_mrr", "improved")]
+    assert dom.find_all("header")[0].find_all("dd")[-1].all_text() == SUPPORT
+
+
+def test_a_segment_is_all_or_a_key_and_value() -> None:
+    empty = pa.table({"partition_date": pa.array([], pa.date32()), "trace_id": pa.array([], pa.string())})
+    with pytest.raises(ValueError, match="'<key>=<value>'"):
+        segment_scores(empty, empty.append_column("metadata", pa.array([], pa.string())), "support")

@@ -1,0 +1,119 @@
+"""What the command line prints: exit codes by error kind, one-line errors, drift tables, Prefect's terminal logs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+import typer
+
+from ragpulse.flows.cli.output import (
+    ExitCode,
+    fail,
+    print_alerts,
+    print_drift,
+    print_verdicts,
+    quiet_run_failures,
+    verdict_summary,
+)
+from ragpulse.metrics.aspect_critique import UnknownAspectError
+from ragpulse.metrics.errors import RagpulseError, UnknownMetricError
+from ragpulse.tasks.core.errors import (
+    ConfigError,
+    PartitionNotFoundError,
+    StorageError,
+    WarehouseError,
+    WarehouseLockedError,
+)
+from ragpulse.tasks.core.storage import NoTraceFilesError
+from ragpulse.tasks.quality.validate import OutputValidationError
+
+DAY = dt.date(2026, 6, 3)
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (ConfigError("batch_size: Input should be greater than or equal to 1"), 2),
+        (UnknownMetricError("ndcg", ["document_ndcg"]), 2),
+        (UnknownAspectError("tone", ["coherence"]), 2),  # a subclass: an unknown aspect is an unknown metric
+        (PartitionNotFoundError("traces", "2026-06-09", ["2026-06-03"]), 3),
+        (NoTraceFilesError("traces", DAY, "none was modified that day"), 3),
+        (WarehouseLockedError("another process holds the file"), 1),
+        (WarehouseError("publish failed"), 1),
+        (OutputValidationError("team_scores_out: expect_column_mean_to_be_between(value)"), 1),
+        (StorageError("timeout"), 1),
+        (RagpulseError("anything else"), 1),
+    ],
+)
+def test_each_kind_of_error_has_its_exit_code(error: RagpulseError, code: int) -> None:
+    assert ExitCode.of(error) == code
+
+
+def test_an_error_is_one_line_whatever_its_length_or_brackets(capsys: pytest.CaptureFixture[str]) -> None:
+    message = "config file 'x.toml': unknown setting(s) in [drift]: " + ", ".join(f"key_{i}" for i in range(40))
+    exit_ = fail(message + "\nsecond line", ExitCode.USAGE)
+    assert isinstance(exit_, typer.Exit) and exit_.exit_code == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [f"error: {message} second line"]
+
+
+def _drift_warehouse(tmp_path: Path, **values: object) -> str:
+    from ragpulse.tasks.warehouse import DRIFT_SCHEMA, open_warehouse
+
+    url = f"duckdb:///{tmp_path}/w.duckdb"
+    row = {name: None for name in DRIFT_SCHEMA.names} | {
+        "partition_date": DAY, "metric": "faithfulness", "segment": "all", "baseline_partitions": 0, "baseline_n": 0,
+        "current_n": 40, "verdict": "coverage_down", "run_id": "run-1", "computed_at": dt.datetime.now(dt.UTC),
+    } | values  # fmt: skip
+    open_warehouse(url).publish_drift(DAY, pa.Table.from_pylist([row], DRIFT_SCHEMA))
+    return url
+
+
+def test_drift_without_a_baseline_shows_dashes_not_zeros(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    print_drift(_drift_warehouse(tmp_path, current_mean=0.5), DAY)
+    row = next(line for line in capsys.readouterr().out.splitlines() if "faithfulness" in line)
+    cells = [cell.strip() for cell in row.strip("│ ").split("│")]
+    dash = "\N{EN DASH}"
+    assert cells == ["faithfulness", "all", "coverage_down", dash, "0.500", dash]
+
+
+def test_drift_with_numbers_shows_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    print_drift(_drift_warehouse(tmp_path, baseline_mean=0.8, current_mean=0.5, delta=-0.3), DAY)
+    row = next(line for line in capsys.readouterr().out.splitlines() if "faithfulness" in line)
+    assert [cell.strip() for cell in row.strip("│ ").split("│")][3:] == ["0.800", "0.500", "-0.300"]
+
+
+def test_verdicts_and_alerts_are_tables(capsys: pytest.CaptureFixture[str]) -> None:
+    print_verdicts(DAY, {"stable": 4, "degraded": 1})
+    print_alerts({"sent": [f"{DAY}|document_mrr|metadata.app=support-bot"], "already_sent": [], "failed": []})
+    printed = capsys.readouterr().out
+    assert "{" not in printed
+    rows = [line for line in printed.splitlines() if "│" in line]
+    assert [r.split("│")[1].strip() for r in rows[:2]] == ["degraded", "stable"]  # alerting verdicts first
+    assert "document_mrr" in rows[2] and "metadata.app=support-bot" in rows[2] and "sent" in rows[2]
+    assert verdict_summary({"stable": 4, "insufficient_data": 2}) == "2 insufficient_data, 4 stable"
+    assert verdict_summary({}) == "no comparisons"
+
+
+def test_failed_runs_stay_off_the_terminal_but_not_off_the_server() -> None:
+    from prefect.logging.handlers import APILogHandler, PrefectConsoleHandler
+
+    def record(name: str, level: int) -> logging.LogRecord:
+        return logging.LogRecord(name, level, __file__, 1, "Finished in state Failed()", None, None)
+
+    quiet_run_failures(True)
+    try:
+        (console,) = [h for h in logging.getLogger().handlers if isinstance(h, PrefectConsoleHandler)]
+        assert not console.filter(record("prefect.flow_runs", logging.ERROR))
+        assert not console.filter(record("prefect.task_runs", logging.CRITICAL))
+        assert console.filter(record("prefect.flow_runs", logging.WARNING))  # e.g. a webhook that failed
+        assert console.filter(record("prefect.engine", logging.ERROR))
+        api = [h for h in logging.getLogger("prefect.flow_runs").handlers if isinstance(h, APILogHandler)]
+        assert api and all(h.filter(record("prefect.flow_runs", logging.ERROR)) for h in api)
+    finally:
+        quiet_run_failures(False)
+    assert console.filter(record("prefect.flow_runs", logging.ERROR))
