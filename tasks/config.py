@@ -397,7 +397,7 @@ def _required_text(value: Any, env: str) -> Any:
     """Refuse an empty or blank value with the usual cause: ``prefect deploy`` fills ``{{ $VAR }}`` with '' when
     the variable is unset, and the run would otherwise start and fail late, or write into the worker's cwd."""
     if isinstance(value, str) and not value.strip():
-        raise ValueError(f"is empty: set it in the deployment's parameters, or set {env} where `prefect deploy` runs")
+        raise ValueError(f"must not be empty (a deployment gets '' when {env} was unset where `prefect deploy` ran)")
     return value
 
 

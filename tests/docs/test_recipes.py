@@ -84,7 +84,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     env = _user_env(home)
     trace = home / "recipe.trace"
     # Timestamped trace lines give each step's time; bash run as root ignores a PS4 from the environment.
-    timed = "PS4='+ $(date +%s.%N) '\n" + script
+    timed = "PS4='+ $(date +%s.%N) '\n" + script + ": recipe done\n"
     process = subprocess.Popen(
         ["bash", "-euo", "pipefail", "-x", "-c", timed], cwd=ROOT, start_new_session=True, env=env,
         stdout=subprocess.PIPE, stderr=trace.open("w"), text=True,
@@ -262,7 +262,7 @@ def test_serve_refuses_the_work_pool_deployment(stack: Stack) -> None:
 @pytest.mark.parametrize(
     ("output", "message"),
     [
-        ({"warehouse": "", "work_dir": "/tmp/never"}, "is empty: set it in the deployment's parameters"),
+        ({"warehouse": "", "work_dir": "/tmp/never"}, "must not be empty (a deployment gets ''"),
         ({"warehouse": "duckdb:///scores.duckdb", "work_dir": "work"}, "has relative path(s) output.warehouse="),
     ],
     ids=["empty-warehouse", "relative-paths"],

@@ -77,7 +77,7 @@ def test_environment_values_are_parsed_by_type(monkeypatch: pytest.MonkeyPatch) 
         ({"source": "x", "drift_confidence": 0.2}, "drift_confidence: Input should be greater than 0.5"),
         ({"source": "x", "storage_options": {"secret": "s"}}, "storage_options must not carry credentials (secret)"),
         ({"source": "x", "metrics": "ndcg"}, "metrics: Value error, unknown metric 'ndcg'"),
-        ({"source": "x", "warehouse": ""}, "warehouse: String should have at least 1 character"),
+        ({"source": "x", "warehouse": ""}, "warehouse: Value error, must not be empty"),
         ({}, "no trace source: pass --source"),
         ({"source": "x", "sources": "y"}, "unknown setting(s): sources"),
     ],
@@ -106,7 +106,7 @@ def test_bad_environment_and_file_values_name_their_origin(tmp_path: Path, monke
 def test_one_group_loads_without_a_source(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGPULSE_WAREHOUSE", "postgresql://db/test")
     assert load_group(OutputConfig) == OutputConfig(warehouse="postgresql://db/test")
-    with pytest.raises(ConfigError, match="warehouse: String should have at least 1 character"):
+    with pytest.raises(ConfigError, match="warehouse: Value error, must not be empty"):
         load_group(OutputConfig, warehouse="")
 
 
