@@ -54,16 +54,25 @@ def check_served_deployment(full_name: str) -> None:
 
 
 def serve_monitor(
-    run_config: RunConfig, *, name: str, cron: str, timezone: str, on_paused: Callable[[str], None] | None = None
+    run_config: RunConfig,
+    *,
+    name: str,
+    cron: str,
+    timezone: str,
+    on_serving: Callable[[str], None] | None = None,
+    on_paused: Callable[[str], None] | None = None,
 ) -> None:
     """Register ``monitor/<name>`` on ``cron`` (in ``timezone``) and run its flow runs here until stopped; then pause
-    it, so runs do not pile up as Late with nobody to run them, and tell ``on_paused``."""
+    it, so runs do not pile up as Late with nobody to run them. ``on_serving`` hears of it once serve owns the
+    name (a refusal comes first, alone), ``on_paused`` once it is paused."""
     from prefect.schedules import Cron
 
     from ragpulse.flows.monitor import monitor
 
     full_name = f"{monitor.name}/{name}"
     check_served_deployment(full_name)
+    if on_serving is not None:
+        on_serving(full_name)
     # Until Prefect's runner installs its own graceful handler, SIGTERM would end the process at once, skipping
     # the pause below (seen when the signal arrives between registering the deployment and starting the runner).
     signal.signal(signal.SIGTERM, _exit_on_sigterm)

@@ -320,14 +320,17 @@ def serve(
             f"invalid schedule --cron {cron!r} --timezone {timezone!r}: {exc.errors()[0]['msg']}", ExitCode.USAGE
         ) from None
     run_config = _config(config, settings)
-    from ragpulse.flows.serving import check_served_deployment, serve_monitor
+    from ragpulse.flows.serving import serve_monitor
+
+    def announce(full_name: str) -> None:
+        console.print(
+            f"Serving [bold]{full_name}[/bold] on '{cron}' ({timezone}); Ctrl-C or SIGTERM stops and pauses it."
+        )
 
     try:
-        check_served_deployment(f"monitor/{name}")  # before announcing: a refusal is the only line printed
-        console.print(
-            f"Serving [bold]monitor/{name}[/bold] on '{cron}' ({timezone}); Ctrl-C or SIGTERM stops and pauses it."
+        serve_monitor(
+            run_config, name=name, cron=cron, timezone=timezone, on_serving=announce, on_paused=_announce_pause
         )
-        serve_monitor(run_config, name=name, cron=cron, timezone=timezone, on_paused=_announce_pause)
     except RagpulseError as exc:
         raise fail_with(exc) from None
 

@@ -196,8 +196,8 @@ def verdict_summary(verdicts: Mapping[str, int]) -> str:
 
 
 def print_verdicts(day: dt.date, verdicts: Mapping[str, int]) -> None:
-    """How many drift comparisons of the day reached each verdict, the alerting ones first."""
-    from ragpulse.metrics.drift import ALERTING
+    """How many drift comparisons of the day reached each verdict, most severe first (alerting ones on top)."""
+    from ragpulse.metrics.drift import severity
 
     if not verdicts:
         console.print(f"Drift on dt={day}: no comparisons (no published scores to compare).")
@@ -205,7 +205,7 @@ def print_verdicts(day: dt.date, verdicts: Mapping[str, int]) -> None:
     table = Table(title=f"drift verdicts for dt={day}")
     table.add_column("verdict")
     table.add_column("comparisons", justify="right")
-    for verdict, count in sorted(verdicts.items(), key=lambda item: (item[0] not in ALERTING, item[0])):
+    for verdict, count in sorted(verdicts.items(), key=lambda item: (severity(item[0]), item[0])):
         table.add_row(verdict, str(count))
     out.print(table)
 

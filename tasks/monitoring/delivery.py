@@ -21,6 +21,7 @@ from prefect.events import emit_event
 from ragpulse.tasks.config import AlertConfig
 from ragpulse.tasks.core.secrets import secret_text
 from ragpulse.tasks.core.types import DriftAlert
+from ragpulse.tasks.reporting.artifacts import followable
 
 __all__ = ["EVENT_PREFIX", "WEBHOOK_URL_ENV", "AlertOutcome", "emit", "ledger_rows", "markdown_number", "post",
            "webhook_payload", "webhook_url"]  # fmt: skip
@@ -99,7 +100,7 @@ def webhook_payload(alerts: Sequence[DriftAlert], settings: AlertConfig) -> dict
 def _slack_report_link(url: str) -> str:
     """A Slack link to an http(s) report; any other location (a path, a ``file://`` URL) as text, since a link into
     some machine's disk opens nothing for the people reading the channel."""
-    if urlsplit(url).scheme.lower() in ("http", "https"):
+    if followable(url):
         return f"\n<{url}|Open the report>"
     text = url.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")  # Slack's own escaping
     return f"\nReport: {text}"
