@@ -230,6 +230,9 @@ def test_a_served_schedule_runs_by_itself(stack: Stack, tmp_path: Path) -> None:
             time.sleep(3)
         assert done[0].state_name == "Completed", done[0].state.message
         check_published(warehouse, stack.yesterday, demo_day(stack, stack.yesterday))
+        messages = [log.message for log in run_logs(stack, done[0].id) if log.level >= 20]
+        assert any(f"Beginning flow run 'monitor dt={stack.yesterday}'" in m for m in messages), messages
+        assert any("drift against" in m for m in messages), messages
     finally:
         serving.send_signal(signal.SIGTERM)
         serving.wait(timeout=60)
