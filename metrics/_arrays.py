@@ -11,12 +11,14 @@ from numpy.typing import NDArray
 
 from ragpulse.metrics.batch import RelevanceLabels, TraceBatch
 
-__all__ = ["NO_CONTEXT_TEXT", "NO_LABELS", "NO_RELEVANT", "RankingArrays", "ranking_arrays"]
+__all__ = ["NO_CONTEXT_ID", "NO_CONTEXT_TEXT", "NO_LABELS", "NO_RELEVANT", "RankingArrays", "ranking_arrays"]
 
 NO_LABELS = "no_relevance_labels"
 NO_RELEVANT = "no_relevant_context_labelled"
 NO_CONTEXT_TEXT = "no_context_text"
 """Contexts logged with ids but no text (e.g. OTel GenAI retrieval spans): text-based metrics do not apply."""
+NO_CONTEXT_ID = "no_context_id"
+"""Contexts logged with text but no id, and labels by id only: id-based ranking cannot be computed."""
 
 
 @dataclass(frozen=True)
@@ -38,16 +40,21 @@ class RankingArrays:
 
 
 def ranking_arrays(batch: TraceBatch) -> RankingArrays:
-    """Match each retrieved context to the trace's labels: by id, else by text where only text labels exist."""
+    """Match each retrieved context to the trace's labels: by id, else by text where only text labels exist
+    or where some context was logged without an id."""
     n = len(batch)
     keys: list[Sequence[str]] = []
     labels: list[RelevanceLabels] = []
     inapplicable = np.full(n, None, dtype=object)
     rows = zip(batch.context_ids, batch.context_texts, batch.relevant_ids, batch.relevant_texts, strict=True)
     for i, (ids, texts, by_id, by_text) in enumerate(rows):
-        if by_id is not None:
-            keys.append(ids)
+        if by_id is not None and None not in ids:
+            keys.append(ids)  # type: ignore[arg-type]  # no None left here
             labels.append(by_id)
+        elif by_id is not None and by_text is None:
+            keys.append(())  # id labels cannot be matched to contexts logged without an id
+            labels.append({})
+            inapplicable[i] = NO_CONTEXT_ID
         elif by_text is not None and any(text is None for text in texts):
             keys.append(())  # text labels cannot be matched to contexts logged without text
             labels.append({})

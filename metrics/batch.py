@@ -19,7 +19,8 @@ class TraceBatch:
     """Traces in the shape metrics need, index-aligned.
 
     - ``context_ids`` / ``context_texts``: retrieved contexts in rank order; a text is None where the
-      source logged only the id (judge metrics are then ``not_applicable``, ``no_context_text``).
+      source logged only the id (judge metrics are then ``not_applicable``, ``no_context_text``), an id
+      is None where it logged only the text (metrics by id are then ``no_context_id``).
     - ``relevant_ids``: graded labels by context id, or None when the trace has none.
     - ``relevant_texts``: graded labels by context text; used only where ``relevant_ids`` is None.
     - ``answers``: the generated answer or None; ``references``: acceptable answers (maybe empty).
@@ -29,7 +30,7 @@ class TraceBatch:
     """
 
     trace_ids: Sequence[str]
-    context_ids: Sequence[Sequence[str]]
+    context_ids: Sequence[Sequence[str | None]]
     context_texts: Sequence[Sequence[str | None]]
     relevant_ids: Sequence[RelevanceLabels | None]
     relevant_texts: Sequence[RelevanceLabels | None]
@@ -72,7 +73,7 @@ class TraceBatch:
         """Build a batch from canonical trace dicts (the documented trace format, already validated)."""
         return cls(
             trace_ids=[str(r["trace_id"]) for r in records],
-            context_ids=[[str(c["id"]) for c in _contexts(r)] for r in records],
+            context_ids=[[None if c.get("id") is None else str(c["id"]) for c in _contexts(r)] for r in records],
             context_texts=[[None if c.get("text") is None else str(c["text"]) for c in _contexts(r)] for r in records],
             relevant_ids=[_labels(r.get("relevant_context_ids")) for r in records],
             relevant_texts=[_labels(r.get("relevant_contexts")) for r in records],

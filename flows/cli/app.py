@@ -25,6 +25,7 @@ from ragpulse.flows.cli.output import (
     console,
     fail,
     fail_with,
+    no_traces_exit,
     out,
     print_alerts,
     print_drift,
@@ -191,6 +192,8 @@ def evaluate(
         out.print_json(json.dumps(summary.to_dict(), default=str))
     else:
         print_summaries([summary])
+    if (nothing_scored := no_traces_exit(summary)) is not None:
+        raise nothing_scored
 
 
 @app.command(cls=FlagsCommand)
@@ -221,12 +224,14 @@ def monitor(
         raise fail_with(exc) from None
     if as_json:
         out.print_json(json.dumps(result.to_dict(), default=str))
-        return
-    print_summaries([result.summary])
-    print_verdicts(result.summary.partition_date, result.verdicts)
-    if ALERTING & result.verdicts.keys():
-        print_drift(run_config.output.warehouse, result.summary.partition_date)
-    print_alerts(result.alerts)
+    else:
+        print_summaries([result.summary])
+        print_verdicts(result.summary.partition_date, result.verdicts)
+        if ALERTING & result.verdicts.keys():
+            print_drift(run_config.output.warehouse, result.summary.partition_date)
+        print_alerts(result.alerts)
+    if (nothing_scored := no_traces_exit(result.summary)) is not None:
+        raise nothing_scored
 
 
 @app.command(cls=FlagsCommand)
@@ -261,9 +266,11 @@ def backfill(
         if result.summaries:
             print_summaries(result.summaries)
         alerts = f"; {result.alerts_sent} alert(s) sent" if alert else ""
+        unscored = sum(s.outcome == "no_traces" for s in result.summaries)
         console.print(
-            f"{len(result.completed)} evaluated, {len(result.skipped)} skipped (already published with config "
-            f"{result.config_hash}), {len(result.missing)} day(s) without traces; drift: "
+            f"{len(result.completed)} evaluated ({unscored} with every record quarantined), {len(result.skipped)} "
+            f"skipped (already published with config {result.config_hash}), {len(result.missing)} day(s) without "
+            "traces; drift: "
             f"{verdict_summary(result.drift_verdicts)}{alerts}"
         )
     if result.failed:

@@ -31,6 +31,7 @@ __all__ = [
     "console",
     "fail",
     "fail_with",
+    "no_traces_exit",
     "out",
     "print_alerts",
     "print_drift",
@@ -75,6 +76,21 @@ def fail(message: str, code: ExitCode) -> typer.Exit:
     """A one-line error on stderr and the exit to raise. Never wrapped, so a log or a scheduler keeps it whole."""
     console.print(f"[bold red]error:[/bold red] {escape(' '.join(message.split()))}", soft_wrap=True)
     return typer.Exit(code=code)
+
+
+def no_traces_exit(summary: RunSummary) -> typer.Exit | None:
+    """For a day whose records were all quarantined: a one-line notice on stderr and exit 3 (nothing scored,
+    though the quarantine and run row were published); None for a day that was scored."""
+    if summary.outcome != "no_traces":
+        return None
+    reasons = ", ".join(f"{reason} ({count})" for reason, count in list(summary.quarantine_reasons.items())[:3])
+    console.print(
+        f"[yellow]dt={summary.partition_date}: no valid traces: {summary.n_quarantined} record(s) quarantined"
+        f"{f' ({escape(reasons)})' if reasons else ''}; the quarantine and the run row are published, nothing "
+        "was scored.[/yellow]",
+        soft_wrap=True,
+    )
+    return typer.Exit(code=ExitCode.NOTHING_TO_DO)
 
 
 def fail_with(error: RagpulseError) -> typer.Exit:
@@ -242,10 +258,15 @@ def print_summaries(summaries: list[RunSummary]) -> None:
     for s in summaries:
         means.add_column(s.partition_date.strftime("%m-%d"), justify="right")
     means.add_column("coverage", justify="right")
-    for index, metric in enumerate(summaries[0].metrics if summaries else []):
-        cells = ["-" if s.metrics[index].n_ok == 0 else f"{s.metrics[index].mean:.2f}" for s in summaries]
-        means.add_row(metric.metric, *cells, f"{summaries[-1].metrics[index].coverage:.0%}")
-    out.print(means)
+    # By name: a day without valid traces has no metric rows, and a backfill's days may differ.
+    by_day = [{m.metric: m for m in s.metrics} for s in summaries]
+    for name in dict.fromkeys(m.metric for s in summaries for m in s.metrics):
+        found = [day.get(name) for day in by_day]
+        cells = ["-" if m is None or m.n_ok == 0 else f"{m.mean:.2f}" for m in found]
+        last = found[-1]
+        means.add_row(name, *cells, "-" if last is None or not last.n else f"{last.coverage:.0%}")
+    if means.row_count:
+        out.print(means)
     skipped = sorted({name for s in summaries for name in s.skipped_metrics})
     if skipped:
         console.print(

@@ -151,11 +151,14 @@ def _contexts(value: Any, fail: Any) -> list[dict[str, Any]]:
         if not isinstance(context, Mapping):
             raise fail(field, f"expected an object with id and text, got {_show(context)}")
         context_id, text, score = context.get("id"), context.get("text"), context.get("score")
-        if not isinstance(context_id, str) or not context_id:
-            raise fail(f"{field}.id", _required("a non-empty string", context_id))
+        # Null id: the source logged text only (OTel GenAI reference scenarios); id metrics say so per trace.
         # Null text: the source logged only ids and scores; metrics that read text say so per trace.
         if text is not None and not isinstance(text, str):
             raise fail(f"{field}.text", f"expected a string or null, got {_show(text)}")
+        if context_id is None and text is None:
+            raise fail(f"{field}.id", "required field missing (a context needs an id, a text or both)")
+        if context_id is not None and (not isinstance(context_id, str) or not context_id):
+            raise fail(f"{field}.id", _required("a non-empty string or null", context_id))
         if score is not None and (not isinstance(score, int | float) or isinstance(score, bool) or math.isnan(score)):
             raise fail(f"{field}.score", f"expected a number or null, got {_show(score)}")
         contexts.append({"id": context_id, "text": text, "score": None if score is None else float(score)})

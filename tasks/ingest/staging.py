@@ -71,7 +71,7 @@ def select_source_files(
     selected = adapter.select_files(files, storage_options)
     if not selected:
         raise NoTraceFilesError(
-            source, date, f"no complete {adapter.name} export run (no manifests/*.json listing files)"
+            source, date, f"no {adapter.name} export files (no manifests/*.json listing files, no data files)"
         )
     return selected
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -51,9 +52,16 @@ class RunSummary:
     judge_usage: dict[str, dict[str, Any]] = field(default_factory=dict)
     skipped_metrics: list[str] = field(default_factory=list)
 
+    @property
+    def outcome(self) -> str:
+        """``no_traces`` for a day whose records were all quarantined (its quarantine and run row are
+        published, nothing was scored), else ``scored``."""
+        return "scored" if self.n_traces else "no_traces"
+
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
         data["partition_date"] = self.partition_date.isoformat()
+        data["outcome"] = self.outcome
         return data
 
 
@@ -120,6 +128,11 @@ def _failed_expectations(validations: pa.Table | None) -> dict[str, int]:
     }
 
 
+# Where a reason's record-specific tail starts: the value seen, the first copy's location, a position, or a
+# parser's detail after ": ". Commas elsewhere belong to the reason ("a document needs an id or a text, ...").
+_REASON_DETAIL = re.compile(r", got |, first seen at | (at|after) (column|byte|line) \d|: ")
+
+
 def _reason_kind(reason: str) -> str:
-    """Group reasons by their kind, without the record-specific tail (e.g. 'got str ...')."""
-    return reason.split(",")[0].split(":")[0]
+    """Group reasons by their kind, without the record-specific tail."""
+    return _REASON_DETAIL.split(reason, maxsplit=1)[0]

@@ -62,7 +62,7 @@ def build_publication(
     now = dt.datetime.now(dt.UTC)
     n = len(scores.trace_ids)
     tables = []
-    for metric in metrics:
+    for metric in metrics if n else ():  # a day without valid traces publishes its run row and quarantine
         ok = scores.status[metric] == Status.OK
         tables.append(
             pa.table(

@@ -123,3 +123,21 @@ def test_text_labels_with_contexts_logged_without_text_are_not_applicable() -> N
     arrays = ranking_arrays(batch)
     assert list(arrays.inapplicable) == [NO_CONTEXT_TEXT, None]  # ids still score without text
     np.testing.assert_array_equal(arrays.gains[1], [1.0])
+
+
+def test_id_labels_with_contexts_logged_without_id_fall_back_to_text_labels_or_are_not_applicable() -> None:
+    from ragpulse.metrics._arrays import NO_CONTEXT_ID
+
+    batch = TraceBatch(
+        trace_ids=["ids-only", "both", "all-ids"],
+        context_ids=[[None, "b"], [None, "b"], ["a", "b"]],
+        context_texts=[["first", "second"], ["first", "second"], ["first", None]],
+        relevant_ids=[{"b": 1.0}, {"b": 1.0}, {"b": 2.0}],
+        relevant_texts=[None, {"first": 1.0}, None],
+        answers=[None, None, None],
+        references=[[], [], []],
+    )
+    arrays = ranking_arrays(batch)
+    assert list(arrays.inapplicable) == [NO_CONTEXT_ID, None, None]
+    np.testing.assert_array_equal(arrays.gains[1], [1.0, 0.0])  # matched by text: "first" at rank 1
+    np.testing.assert_array_equal(arrays.gains[2], [0.0, 2.0])

@@ -31,7 +31,8 @@ __all__ = [
 
 CANONICAL_FORMAT = "ragpulse"
 _COMMON_OPTIONS = frozenset({"question_keys", "answer_keys", "retriever_names"})
-_DOCUMENT_OPTIONS = frozenset({"documents_path", "id_key", "text_key", "score_key"})
+_DOCUMENT_KEYS = frozenset({"id_key", "text_key", "score_key"})
+_DOCUMENT_OPTIONS = _DOCUMENT_KEYS | {"documents_path"}
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ def _registry() -> dict[str, Adapter]:
 
     return {
         "openinference": Adapter("openinference", openinference.spans),
-        "otel-genai": Adapter("otel-genai", otel_genai.spans),
+        "otel-genai": Adapter("otel-genai", otel_genai.spans, _COMMON_OPTIONS | _DOCUMENT_KEYS),
         "langfuse": Adapter("langfuse", langfuse.spans, _COMMON_OPTIONS | _DOCUMENT_OPTIONS, langfuse.select_files),
         "langsmith": Adapter("langsmith", langsmith.spans, _COMMON_OPTIONS | _DOCUMENT_OPTIONS),
     }

@@ -21,12 +21,16 @@ from ragpulse.metrics.errors import InvalidRecordError
 __all__ = [
     "DEFAULT_ANSWER_KEYS",
     "DEFAULT_QUESTION_KEYS",
+    "DOCUMENT_ID_KEYS",
+    "DOCUMENT_SCORE_KEYS",
+    "DOCUMENT_TEXT_KEYS",
     "AdapterOptions",
     "Document",
     "Kind",
     "Span",
     "assemble",
     "dig",
+    "document_from",
     "parse_time",
     "text_of",
 ]
@@ -37,8 +41,11 @@ Kind = Literal["trace", "chain", "retriever", "reranker", "llm", "other"]
 DEFAULT_QUESTION_KEYS = ("question", "query", "input", "user_input", "prompt", "messages", "text")
 _QUESTION_SOURCES = {
     "openinference": "root span input.value, or a RETRIEVER span's input.value",
-    "otel-genai": "gen_ai.retrieval.query.text or a user message in gen_ai.input.messages",
-    "langfuse": "the trace's input, or the root observation's input",
+    "otel-genai": "gen_ai.retrieval.query.text, a user message in gen_ai.input.messages or gen_ai.prompt "
+    "(attribute, indexed or span event), or a gen_ai.user.message log event; instrumentations log message "
+    "content only when told to, e.g. OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only",
+    "langfuse": "the trace's input, the root observation's input, a RETRIEVER observation's input or a "
+    "GENERATION's user message",
     "langsmith": "the root run's inputs",
 }
 DEFAULT_ANSWER_KEYS = ("answer", "output", "response", "result", "generation", "text", "content", "messages")
@@ -48,16 +55,17 @@ DEFAULT_ANSWER_KEYS = ("answer", "output", "response", "result", "generation", "
 class AdapterOptions:
     """``format_options``: where question, answer and document fields sit when sources nest them.
 
-    Dotted paths (``metadata.id``) walk into objects; list indices are numbers (``messages.0``).
+    Dotted paths (``metadata.id``) walk into objects; list indices are numbers (``messages.0``). A document
+    setting left at None reads the adapter's documented default places, in order.
     """
 
     question_keys: tuple[str, ...] = DEFAULT_QUESTION_KEYS
     answer_keys: tuple[str, ...] = DEFAULT_ANSWER_KEYS
     retriever_names: tuple[str, ...] = ()
-    documents_path: str = "documents"
-    id_key: str = "metadata.id"
-    text_key: str = "page_content"
-    score_key: str = "metadata.score"
+    documents_path: str | None = None
+    id_key: str | None = None
+    text_key: str | None = None
+    score_key: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -127,6 +135,7 @@ def assemble(trace_id: str, spans: Sequence[Span], *, source_format: str, option
     retrievers = [s for s in ordered if s.kind == "retriever" and s.documents is not None]
     if options.retriever_names:
         retrievers = [s for s in retrievers if s.name in options.retriever_names]
+    retrievers = _outermost(retrievers, {s.span_id: s.parent_id for s in ordered})
     rerankers = [s for s in ordered if s.kind == "reranker" and s.documents is not None]
     chosen = rerankers[-1:] if rerankers else retrievers
     contexts = [_context(trace_id, doc) for span in chosen for doc in span.documents or ()]
@@ -158,12 +167,32 @@ def assemble(trace_id: str, spans: Sequence[Span], *, source_format: str, option
     }
 
 
+def _outermost(retrievers: list[Span], parents: Mapping[str, str | None]) -> list[Span]:
+    """Retrievers not nested in another of them: a framework's retriever that wraps an inner one (LlamaIndex's
+    ``retrieve`` around ``_retrieve``) logs the same documents twice, which are one retrieval."""
+    chosen = {s.span_id for s in retrievers if s.documents}  # an empty outer retriever hides nothing
+
+    def nested(span: Span) -> bool:
+        seen, parent = set(), span.parent_id
+        while parent is not None and parent not in seen:
+            if parent in chosen:
+                return True
+            seen.add(parent)
+            parent = parents.get(parent)
+        return False
+
+    return [s for s in retrievers if not nested(s)]
+
+
 def _context(trace_id: str, doc: Document) -> dict[str, Any]:
-    """A canonical context; a missing id or a non-numeric score is an error naming the source field."""
+    """A canonical context; a document with neither id nor text, or a non-numeric score, is an error
+    naming the source field. A document without id is kept: text metrics still judge it."""
     doc_id = doc.id
     if isinstance(doc_id, int) and not isinstance(doc_id, bool):
         doc_id = str(doc_id)  # OpenInference allows integer document ids
-    if not isinstance(doc_id, str) or not doc_id:
+    if doc_id == "":
+        doc_id = None
+    if doc_id is not None and not isinstance(doc_id, str):
         raise InvalidRecordError(trace_id, f"{doc.where}.id", f"expected a document id, got {doc_id!r}")
     score = doc.score
     if isinstance(score, str):
@@ -176,11 +205,44 @@ def _context(trace_id: str, doc: Document) -> dict[str, Any]:
     text = doc.text if isinstance(doc.text, str) else None
     if doc.text is not None and text is None:
         raise InvalidRecordError(trace_id, f"{doc.where}.text", f"expected a string, got {type(doc.text).__name__}")
+    if doc_id is None and text is None:
+        raise InvalidRecordError(trace_id, f"{doc.where}.id", "a document needs an id or a text, it has neither")
     return {"id": doc_id, "text": text, "score": score}
 
 
-def dig(value: Any, path: str) -> Any:
-    """The value at a dotted path (``metadata.id``, ``documents.0``) or None; JSON text is decoded on the way."""
+DOCUMENT_ID_KEYS = ("id", "metadata.id", "metadata.document_id", "metadata.doc_id", "id_")
+DOCUMENT_TEXT_KEYS = ("page_content", "content", "text")
+DOCUMENT_SCORE_KEYS = ("score", "metadata.score", "metadata.relevance_score", "metadata._score")
+"""Where frameworks put a retrieved document's id, text and score, looked up in this order when
+``format_options`` does not name a key: LangChain's ``Document`` (top-level ``id`` since langchain-core
+0.2.11, else ``metadata``), LlamaIndex nodes (``id_``, ``text``), Haystack (``id``, ``content``, ``score``)."""
+
+
+def document_from(doc: Any, options: AdapterOptions, where: str) -> Document:
+    """One logged document (a LangChain ``Document`` as plain or serialised ``{"lc": 1, "kwargs": ...}``
+    JSON, a LlamaIndex node, a Haystack document) read at the configured keys or the default ones."""
+    doc = _decoded(doc)
+    if isinstance(doc, Mapping) and doc.get("lc") is not None and isinstance(doc.get("kwargs"), Mapping):
+        doc = doc["kwargs"]
+
+    def first(explicit: str | None, defaults: Sequence[str], *, decode: bool = True) -> Any:
+        for path in (explicit,) if explicit is not None else defaults:
+            found = dig(doc, path, decode=decode)
+            if found is not None:
+                return found
+        return None
+
+    return Document(
+        id=first(options.id_key, DOCUMENT_ID_KEYS),
+        text=first(options.text_key, DOCUMENT_TEXT_KEYS, decode=False),
+        score=first(options.score_key, DOCUMENT_SCORE_KEYS),
+        where=where,
+    )
+
+
+def dig(value: Any, path: str, *, decode: bool = True) -> Any:
+    """The value at a dotted path (``metadata.id``, ``documents.0``) or None; JSON text is decoded on the way,
+    and at the end unless ``decode`` is False (a document's text is kept as logged, even if it looks like JSON)."""
     for part in path.split(".") if path else ():
         value = _decoded(value)
         if isinstance(value, Mapping):
@@ -189,7 +251,7 @@ def dig(value: Any, path: str) -> Any:
             value = value[int(part)]
         else:
             return None
-    return _decoded(value)
+    return _decoded(value) if decode else value
 
 
 def _decoded(value: Any) -> Any:
@@ -250,18 +312,41 @@ def _message_text(message: Mapping[str, Any]) -> str | None:
     return None
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+# An integer epoch's unit, told by its size: any date from 1973 to 5138 has exactly one reading here.
+_EPOCH_UNITS = ((10**11, 1_000_000), (10**14, 1_000), (10**17, 1))  # bound, microseconds per unit
+_NANOS_PER_MICRO = 1_000
+
+
 def parse_time(value: Any, *, trace_id: str | None, field: str) -> dt.datetime | None:
-    """A source timestamp as aware UTC: ISO-8601 or ``YYYY-MM-DD HH:MM:SS.ffffff`` text, a datetime, or
-    epoch nanoseconds (OTLP's ``*UnixNano`` integers or their decimal strings); None when absent."""
+    """A source timestamp as aware UTC: ISO-8601 or ``YYYY-MM-DD HH:MM:SS.ffffff`` text, a datetime,
+    float epoch seconds, or an integer epoch (or its decimal string) in seconds, milliseconds (LangSmith's
+    JS SDK), microseconds or nanoseconds (OTLP's ``*UnixNano``), told apart by magnitude and read exactly;
+    None when absent."""
     if value is None or value == "":
         return None
     if isinstance(value, dt.datetime):
         parsed = value
     elif (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, str) and value.isdigit()):
-        return dt.datetime.fromtimestamp(int(value) / 1e9, tz=dt.UTC)
+        return _from_epoch(int(value), trace_id=trace_id, field=field)
+    elif isinstance(value, float) and math.isfinite(value):
+        return _EPOCH + dt.timedelta(seconds=value)
     else:
         try:
             parsed = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
         except ValueError:
             raise InvalidRecordError(trace_id, field, f"expected a timestamp, got {str(value)[:60]!r}") from None
     return parsed.replace(tzinfo=dt.UTC) if parsed.tzinfo is None else parsed.astimezone(dt.UTC)
+
+
+def _from_epoch(value: int, *, trace_id: str | None, field: str) -> dt.datetime:
+    """An integer epoch in the unit its magnitude implies, in integer microseconds (no float rounding)."""
+    micros = value // _NANOS_PER_MICRO
+    for bound, per_unit in _EPOCH_UNITS:
+        if value < bound:
+            micros = value * per_unit
+            break
+    try:
+        return _EPOCH + dt.timedelta(microseconds=micros)
+    except OverflowError:
+        raise InvalidRecordError(trace_id, field, f"epoch {value} is out of range") from None

@@ -1,16 +1,23 @@
 """Langfuse blob-storage exports (traces/, observations/ or observations_v2/, JSONL or Parquet) -> spans.
 
-Only files that a run's ``manifests/*.json`` lists are read: a run is complete once its manifest
-exists, so a half-written export window is never scored. Adjacent windows overlap, so one
-observation can arrive twice; staging keeps one copy per observation id (the later file's).
-Retriever documents are read from the observation's output through ``format_options``
-(``documents_path``, ``id_key``, ``text_key``, ``score_key``; LangChain's ``[{page_content, metadata}]``
-by default).
+Langfuse writes each export run as one file per table at ``{prefix}{projectId}/{table}/{maxTimestamp}.{ext}``
+and, last, a manifest at ``{prefix}{projectId}/manifests/{maxTimestamp}.json`` listing every file by its
+full object key (langfuse/langfuse ``worker/src/features/blobstorage/manifest.ts``). Only files that a
+manifest lists are read, so a half-written run is never scored. Adjacent windows share their boundary, so
+one observation can arrive twice; staging keeps one copy per observation id (the later file's).
+
+The legacy tables carry a trace row (``traces/``) with the trace's input and output; the enriched
+``observations_v2/`` table has observations only, so the question comes from the root observation's
+input, else a retriever's input (its query) or an LLM call's user message, the first in start order.
+Retriever documents are the observation's output: LangChain's callback logs a list of ``Document``
+(``id``, ``page_content``, ``metadata``) read by :func:`document_from`; ``documents_path`` finds a list
+nested in an object.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import posixpath
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -18,13 +25,35 @@ from typing import Any
 from ragpulse.metrics.errors import InvalidRecordError
 from ragpulse.tasks.core.errors import ConfigError
 from ragpulse.tasks.core.storage import TRACE_SUFFIXES, SourceFile, file_identity, filesystem, storage_errors
-from ragpulse.tasks.ingest.adapters._model import AdapterOptions, Document, Kind, Span, dig, parse_time, text_of
+from ragpulse.tasks.ingest.adapters._model import (
+    AdapterOptions,
+    Document,
+    Kind,
+    Span,
+    dig,
+    document_from,
+    parse_time,
+    text_of,
+)
 
-__all__ = ["MANIFEST_DIR", "select_files", "spans"]
+__all__ = [
+    "DOCUMENTS_PATH",
+    "MANIFEST_DIR",
+    "select_files",
+    "spans",
+]
 
 MANIFEST_DIR = "manifests"
 _KINDS: dict[str, Kind] = {"GENERATION": "llm", "RETRIEVER": "retriever"}
-_ENTRY_KEYS = ("path", "key", "file", "name", "url")
+DOCUMENTS_PATH = "documents"
+"""Where a retriever observation's documents sit when its output is not the list itself (LangChain's callback
+logs the list; an object holding it under ``documents`` is the common custom shape)."""
+_SKIPPED_TABLES = ("scores",)
+_DATA_TABLES = frozenset({"traces", "observations", "observations_v2"})
+_log = logging.getLogger(__name__)
+_SDK_METADATA = ("resourceAttributes", "scope")
+"""Metadata keys the Langfuse server adds to every OTel-ingested observation (nested, or flattened to
+``resourceAttributes.*``/``scope.*`` in observations_v2); they describe the SDK process, not the request."""
 
 
 def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
@@ -42,7 +71,6 @@ def _trace_row(record: Mapping[str, Any], options: AdapterOptions) -> Span:
     trace_id = record.get("id")
     if not isinstance(trace_id, str) or not trace_id:
         raise InvalidRecordError(None, "id", f"expected the Langfuse trace id, got {trace_id!r}")
-    metadata = dig(record.get("metadata"), "")
     extra = {key: record[key] for key in ("name", "user_id", "session_id", "environment", "release", "tags")
              if record.get(key) not in (None, "", [])}  # fmt: skip
     return Span(
@@ -54,7 +82,7 @@ def _trace_row(record: Mapping[str, Any], options: AdapterOptions) -> Span:
         start=parse_time(record.get("timestamp"), trace_id=trace_id, field="timestamp"),
         question=text_of(record.get("input"), options.question_keys, role="user"),
         answer=text_of(record.get("output"), options.answer_keys, role="assistant"),
-        metadata={**(metadata if isinstance(metadata, Mapping) else {}), **extra},
+        metadata={**_metadata(record), **extra},
     )
 
 
@@ -65,11 +93,14 @@ def _observation(record: Mapping[str, Any], options: AdapterOptions) -> Span:
     if not isinstance(observation_id, str) or not observation_id:
         raise InvalidRecordError(trace_id, "id", f"expected the observation id, got {observation_id!r}")
     name = str(record.get("name") or "")
-    parent = record.get("parent_observation_id") or None
+    parent = record.get("parent_observation_id") or None  # observations_v2 writes "" for a root
     kind: Kind = _KINDS.get(str(record.get("type")).upper(), "chain" if parent is None else "other")
     if name in options.retriever_names:
         kind = "retriever"
-    output = record.get("output")
+    inputs, output = record.get("input"), record.get("output")
+    question = None
+    if parent is None or kind in ("retriever", "llm"):
+        question = text_of(inputs, options.question_keys, role="user")
     return Span(
         trace_id=trace_id,
         span_id=observation_id,
@@ -77,7 +108,7 @@ def _observation(record: Mapping[str, Any], options: AdapterOptions) -> Span:
         kind=kind,
         name=name,
         start=parse_time(record.get("start_time"), trace_id=trace_id, field=f"observation {observation_id} start_time"),
-        question=text_of(record.get("input"), options.question_keys, role="user") if parent is None else None,
+        question=question,
         answer=text_of(output, options.answer_keys, role="assistant") if parent is None or kind == "llm" else None,
         documents=_documents(output, observation_id, trace_id, options) if kind == "retriever" else None,
         model=_model(record) if kind == "llm" else None,
@@ -87,68 +118,98 @@ def _observation(record: Mapping[str, Any], options: AdapterOptions) -> Span:
 
 
 def _documents(output: Any, observation_id: str, trace_id: str, options: AdapterOptions) -> tuple[Document, ...]:
+    path = options.documents_path or DOCUMENTS_PATH
     documents = dig(output, "")
     if not isinstance(documents, list):
-        documents = dig(documents, options.documents_path)
+        documents = dig(documents, path)
     where = f"observation {observation_id} output"
     if documents is None:
         return ()
     if not isinstance(documents, list):
         raise InvalidRecordError(
-            trace_id, where, f"expected a list of documents (here or at {options.documents_path!r}), got "
-            f"{type(documents).__name__}"
-        )  # fmt: skip
-    return tuple(
-        Document(
-            id=dig(doc, options.id_key),
-            text=dig(doc, options.text_key),
-            score=dig(doc, options.score_key),
-            where=f"{where}.{index}",
+            trace_id, where, f"expected a list of documents (here or at {path!r}), got {type(documents).__name__}"
         )
-        for index, doc in enumerate(documents)
-    )
+    return tuple(document_from(doc, options, f"{where}.{index}") for index, doc in enumerate(documents))
 
 
 def _model(record: Mapping[str, Any]) -> str | None:
-    for key in ("provided_model_name", "model", "internal_model_id"):
+    """The model the caller named, else the one Langfuse matched (``model_id`` in exports)."""
+    for key in ("provided_model_name", "model", "internal_model_id", "model_id"):
         if isinstance(record.get(key), str) and record[key]:
             return str(record[key])
     return None
 
 
 def _tokens(record: Mapping[str, Any]) -> dict[str, int]:
-    usage = dig(record.get("usage_details"), "")
-    if isinstance(usage, list):  # an Arrow map column decodes to (key, value) pairs
-        usage = dict(usage)
-    if isinstance(usage, Mapping):
-        return {str(k): int(v) for k, v in usage.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    """``usage_details``: a JSON object (ClickHouse quotes its UInt64 values), JSON text, or the (key, value)
+    pairs an Arrow map column decodes to; older rows have ``prompt_tokens``/``completion_tokens``/``total_tokens``."""
+    usage = _mapping(record.get("usage_details"))
+    if usage is not None:
+        return {str(key): count for key, value in usage.items() if (count := _count(value)) is not None}
     names = {"prompt_tokens": "input", "completion_tokens": "output", "total_tokens": "total"}
-    return {name: int(record[key]) for key, name in names.items() if isinstance(record.get(key), int | float)}
+    return {name: count for key, name in names.items() if (count := _count(record.get(key))) is not None}
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return int(value)
+    return int(value) if isinstance(value, str) and value.isdigit() else None
+
+
+def _mapping(value: Any) -> Mapping[str, Any] | None:
+    """A map column as a dict: JSON object or text, or Parquet's list of (key, value) pairs."""
+    value = dig(value, "")
+    if isinstance(value, list) and all(isinstance(pair, list | tuple) and len(pair) == 2 for pair in value):
+        value = dict(value)
+    return value if isinstance(value, Mapping) else None
+
+
+def _metadata(record: Mapping[str, Any]) -> dict[str, Any]:
+    metadata = _mapping(record.get("metadata")) or {}
+    return {
+        key: value for key, value in metadata.items()
+        if str(key) not in _SDK_METADATA and not str(key).startswith(tuple(f"{k}." for k in _SDK_METADATA))
+    }  # fmt: skip
 
 
 def _trace_context(record: Mapping[str, Any]) -> dict[str, Any]:
     """Trace-level fields that enriched observations (observations_v2/) carry on every row."""
-    metadata = dig(record.get("metadata"), "")
     context = {key: record[key] for key in ("trace_name", "user_id", "session_id", "environment")
                if record.get(key) not in (None, "")}  # fmt: skip
-    return {**(metadata if isinstance(metadata, Mapping) else {}), **context}
+    return {**_metadata(record), **context}
 
 
 def select_files(files: list[SourceFile], storage_options: Mapping[str, Any] | None) -> list[SourceFile]:
     """The data files listed by the complete export runs among ``files`` (their ``manifests/*.json``).
 
-    A manifest is a JSON object with a ``files`` list (or a bare list); an entry is a path string or an
-    object with one of ``path``/``key``/``file``/``name``/``url``, relative to the export root (the folder
-    holding ``manifests/``) unless it is a full URL. Score files and unknown suffixes are skipped.
+    A manifest's ``files[].key`` is the object's full key, ``{prefix}{projectId}/{table}/{file}``, relative
+    to the bucket root. The manifest itself sits at ``{prefix}{projectId}/manifests/``, so the bucket root
+    is the manifest's URL minus its own key and the file is at root + key: the same URL as the manifest's
+    project folder (its URL minus ``manifests/{name}``) + ``{table}/{file}``, which is how ragpulse resolves
+    it, so it is also found when the project folder was copied or mounted away from the bucket root.
+    Score files are skipped; CSV and JSON exports are a clear error (ragpulse reads JSONL and Parquet).
+
+    Langfuse versions before manifests were introduced write none: with no manifest among ``files`` at all,
+    every JSONL or Parquet file in a ``traces/``, ``observations/`` or ``observations_v2/`` folder is read,
+    and a warning says that the completeness of an export run cannot be checked.
     """
     manifests = [f for f in files if _is_manifest(f.url)]
+    if not manifests:
+        return _files_without_manifests(files)
     selected: dict[str, SourceFile] = {}
     for manifest in manifests:
-        root = posixpath.dirname(posixpath.dirname(manifest.url))
-        for entry in _manifest_entries(manifest, storage_options):
-            url = entry if "://" in entry or entry.startswith("/") else f"{root}/{entry.lstrip('/')}"
-            if url in selected or not url.endswith(TRACE_SUFFIXES) or "/scores/" in f"/{url}":
+        project_url = posixpath.dirname(posixpath.dirname(manifest.url))
+        for table, relative in _manifest_files(manifest, storage_options):
+            url = f"{project_url}/{relative}"
+            if table in _SKIPPED_TABLES or url in selected:
                 continue
+            if not url.endswith(TRACE_SUFFIXES):
+                raise ConfigError(
+                    f"Langfuse manifest {manifest.url} lists {url}, which ragpulse cannot read: set the blob "
+                    f"storage integration's file type to JSONL or Parquet"
+                )
             try:
                 selected[url] = file_identity(url, storage_options)
             except FileNotFoundError:
@@ -156,11 +217,30 @@ def select_files(files: list[SourceFile], storage_options: Mapping[str, Any] | N
     return sorted(selected.values(), key=lambda f: f.url)
 
 
+def _files_without_manifests(files: list[SourceFile]) -> list[SourceFile]:
+    data = [f for f in files if posixpath.basename(posixpath.dirname(f.url)) in _DATA_TABLES]
+    readable = [f for f in data if f.url.endswith(TRACE_SUFFIXES)]
+    if data:
+        _log.warning(
+            "Langfuse export without manifests/ (written by Langfuse before export manifests): reading its %d "
+            "data file(s) as they are; an export run still being written may be read in part",
+            len(readable),
+        )
+    if len(readable) < len(data):
+        unreadable = next(f.url for f in data if not f.url.endswith(TRACE_SUFFIXES))
+        raise ConfigError(
+            f"Langfuse export file {unreadable} cannot be read: set the blob storage integration's file type to "
+            "JSONL or Parquet"
+        )
+    return sorted(readable, key=lambda f: f.url)
+
+
 def _is_manifest(url: str) -> bool:
     return url.endswith(".json") and posixpath.basename(posixpath.dirname(url)) == MANIFEST_DIR
 
 
-def _manifest_entries(manifest: SourceFile, storage_options: Mapping[str, Any] | None) -> list[str]:
+def _manifest_files(manifest: SourceFile, storage_options: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """(table, path below the project folder) of every file the manifest lists."""
     fs, path = filesystem(manifest.url, storage_options)
     with storage_errors(manifest.url):
         raw = fs.cat_file(path)
@@ -168,14 +248,19 @@ def _manifest_entries(manifest: SourceFile, storage_options: Mapping[str, Any] |
         parsed = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"Langfuse manifest {manifest.url} is not JSON: {exc}") from exc
-    entries = parsed.get("files") if isinstance(parsed, Mapping) else parsed
-    if not isinstance(entries, list):
-        raise ConfigError(f"Langfuse manifest {manifest.url} has no list of files")
+    entries = parsed.get("files") if isinstance(parsed, Mapping) else None
+    project = parsed.get("projectId") if isinstance(parsed, Mapping) else None
+    if not isinstance(entries, list) or not isinstance(project, str) or not project:
+        raise ConfigError(f"Langfuse manifest {manifest.url} has no projectId and files list (manifest.ts layout)")
     out = []
     for entry in entries:
-        if isinstance(entry, Mapping):
-            entry = next((entry[k] for k in _ENTRY_KEYS if isinstance(entry.get(k), str)), None)
-        if not isinstance(entry, str) or not entry:
-            raise ConfigError(f"Langfuse manifest {manifest.url} has an entry without a file path: {entry!r}")
-        out.append(entry)
+        key = entry.get("key") if isinstance(entry, Mapping) else None
+        table = entry.get("table") if isinstance(entry, Mapping) else None
+        marker = f"{project}/{table}/"
+        if not isinstance(key, str) or not isinstance(table, str) or marker not in key:
+            raise ConfigError(
+                f"Langfuse manifest {manifest.url} has an entry that is not a {{prefix}}{project}/<table>/<file> "
+                f"object key: {entry!r}"
+            )
+        out.append((table, key[key.rindex(marker) + len(project) + 1 :]))
     return out

@@ -1,26 +1,73 @@
-"""LangSmith bulk exports (Parquet of runs, the Run data format) -> spans.
+"""LangSmith runs (bulk-export Parquet, or JSONL of the runs the SDK posts) -> spans.
 
-The root run (no ``parent_run_id``) holds the question in ``inputs`` and the answer in ``outputs``;
-``retriever`` runs hold ``outputs.documents[*]`` (LangChain documents: text in ``page_content``, id
-and score at the ``metadata`` keys named by ``format_options``); ``llm`` runs hold the model and token
-counts. Bulk exports store ``inputs``/``outputs``/``extra`` as JSON text; objects are accepted too.
+A run is stored once per id: what the SDK creates (``post``) with its update (``patch``: outputs,
+end_time) applied. The root run (no ``parent_run_id``) holds the question in ``inputs`` and the answer
+in ``outputs``; ``retriever`` runs hold the documents; ``llm`` runs hold the model and token counts.
+The same field sits in different places depending on what produced the run (LangChain callbacks,
+``@traceable``, ``wrap_openai`` in Python or JS), so each is read from a list of places in order
+(docs/traces.md). Bulk exports store ``inputs``/``outputs``/``extra`` as JSON text; objects are accepted
+too, and ``start_time`` may be ISO text, a datetime or the JS SDK's epoch milliseconds.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ragpulse.metrics.errors import InvalidRecordError
-from ragpulse.tasks.ingest.adapters._model import AdapterOptions, Document, Kind, Span, dig, parse_time, text_of
+from ragpulse.tasks.ingest.adapters._model import (
+    AdapterOptions,
+    Document,
+    Kind,
+    Span,
+    dig,
+    document_from,
+    parse_time,
+    text_of,
+)
 
-__all__ = ["spans"]
+__all__ = [
+    "ANSWER_PATHS",
+    "DOCUMENT_PATHS",
+    "MODEL_PATHS",
+    "TOKEN_SOURCES",
+    "spans",
+]
 
 _KINDS: dict[str, Kind] = {"retriever": "retriever", "llm": "llm", "chain": "chain"}
 
+ANSWER_PATHS = (
+    "outputs",  # a JS @traceable function's returned string
+    "choices.0.message.content",  # OpenAI chat completions through wrap_openai (Python and JS, streamed too)
+    "choices.0.text",  # OpenAI completions through wrap_openai
+    "generations.0.0.text",  # LangChain LLM and chat model runs (LLMResult)
+    "generations.0.0.message.kwargs.content",  # ... whose text is empty but whose AIMessage has content
+)
+"""Where a run's answer sits when no ``answer_keys`` key holds it, tried in order after the Responses API's
+``output[*].content[*]`` ``output_text`` parts."""
+
+DOCUMENT_PATHS = ("documents", "output", "outputs")
+"""Where a retriever run's documents sit when ``documents_path`` is left at its default: LangChain retrievers
+log ``documents``, a ``@traceable(run_type="retriever")`` function's returned list is ``output`` (Python) or
+``outputs`` (JS)."""
+
+
+TOKEN_SOURCES = (
+    ("", ("prompt_tokens", "completion_tokens", "total_tokens")),  # bulk-export columns
+    ("outputs.usage_metadata", ("input_tokens", "output_tokens", "total_tokens")),  # wrap_openai, @traceable
+    ("extra.metadata.usage_metadata", ("input_tokens", "output_tokens", "total_tokens")),
+    ("outputs.generations.0.0.message.kwargs.usage_metadata", ("input_tokens", "output_tokens", "total_tokens")),
+    ("outputs.llm_output.token_usage", ("prompt_tokens", "completion_tokens", "total_tokens")),  # ChatOpenAI
+)
+"""Where an llm run's token counts sit, as (path, (prompt, completion, total) keys); the first that has any wins."""
+
+MODEL_PATHS = ("metadata.ls_model_name", "invocation_params.model", "invocation_params.model_name")
+"""Where an llm run's model sits in ``extra``, in order."""
+
 
 def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
-    """The one span of an exported run."""
+    """The one span of a stored run."""
     if not isinstance(record, Mapping):
         raise InvalidRecordError(None, "<record>", f"expected a run object, got {type(record).__name__}")
     trace_id, run_id = _id(record.get("trace_id")), _id(record.get("id"))
@@ -34,12 +81,6 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
     if name in options.retriever_names:
         kind = "retriever"
     inputs, outputs = record.get("inputs"), record.get("outputs")
-    answer = None
-    if parent is None or kind == "llm":
-        answer = text_of(outputs, options.answer_keys, role="assistant") or _generation_text(outputs)
-    documents = None
-    if kind == "retriever":
-        documents = _documents(outputs, run_id, trace_id, options)
     yield Span(
         trace_id=trace_id,
         span_id=run_id,
@@ -47,9 +88,9 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
         kind=kind,
         name=name,
         start=parse_time(record.get("start_time"), trace_id=trace_id, field=f"run {run_id} start_time"),
-        question=text_of(inputs, options.question_keys, role="user") if parent is None or kind == "retriever" else None,
-        answer=answer,
-        documents=documents,
+        question=_question(inputs, options) if parent is None or kind == "retriever" else None,
+        answer=_answer(outputs, options) if parent is None or kind == "llm" else None,
+        documents=_documents(outputs, run_id, trace_id, options) if kind == "retriever" else None,
         model=_model(record.get("extra")) if kind == "llm" else None,
         tokens=_tokens(record) if kind == "llm" else {},
         metadata=_root_metadata(record) if parent is None else {},
@@ -57,40 +98,68 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
 
 
 def _id(value: Any) -> str | None:
-    """Run ids are UUIDs: text in most exports, 16 bytes in some Parquet writers."""
+    """Run ids are UUIDs: text in most exports, 16 bytes or UUID objects from some Parquet readers."""
     if isinstance(value, bytes) and len(value) == 16:
-        import uuid
-
         return str(uuid.UUID(bytes=value))
+    if isinstance(value, uuid.UUID):
+        return str(value)
     return str(value) if isinstance(value, str) and value else None
 
 
+def _question(inputs: Any, options: AdapterOptions) -> str | None:
+    """The question in ``inputs`` at ``question_keys``; else the first message batch of a LangChain chat model
+    run (``messages`` is a list of lists), else a JS ``@traceable`` function's first of several arguments."""
+    found = text_of(inputs, options.question_keys, role="user")
+    batch = dig(inputs, "messages.0")
+    if found is None and isinstance(batch, list):
+        found = text_of(batch, options.question_keys, role="user")
+    first = dig(inputs, "args.0")
+    if found is None and isinstance(first, str) and first.strip():
+        found = first
+    return found
+
+
+def _answer(outputs: Any, options: AdapterOptions) -> str | None:
+    """The answer in ``outputs``: at ``answer_keys`` (``@traceable`` returning a str logs ``output``, LCEL
+    chains ``output`` as text or an AIMessage), else in an OpenAI or LangChain LLM response shape."""
+    found = text_of(outputs, options.answer_keys, role="assistant") or _responses_text(dig(outputs, "output"))
+    for path in ANSWER_PATHS:
+        if found is not None:
+            break
+        text = dig(outputs, path)
+        found = text if isinstance(text, str) and text.strip() else None
+    return found
+
+
+def _responses_text(items: Any) -> str | None:
+    """The ``output_text`` parts of an OpenAI Responses API response (``wrap_openai`` on ``responses``)."""
+    if not isinstance(items, list):
+        return None
+    texts = [
+        part["text"]
+        for item in items
+        if isinstance(item, Mapping) and item.get("type") == "message" and isinstance(item.get("content"), list)
+        for part in item["content"]
+        if isinstance(part, Mapping) and part.get("type") == "output_text" and isinstance(part.get("text"), str)
+    ]
+    joined = "".join(texts)
+    return joined if joined.strip() else None
+
+
 def _documents(outputs: Any, run_id: str, trace_id: str, options: AdapterOptions) -> tuple[Document, ...]:
-    documents = dig(outputs, options.documents_path)
-    where = f"run {run_id} outputs.{options.documents_path}"
+    """A retriever's documents at ``documents_path``, or with the default path at the first of DOCUMENT_PATHS."""
+    paths = DOCUMENT_PATHS if options.documents_path is None else (options.documents_path,)
+    path, documents = next(((p, dig(outputs, p)) for p in paths if dig(outputs, p) is not None), (paths[0], None))
     if documents is None:
         return ()
+    where = f"run {run_id} outputs.{path}"
     if not isinstance(documents, list):
         raise InvalidRecordError(trace_id, where, f"expected a list of documents, got {type(documents).__name__}")
-    return tuple(
-        Document(
-            id=dig(doc, options.id_key),
-            text=dig(doc, options.text_key),
-            score=dig(doc, options.score_key),
-            where=f"{where}.{index}",
-        )
-        for index, doc in enumerate(documents)
-    )
-
-
-def _generation_text(outputs: Any) -> str | None:
-    """An LLM run's output in LangChain's LLMResult shape: ``generations[0][0].text``."""
-    text = dig(outputs, "generations.0.0.text")
-    return text if isinstance(text, str) and text.strip() else None
+    return tuple(document_from(doc, options, f"{where}.{index}") for index, doc in enumerate(documents))
 
 
 def _model(extra: Any) -> str | None:
-    for path in ("metadata.ls_model_name", "invocation_params.model", "invocation_params.model_name"):
+    for path in MODEL_PATHS:
         found = dig(extra, path)
         if isinstance(found, str) and found:
             return found
@@ -98,17 +167,32 @@ def _model(extra: Any) -> str | None:
 
 
 def _tokens(record: Mapping[str, Any]) -> dict[str, int]:
-    names = {"prompt_tokens": "prompt", "completion_tokens": "completion", "total_tokens": "total"}
-    return {
-        name: int(record[key])
-        for key, name in names.items()
-        if isinstance(record.get(key), int | float) and not isinstance(record.get(key), bool)
-    }
+    for path, keys in TOKEN_SOURCES:
+        counts = dig(record, path) if path else record
+        if not isinstance(counts, Mapping):
+            continue
+        found = {
+            name: int(counts[key])
+            for key, name in zip(keys, ("prompt", "completion", "total"), strict=True)
+            if isinstance(counts.get(key), int | float) and not isinstance(counts.get(key), bool)
+        }
+        if found:
+            return found
+    return {}
+
+
+# Keys the SDKs add to every run's metadata: their own ``ls_*`` fields and a copy of the process's
+# LANGSMITH_*/LANGCHAIN_* settings (endpoint, project), which describe the tracer, not the request.
+_SDK_METADATA_PREFIXES = ("ls_", "LANGSMITH_", "LANGCHAIN_")
 
 
 def _root_metadata(record: Mapping[str, Any]) -> dict[str, Any]:
     metadata = dig(record.get("extra"), "metadata")
-    out = {k: v for k, v in metadata.items() if not str(k).startswith("ls_")} if isinstance(metadata, Mapping) else {}
+    out = (
+        {k: v for k, v in metadata.items() if not str(k).startswith(_SDK_METADATA_PREFIXES)}
+        if isinstance(metadata, Mapping)
+        else {}
+    )
     for key in ("name", "session_id", "tags"):
         if record.get(key) not in (None, "", []):
             out.setdefault(key, record[key])

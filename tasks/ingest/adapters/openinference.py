@@ -3,23 +3,30 @@
 Accepts a span as Phoenix's spans dataframe writes it (``context.trace_id``, ``parent_id``,
 ``span_kind``, ``attributes.<name>`` columns, documents as lists of ``{"document.id": ...}``) or as
 OpenTelemetry-style JSON (``context: {trace_id, span_id}``, ``attributes`` nested or flat): both are
-flattened to OpenInference's dotted attribute names, e.g. ``retrieval.documents.0.document.id``.
+flattened to OpenInference's dotted attribute names, e.g. ``retrieval.documents.0.document.id``. That
+covers every layout Phoenix writes: ``TraceDataset.save()`` of a server dataframe (flat
+``attributes.retrieval.documents`` list columns), of ``TraceDataset.from_spans`` (nested struct columns
+such as ``attributes.retrieval``), ``phoenix.client`` ``get_spans()`` JSON (flat dotted keys) and Phoenix's
+span JSON lines (nested ``attributes`` object).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ragpulse.metrics.errors import InvalidRecordError
-from ragpulse.tasks.ingest.adapters._model import AdapterOptions, Document, Kind, Span, parse_time, text_of
+from ragpulse.tasks.ingest.adapters._model import AdapterOptions, Document, Kind, Span, dig, parse_time, text_of
 
 __all__ = ["flatten_attributes", "spans"]
 
 _KINDS: dict[str, Kind] = {"CHAIN": "chain", "RETRIEVER": "retriever", "RERANKER": "reranker", "LLM": "llm"}
-_DOCUMENT = re.compile(r"^(?P<list>.+)\.(?P<i>\d+)\.document\.(?P<field>id|content|score)$")
+_DOCUMENT = re.compile(r"^(?P<i>\d+)\.document\.(?P<field>.+)$")
+_METADATA_ID_KEYS = ("id", "document_id", "doc_id")
+_METADATA_SCORE_KEYS = ("score", "relevance_score", "_score")
 
 
 def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
@@ -43,6 +50,8 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
         documents = _documents(attributes, "retrieval.documents", span_id)
     elif kind == "reranker":
         documents = _documents(attributes, "reranker.output_documents", span_id)
+    if kind == "retriever" and documents and any(doc.id is None for doc in documents):
+        documents = _with_output_ids(documents, attributes.get("output.value"))
     question = None
     if is_root or kind == "retriever":
         question = text_of(attributes.get("input.value"), options.question_keys, role="user")
@@ -52,10 +61,10 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
         if answer is None and kind == "llm":
             answer = _last_output_message(attributes)
     tokens = {
-        name: int(attributes[f"llm.token_count.{name}"])
+        name: int(count)
         for name in ("prompt", "completion", "total")
-        if isinstance(attributes.get(f"llm.token_count.{name}"), int | float)
-    }
+        if isinstance(count := attributes.get(f"llm.token_count.{name}"), int | float) and math.isfinite(count)
+    }  # Phoenix's server dataframe holds the counts as floats, NaN where a span has none
     yield Span(
         trace_id=trace_id,
         span_id=span_id,
@@ -100,21 +109,64 @@ def _flatten(value: Any, prefix: str, flat: dict[str, Any]) -> None:
         flat[prefix] = value
 
 
-def _documents(attributes: Mapping[str, Any], prefix: str, span_id: str) -> tuple[Document, ...]:
+def _documents(attributes: Mapping[str, Any], prefix: str, span_id: str) -> tuple[Document, ...] | None:
+    """The span's documents in rank order; None when it logged none (LlamaIndex nests a retriever span
+    without documents inside the one that has them, which must not count as a retriever).
+
+    id: ``document.id``, else ``document.metadata`` ``id``/``document_id``/``doc_id``; text:
+    ``document.content`` as is; score: ``document.score``, else ``document.metadata``
+    ``score``/``relevance_score``/``_score``. Metadata is a JSON text, an object or flattened keys."""
     found: dict[int, dict[str, Any]] = {}
     for key, value in attributes.items():
-        match = _DOCUMENT.match(key)
-        if match and match["list"] == prefix:
+        match = _DOCUMENT.match(key.removeprefix(f"{prefix}.")) if key.startswith(f"{prefix}.") else None
+        if match:
             found.setdefault(int(match["i"]), {})[match["field"]] = value
-    return tuple(
-        Document(
-            id=fields.get("id"),
-            text=fields.get("content"),
-            score=fields.get("score"),
-            where=f"span {span_id} {prefix}.{index}.document",
-        )
-        for index, fields in sorted(found.items())
-    )
+    if not found:
+        return None
+    documents = []
+    for index, fields in sorted(found.items()):
+        metadata = _metadata(fields)
+        doc_id = fields.get("id")
+        if doc_id is None:
+            doc_id = next((metadata[k] for k in _METADATA_ID_KEYS if metadata.get(k) is not None), None)
+        score = fields.get("score")
+        if score is None:
+            score = next((metadata[k] for k in _METADATA_SCORE_KEYS if metadata.get(k) is not None), None)
+        where = f"span {span_id} {prefix}.{index}.document"
+        documents.append(Document(id=doc_id, text=fields.get("content"), score=score, where=where))
+    return tuple(documents)
+
+
+def _metadata(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``metadata`` attribute as an object: OpenTelemetry attributes hold it as JSON text, Phoenix's
+    dataframes as a struct, its client's span JSON as flattened ``metadata.<key>`` entries."""
+    metadata = fields.get("metadata")
+    if isinstance(metadata, str):
+        try:
+            metadata = json.loads(metadata)
+        except json.JSONDecodeError:
+            metadata = None
+    out = dict(metadata) if isinstance(metadata, Mapping) else {}
+    out.update({key.removeprefix("metadata."): v for key, v in fields.items() if key.startswith("metadata.")})
+    return out
+
+
+def _with_output_ids(documents: tuple[Document, ...], output: Any) -> tuple[Document, ...]:
+    """Ids from the retriever's ``output.value`` where OpenInference dropped them: its LangChain
+    instrumentation logs no ``document.id`` but the output holds the ``Document`` objects, ``id`` included
+    (serialised ones under ``kwargs``). An output document is used only if its text is the document's."""
+    listed = dig(output, "documents")
+    if not isinstance(listed, list) or len(listed) != len(documents):
+        return documents
+    resolved = []
+    for doc, item in zip(documents, listed, strict=True):
+        if isinstance(item, Mapping) and isinstance(item.get("kwargs"), Mapping):
+            item = item["kwargs"]
+        item_id = item.get("id") if isinstance(item, Mapping) else None
+        if doc.id is None and isinstance(item_id, str | int) and item.get("page_content") == doc.text:
+            doc = Document(id=item_id, text=doc.text, score=doc.score, where=doc.where)
+        resolved.append(doc)
+    return tuple(resolved)
 
 
 def _last_output_message(attributes: Mapping[str, Any]) -> str | None:
@@ -127,15 +179,7 @@ def _last_output_message(attributes: Mapping[str, Any]) -> str | None:
 
 
 def _root_metadata(attributes: Mapping[str, Any]) -> dict[str, Any]:
-    metadata = attributes.get("metadata")
-    if isinstance(metadata, str):
-        try:
-            metadata = json.loads(metadata)
-        except json.JSONDecodeError:
-            metadata = None
-    out = dict(metadata) if isinstance(metadata, Mapping) else {}
-    nested = {key.removeprefix("metadata."): v for key, v in attributes.items() if key.startswith("metadata.")}
-    out.update(nested)
+    out = _metadata(attributes)
     for key in ("session.id", "user.id"):
         if attributes.get(key) is not None:
             out[key.replace(".", "_")] = attributes[key]

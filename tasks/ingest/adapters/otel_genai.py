@@ -1,30 +1,59 @@
 """OpenTelemetry GenAI semantic conventions in OTLP/JSON lines (Collector ``file`` or S3 exporter) -> spans.
 
 One line is an ``ExportTraceServiceRequest``: ``resourceSpans[].scopeSpans[].spans[]``, attributes as
-``[{"key", "value": AnyValue}]``, ids as hex, times as ``*UnixNano`` decimal strings. A span is typed
-by ``gen_ai.operation.name``: ``retrieval`` spans carry ``gen_ai.retrieval.documents`` (ids and
-scores; text only where the instrumentation captured it) and ``gen_ai.retrieval.query.text``; chat
-spans carry ``gen_ai.input.messages``/``gen_ai.output.messages`` when content capture is on.
+``[{"key", "value": AnyValue}]``, ids as hex (base64 as protobuf's own JSON mapping writes them is read
+too), times as ``*UnixNano`` decimal strings. A span is typed by ``gen_ai.operation.name``: ``retrieval``
+spans carry ``gen_ai.retrieval.documents`` and ``gen_ai.retrieval.query.text``; chat spans carry
+``gen_ai.input.messages``/``gen_ai.output.messages`` when content capture is on.
+
+Instrumentations written against older conventions put the content elsewhere, so each place is read in
+turn (docs/traces.md): span events (``gen_ai.client.inference.operation.details``,
+``gen_ai.content.prompt``/``gen_ai.content.completion``), the deprecated ``gen_ai.prompt``/
+``gen_ai.completion`` attributes and their indexed ``gen_ai.prompt.<i>.content`` form, and log events
+(``gen_ai.user.message``, ``gen_ai.choice``) that a file exporter shared with the logs pipeline writes as
+``resourceLogs`` lines into the same files. Metrics lines of a shared file are skipped.
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator, Mapping
+import binascii
+import re
+import string
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ragpulse.metrics.errors import InvalidRecordError
-from ragpulse.tasks.ingest.adapters._model import AdapterOptions, Document, Kind, Span, dig, parse_time, text_of
+from ragpulse.tasks.ingest.adapters._model import (
+    AdapterOptions,
+    Document,
+    Kind,
+    Span,
+    dig,
+    document_from,
+    parse_time,
+    text_of,
+)
 
 __all__ = ["any_value", "spans"]
 
 _LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+_OTHER_SIGNALS = ("resourceMetrics", "resourceProfiles")
+_DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+_INDEXED = re.compile(r"^gen_ai\.(prompt|completion)\.(\d+)\.(content|role)$")
 
 
 def spans(record: Any, options: AdapterOptions) -> Iterator[Span | InvalidRecordError]:
     """Every span of one OTLP/JSON line; a span that cannot be read is yielded as its error, the rest go on."""
+    if isinstance(record, Mapping) and isinstance(record.get("resourceLogs"), list):
+        yield from _log_spans(record["resourceLogs"], options)
+        return
+    if isinstance(record, Mapping) and any(isinstance(record.get(key), list) for key in _OTHER_SIGNALS):
+        return
     if not isinstance(record, Mapping) or not isinstance(record.get("resourceSpans"), list):
-        raise InvalidRecordError(None, "resourceSpans", "expected an OTLP/JSON ExportTraceServiceRequest line")
+        raise InvalidRecordError(
+            None, "resourceSpans", "expected an OTLP/JSON ExportTraceServiceRequest (or resourceLogs) line"
+        )
     for r, resource_spans in enumerate(record["resourceSpans"]):
         resource = _attributes((resource_spans.get("resource") or {}).get("attributes"))
         for s, scope_spans in enumerate(resource_spans.get("scopeSpans") or []):
@@ -37,25 +66,27 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span | InvalidRecord
 
 
 def _span(span: Mapping[str, Any], resource: Mapping[str, Any], where: str, options: AdapterOptions) -> Span:
-    trace_id, span_id = span.get("traceId"), span.get("spanId")
-    if not isinstance(trace_id, str) or not trace_id:
-        raise InvalidRecordError(None, f"{where}.traceId", f"expected a hex trace id, got {trace_id!r}")
-    if not isinstance(span_id, str) or not span_id:
-        raise InvalidRecordError(trace_id, f"{where}.spanId", f"expected a hex span id, got {span_id!r}")
+    trace_id = _hex_id(span.get("traceId"), 16)
+    if trace_id is None:
+        raise InvalidRecordError(None, f"{where}.traceId", f"expected a trace id, got {span.get('traceId')!r}")
+    span_id = _hex_id(span.get("spanId"), 8)
+    if span_id is None:
+        raise InvalidRecordError(trace_id, f"{where}.spanId", f"expected a span id, got {span.get('spanId')!r}")
     attributes = _attributes(span.get("attributes"))
     operation = attributes.get("gen_ai.operation.name")
-    parent = span.get("parentSpanId") or None
+    parent = _hex_id(span.get("parentSpanId"), 8)
     kind: Kind = (
-        "retriever" if operation == "retrieval" else "llm" if operation in _LLM_OPERATIONS else "chain" if not parent
-        else "other"
+        "retriever" if operation == "retrieval" or "gen_ai.retrieval.documents" in attributes
+        else "llm" if operation in _LLM_OPERATIONS else "chain" if not parent else "other"
     )  # fmt: skip
     documents = None
     if kind == "retriever":
-        documents = _documents(attributes.get("gen_ai.retrieval.documents"), trace_id, span_id)
-    question = attributes.get("gen_ai.retrieval.query.text")
-    if not isinstance(question, str) or not question.strip():
-        question = text_of(attributes.get("gen_ai.input.messages"), options.question_keys, role="user")
-    answer = text_of(attributes.get("gen_ai.output.messages"), options.answer_keys, role="assistant")
+        documents = _documents(attributes, trace_id, span_id, options)
+    question, answer = _content(attributes, None, None, options)
+    for event in span.get("events") or []:
+        if isinstance(event, Mapping) and (question is None or answer is None):
+            found = _content(_attributes(event.get("attributes")), event.get("name"), None, options)
+            question, answer = question or found[0], answer or found[1]
     tokens = {
         name: int(attributes[f"gen_ai.usage.{name}_tokens"])
         for name in ("input", "output")
@@ -85,21 +116,120 @@ def _span(span: Mapping[str, Any], resource: Mapping[str, Any], where: str, opti
     )
 
 
-def _documents(value: Any, trace_id: str, span_id: str) -> tuple[Document, ...]:
-    """``gen_ai.retrieval.documents``: structured or JSON text, ``[{id, score, content?}]`` in rank order."""
+def _content(
+    attributes: Mapping[str, Any], event: Any, body: Any, options: AdapterOptions
+) -> tuple[str | None, str | None]:
+    """Question and answer of a span, span event or log event, each from the first place that has one:
+    current attributes, the deprecated ones, their indexed form, then the event body of the v1.28-1.36
+    log events (``gen_ai.user.message`` body ``{content}``, ``gen_ai.choice`` body ``{message: {content}}``)."""
+    question = attributes.get("gen_ai.retrieval.query.text")
+    if not isinstance(question, str) or not question.strip():
+        question = (
+            text_of(attributes.get("gen_ai.input.messages"), options.question_keys, role="user")
+            or text_of(attributes.get("gen_ai.prompt"), options.question_keys, role="user")
+            or _indexed(attributes, "prompt", "user")
+            or (text_of(body, options.question_keys) if event == "gen_ai.user.message" else None)
+        )
+    answer = (
+        text_of(attributes.get("gen_ai.output.messages"), options.answer_keys, role="assistant")
+        or text_of(attributes.get("gen_ai.completion"), options.answer_keys, role="assistant")
+        or _indexed(attributes, "completion", "assistant")
+        or (text_of(dig(body, "message"), options.answer_keys) if event == "gen_ai.choice" else None)
+    )
+    return question, answer
+
+
+def _indexed(attributes: Mapping[str, Any], kind: str, role: str) -> str | None:
+    """The last ``gen_ai.<kind>.<i>.content`` of ``role`` (any role when none is logged), OpenLLMetry's form."""
+    messages: dict[int, dict[str, Any]] = {}
+    for key, value in attributes.items():
+        if (match := _INDEXED.match(key)) and match[1] == kind:
+            messages.setdefault(int(match[2]), {})[match[3]] = value
+    ordered = [messages[i] for i in sorted(messages)]
+    return text_of(ordered, (), role=role) if ordered else None
+
+
+def _documents(
+    attributes: Mapping[str, Any], trace_id: str, span_id: str, options: AdapterOptions
+) -> tuple[Document, ...]:
+    """``gen_ai.retrieval.documents``: structured or JSON text, in rank order.
+
+    The convention asks for ``{id, score}`` and allows more keys; the reference scenarios log ``content``
+    and a ``source_id`` that names the data source, not the document. So a document's id is the first of
+    the shared document keys (``id``, ``metadata.id``, ...), else its ``source_id`` only when that tells
+    documents apart (differs from ``gen_ai.data_source.id`` and from the other documents' ``source_id``);
+    a document with text but no id is kept without one.
+    """
     field = f"span {span_id} gen_ai.retrieval.documents"
-    documents = dig(value, "")
+    documents = dig(attributes.get("gen_ai.retrieval.documents"), "")
     if documents is None:
         return ()
     if not isinstance(documents, list):
         raise InvalidRecordError(trace_id, field, f"expected a list of documents, got {type(documents).__name__}")
-    out = []
-    for index, doc in enumerate(documents):
-        if not isinstance(doc, Mapping):
-            raise InvalidRecordError(trace_id, f"{field}.{index}", "expected a document object with id and score")
-        text = doc.get("content", doc.get("text"))
-        out.append(Document(id=doc.get("id"), text=text, score=doc.get("score"), where=f"{field}.{index}"))
+    if any(not isinstance(doc, Mapping) for doc in documents):
+        index = next(i for i, doc in enumerate(documents) if not isinstance(doc, Mapping))
+        raise InvalidRecordError(trace_id, f"{field}.{index}", "expected a document object with id and score")
+    out = [document_from(doc, options, f"{field}.{index}") for index, doc in enumerate(documents)]
+    if options.id_key is None:
+        out = _with_source_ids(out, documents, attributes.get("gen_ai.data_source.id"))
     return tuple(out)
+
+
+def _with_source_ids(out: list[Document], documents: Sequence[Mapping[str, Any]], source: Any) -> list[Document]:
+    source_ids = [doc.get("source_id") for doc in documents]
+    return [
+        Document(id=sid, text=doc.text, score=doc.score, where=doc.where)
+        if doc.id is None and isinstance(sid, str) and sid and sid != source and source_ids.count(sid) == 1
+        else doc
+        for doc, sid in zip(out, source_ids, strict=True)
+    ]
+
+
+def _log_spans(resource_logs: list[Any], options: AdapterOptions) -> Iterator[Span | InvalidRecordError]:
+    """GenAI log events as child spans of the span they were emitted in (other logs are not traces)."""
+    for r, resource in enumerate(resource_logs):
+        for s, scope in enumerate((resource or {}).get("scopeLogs") or []):
+            for i, log in enumerate(scope.get("logRecords") or []):
+                attributes = _attributes(log.get("attributes"))
+                event = log.get("eventName") or attributes.get("event.name")
+                if not isinstance(event, str) or not event.startswith("gen_ai."):
+                    continue
+                where = f"resourceLogs[{r}].scopeLogs[{s}].logRecords[{i}]"
+                trace_id, span_id = _hex_id(log.get("traceId"), 16), _hex_id(log.get("spanId"), 8)
+                if trace_id is None or span_id is None:
+                    yield InvalidRecordError(trace_id, f"{where}.traceId", f"{event} log event is not in a span")
+                    continue
+                time = log.get("timeUnixNano") or log.get("observedTimeUnixNano")
+                try:
+                    start = parse_time(time, trace_id=trace_id, field=f"{where}.timeUnixNano")
+                except InvalidRecordError as exc:
+                    yield exc
+                    continue
+                question, answer = _content(attributes, event, any_value(log.get("body")), options)
+                yield Span(
+                    trace_id=trace_id,
+                    span_id=f"{span_id}:{event}@{time}",
+                    parent_id=span_id,
+                    kind="llm" if answer else "other",
+                    name=event,
+                    start=start,
+                    question=question,
+                    answer=answer,
+                )
+
+
+def _hex_id(value: Any, size: int) -> str | None:
+    """A trace (16 bytes) or span (8 bytes) id as lowercase hex, so that spans written by different
+    tools join: OTLP/JSON writes hex (any case), protobuf's JSON mapping base64; other text is kept."""
+    if not isinstance(value, str) or not value:
+        return None
+    if len(value) == 2 * size and all(c in string.hexdigits for c in value):
+        return value.lower()
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return value
+    return raw.hex() if len(raw) == size else value
 
 
 def _attributes(values: Any) -> dict[str, Any]:

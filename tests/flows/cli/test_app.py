@@ -268,6 +268,27 @@ def test_backfill_monitor_and_report(tmp_path: Path) -> None:
     (verdict_row,) = [line for line in shown.stdout.splitlines() if "insufficient_data" in line]
     assert verdict_row.split("│")[2].strip() == "2"
 
+    # A day whose records are all bad: its quarantine and run row are published, the outcome is exit 3.
+    broken = dates[2] + dt.timedelta(days=1)
+    (tmp_path / "traces" / f"dt={broken}").mkdir()
+    lines = ['{"trace_id": "t-1"}', '{"question": "where?", "trace_id": ""}', "not json"]
+    (tmp_path / "traces" / f"dt={broken}" / "part-0.jsonl").write_text("\n".join(lines) + "\n")
+    unscored = runner.invoke(app, ["monitor", "--date", str(broken), "--json", *common])
+    assert unscored.exit_code == 3, unscored.output
+    assert json.loads(unscored.stdout)["run"]["outcome"] == "no_traces"
+    assert f"dt={broken}: no valid traces: 3 record(s) quarantined" in " ".join(unscored.stderr.split())
+    with duckdb.connect(f"{tmp_path}/w.duckdb", read_only=True) as con:
+        day = f"partition_date = DATE '{broken}'"
+        assert con.execute(f"SELECT line, field FROM quarantine WHERE {day} ORDER BY line").fetchall() == [
+            (1, "question"),
+            (2, "trace_id"),
+            (3, "<record>"),
+        ]
+        assert con.execute(f"SELECT n_records, n_traces, n_quarantined, n_scores FROM runs WHERE {day}").fetchall() == [
+            (3, 0, 3, 0)
+        ]
+        assert con.execute(f"SELECT count(*) FROM scores WHERE {day}").fetchone() == (0,)
+
     page = tmp_path / "report.html"
     reported = runner.invoke(app, ["report", "--warehouse", f"duckdb:///{tmp_path}/w.duckdb", "--out", str(page)])
     assert reported.exit_code == 0, reported.output

@@ -118,15 +118,15 @@ def test_empty_contexts_and_labels_are_kept_empty_not_null() -> None:
         pytest.param(record(contexts={"id": "d1"}), "contexts", "list of contexts, got dict", id="contexts-object"),
         pytest.param(record(contexts=[{"id": "d1", "text": "a"}, "d2"]), "contexts[1]", "got str", id="context-str"),
         pytest.param(
-            record(contexts=[{"id": "d1", "text": "a"}, {"text": "b"}]),
+            record(contexts=[{"id": "d1", "text": "a"}, {"score": 0.5}]),
             "contexts[1].id",
             "required field missing",
-            id="context-id-missing",
+            id="context-id-and-text-missing",
         ),
         pytest.param(
             record(contexts=[{"id": 7, "text": "a"}]),
             "contexts[0].id",
-            "non-empty string, got int",
+            "non-empty string or null, got int",
             id="context-id-int",
         ),
         pytest.param(
@@ -376,3 +376,16 @@ def test_context_without_text_is_kept_with_null_text() -> None:
         record(contexts=[{"id": "d1", "score": 0.4}, {"id": "d2", "text": None}]), source_file="f", line=1
     )
     assert row["contexts"] == [{"id": "d1", "text": None, "score": 0.4}, {"id": "d2", "text": None, "score": None}]
+
+
+def test_context_without_id_is_kept_with_null_id_and_one_with_neither_is_refused() -> None:
+    """The OTel GenAI reference scenarios log retrieved text without an id: judge and text metrics still apply."""
+    row = parse_record(record(contexts=[{"text": "Paris is in France."}, {"id": "d2", "text": "x"}]), source_file="f",
+                       line=1)  # fmt: skip
+    assert row["contexts"] == [{"id": None, "text": "Paris is in France.", "score": None},
+                               {"id": "d2", "text": "x", "score": None}]  # fmt: skip
+    with pytest.raises(InvalidRecordError, match="a context needs an id, a text or both") as caught:
+        parse_record(record(contexts=[{"id": "d1", "text": "a"}, {"score": 0.3}]), source_file="f", line=1)
+    assert caught.value.field == "contexts[1].id"
+    with pytest.raises(InvalidRecordError, match="non-empty string or null, got str"):
+        parse_record(record(contexts=[{"id": "", "text": "a"}]), source_file="f", line=1)

@@ -74,16 +74,19 @@ def test_profile_has_one_row_per_trace_with_exact_counts(tmp_path: Path) -> None
             record("b", answer=None, reference=None, contexts=[]),
             record("c", contexts=[{"id": "x", "text": "", "score": None}, {"id": "x", "text": "abc", "score": 1}]),
             record("d", reference_answers=["", "paris"]),
+            # Text without ids (OTel GenAI reference scenarios): neither empty nor duplicate ids.
+            record("e", contexts=[{"id": None, "text": "one", "score": None}, {"id": None, "text": "two"}]),
         ],
     )
     profile = trace_profile(staged)
-    assert list(profile["trace_id"]) == ["a", "b", "c", "d"]
-    assert list(profile["n_contexts"]) == [1, 0, 2, 1]
-    assert list(profile["max_context_chars"]) == [31, 0, 3, 31]
-    assert list(profile["n_empty_context_texts"]) == [0, 0, 1, 0]
-    assert list(profile["n_duplicate_context_ids"]) == [0, 0, 1, 0]
-    assert list(profile["n_empty_reference_answers"]) == [0, 0, 0, 1]
-    assert profile["answer_chars"].isna().tolist() == [False, True, False, False]
+    assert list(profile["trace_id"]) == ["a", "b", "c", "d", "e"]
+    assert list(profile["n_contexts"]) == [1, 0, 2, 1, 2]
+    assert list(profile["max_context_chars"]) == [31, 0, 3, 31, 3]
+    assert list(profile["n_empty_context_ids"]) == [0, 0, 0, 0, 0]
+    assert list(profile["n_empty_context_texts"]) == [0, 0, 1, 0, 0]
+    assert list(profile["n_duplicate_context_ids"]) == [0, 0, 1, 0, 0]
+    assert list(profile["n_empty_reference_answers"]) == [0, 0, 0, 1, 0]
+    assert profile["answer_chars"].isna().tolist() == [False, True, False, False, False]
     assert str(profile["timestamp"].dtype) == "datetime64[us, UTC]"
 
 

@@ -1,4 +1,8 @@
-"""Langfuse blob-storage export fixture -> canonical traces: manifests, overlapping windows, mappings."""
+"""Invented Langfuse export (tests/fixtures/adapters/langfuse/invented) -> canonical traces.
+
+The invented project covers what the real fixture (test_langfuse_real.py) lacks: overlapping windows,
+a run still being written (no manifest yet), a trace of another day, a broken document, a lost parent.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ragpulse.tasks.core.errors import ConfigError
-from ragpulse.tasks.core.storage import list_partition_files
+from ragpulse.tasks.core.storage import SourceFile, list_partition_files
 from ragpulse.tasks.ingest.adapters import AdapterOptions
 from ragpulse.tasks.ingest.adapters.langfuse import select_files, spans
 from tests.tasks.ingest.adapters.conftest import DAY, FIXTURES, MIDDAY, Staged, copy_with_mtime, quarantined
@@ -18,27 +22,54 @@ from tests.tasks.ingest.adapters.conftest import DAY, FIXTURES, MIDDAY, Staged, 
 
 @pytest.fixture
 def export(tmp_path: Path) -> Path:
-    return copy_with_mtime(FIXTURES / "langfuse", tmp_path / "langfuse")
+    return copy_with_mtime(FIXTURES / "langfuse" / "invented", tmp_path / "langfuse")
 
 
 def test_only_files_of_complete_runs_are_read(export: Path) -> None:
     listed = list_partition_files(str(export), DAY, partitioning="event-time", suffixes=(".jsonl", ".json"))
     names = sorted(Path(f.url).relative_to(export).as_posix() for f in select_files(listed, None))
     assert names == [
-        "observations/2026-03-02_00-00-00.jsonl",
-        "observations/2026-03-02_12-00-00.jsonl",
-        "traces/2026-03-02_00-00-00.jsonl",
-        "traces/2026-03-02_12-00-00.jsonl",
+        "p-1/observations/2026-03-02T12-00-00.jsonl",
+        "p-1/observations/2026-03-02T13-00-00.jsonl",
+        "p-1/traces/2026-03-02T12-00-00.jsonl",
+        "p-1/traces/2026-03-02T13-00-00.jsonl",
     ]  # no scores, nothing of the 2026-03-03 window (its manifest is not written yet)
 
 
 def test_a_manifest_listing_a_missing_file_is_a_clear_error(export: Path) -> None:
-    manifest = export / "manifests" / "broken.json"
-    manifest.write_text(json.dumps({"files": ["traces/gone.jsonl"]}))
+    _write_manifest(export, "broken.json", [{"key": "p-1/traces/gone.jsonl", "table": "traces"}])
+    with pytest.raises(ConfigError, match=r"broken.json lists .*/p-1/traces/gone.jsonl, which does not exist"):
+        select_files(_listed(export), None)
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [["p-1/traces/a.jsonl"], [{"path": "traces/a.jsonl", "table": "traces"}], [{"key": "other/traces/a.jsonl",
+     "table": "traces"}]],
+)  # fmt: skip
+def test_a_manifest_not_in_langfuse_layout_is_a_clear_error(export: Path, entries: list[object]) -> None:
+    _write_manifest(export, "odd.json", entries)
+    with pytest.raises(
+        ConfigError, match=r"odd.json has an entry that is not a \{prefix\}p-1/<table>/<file> object key"
+    ):
+        select_files(_listed(export), None)
+
+
+def test_csv_exports_are_a_clear_error(export: Path) -> None:
+    (export / "p-1" / "traces" / "2026-03-02T14-00-00.csv").write_text('"id"\n"lf-1"\n')
+    _write_manifest(export, "csv.json", [{"key": "p-1/traces/2026-03-02T14-00-00.csv", "table": "traces"}])
+    with pytest.raises(ConfigError, match=r"set the blob storage integration's file type to JSONL or Parquet"):
+        select_files(_listed(export), None)
+
+
+def _write_manifest(export: Path, name: str, files: list[object]) -> None:
+    manifest = export / "p-1" / "manifests" / name
+    manifest.write_text(json.dumps({"version": 1, "projectId": "p-1", "files": files}))
     os.utime(manifest, (MIDDAY, MIDDAY))
-    listed = list_partition_files(str(export), DAY, partitioning="event-time", suffixes=(".jsonl", ".json"))
-    with pytest.raises(ConfigError, match=r"broken.json lists .*traces/gone.jsonl, which does not exist"):
-        select_files(listed, None)
+
+
+def _listed(export: Path) -> list[SourceFile]:
+    return list_partition_files(str(export), DAY, partitioning="event-time", suffixes=(".jsonl", ".json", ".csv"))
 
 
 def test_export_becomes_traces_deduplicated_across_windows(export: Path, stager: Callable[..., Staged]) -> None:
@@ -62,6 +93,8 @@ def test_export_becomes_traces_deduplicated_across_windows(export: Path, stager:
 def test_broken_traces_are_quarantined_naming_trace_and_field(export: Path, stager: Callable[..., Staged]) -> None:
     staged, _ = stager(export, "langfuse", partitioning="event-time")
     assert quarantined(staged) == {("lf-5", "observation o-5r output.0.id"), ("lf-6", "root span")}
+    reasons = {q.trace_id: q.reason for q in staged.quarantined}
+    assert "neither" in reasons["lf-5"] and "o-6-missing-parent" in reasons["lf-6"]
 
 
 def test_document_mapping_is_configurable() -> None:

@@ -1,4 +1,6 @@
-"""LangSmith bulk export (Parquet of runs) fixture -> canonical traces, through real staging."""
+"""LangSmith bulk export (Parquet of runs) -> canonical traces through real staging: the invented fixture
+(langsmith/runs-part-*.jsonl, hand-written for what the real runs in test_langsmith_real.py lack: the export's
+server-side columns such as token counts and session_id, a run exported twice, a trace from the day before)."""
 
 from __future__ import annotations
 
@@ -40,7 +42,13 @@ def test_root_without_outputs_has_no_answer_and_both_retrievers(export: Path, st
     _, rows = stager(export, "langsmith", partitioning="event-time")
     second = rows[U(10)]
     assert second["answer"] is None
-    assert [(c["id"], c["score"]) for c in second["contexts"]] == [("dep-1", None), ("dep-2", None)]  # default key
+    # ids and scores at the default keys: metadata.id, then metadata.relevance_score (after score, metadata.score)
+    assert [(c["id"], c["score"]) for c in second["contexts"]] == [("dep-1", 7.5), ("dep-2", 0.77)]
+
+
+def test_explicit_score_key_is_used_alone(export: Path, stager: Callable[..., Staged]) -> None:
+    _, rows = stager(export, "langsmith", partitioning="event-time", score_key="metadata.score")
+    assert [(c["id"], c["score"]) for c in rows[U(10)]["contexts"]] == [("dep-1", None), ("dep-2", None)]
 
 
 def test_root_without_question_is_quarantined(export: Path, stager: Callable[..., Staged]) -> None:

@@ -37,8 +37,9 @@ def test_formats_and_unknown_format() -> None:
 def test_options_are_checked_against_the_format() -> None:
     assert parse_options("langsmith", {"score_key": "metadata.relevance_score"}).score_key == "metadata.relevance_score"
     assert parse_options("otel-genai", {"retriever_names": "kb"}).retriever_names == ("kb",)
-    with pytest.raises(ConfigError, match=r"\['id_key'\] are not read by trace_format 'otel-genai'"):
-        parse_options("otel-genai", {"id_key": "x"})
+    assert parse_options("otel-genai", {"id_key": "metadata.chunk"}).id_key == "metadata.chunk"
+    with pytest.raises(ConfigError, match=r"\['documents_path'\] are not read by trace_format 'otel-genai'"):
+        parse_options("otel-genai", {"documents_path": "x"})
     with pytest.raises(ConfigError, match="not read by trace_format 'ragpulse'"):
         parse_options("ragpulse", {"question_keys": ["q"]})
     with pytest.raises(ConfigError, match="must be a list of non-empty strings"):
@@ -61,7 +62,7 @@ def test_settings_read_format_from_environment(monkeypatch: pytest.MonkeyPatch, 
     assert (source.format, source.format_options) == ("langfuse", {"id_key": "metadata.doc_id"})
     assert (source.partitioning, source.late_arrival_hours) == ("event-time", 12.0)
     with pytest.raises(ValueError, match="not read by trace_format 'otel-genai'"):
-        SourceConfig(url="s3://b/t", format="otel-genai", format_options={"id_key": "x"})
+        SourceConfig(url="s3://b/t", format="otel-genai", format_options={"documents_path": "x"})
 
 
 def test_fingerprint_covers_format_and_options_and_is_unchanged_for_canonical_traces() -> None:
