@@ -58,6 +58,7 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 import pyarrow as pa  # noqa: E402
 
+from bench._common import cpu_model  # noqa: E402
 from ragpulse.metrics import Status  # noqa: E402
 from ragpulse.tasks.core.types import TRACE_ROWS_SCHEMA, PartitionScores, QuarantinedRecord, RunInfo  # noqa: E402
 from ragpulse.tasks.warehouse import Publication  # noqa: E402
@@ -519,14 +520,6 @@ def version(package: str) -> str | None:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
         return None
-
-
-def cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
 
 
 def code_state() -> dict[str, Any]:

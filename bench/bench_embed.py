@@ -21,7 +21,6 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,27 +29,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from bench._common import best, cpu_model  # noqa: E402
 from ragpulse.tasks.scoring.embed import CrossEncoderScorer, SentenceTransformerEmbedder  # noqa: E402
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _best(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
-    """Best (wall seconds, process CPU seconds over all threads) of ``repeat`` calls."""
-    times = []
-    for _ in range(repeat):
-        wall, cpu = time.perf_counter(), time.process_time()
-        fn()
-        times.append((time.perf_counter() - wall, time.process_time() - cpu))
-    return min(times)
 
 
 def _row(what: str, threads: int, n: int, seconds: tuple[float, float], **extra: Any) -> dict[str, Any]:
@@ -90,14 +70,14 @@ def main() -> None:
     for threads in thread_counts:
         torch.set_num_threads(threads)
         for kind, batch in texts.items():
-            seconds = _best(lambda batch=batch: embedder.embed(batch), args.repeat)
+            seconds = best(lambda batch=batch: embedder.embed(batch), args.repeat)
             words = round(sum(len(t.split()) for t in batch) / len(batch), 1)
             results.append(_row(f"embed {kind}s", threads, len(batch), seconds, mean_words=words))
     torch.set_num_threads(default_threads)
 
     cached = SentenceTransformerEmbedder(batch_size=64)
     cached.embed(texts["question"])
-    seconds = _best(lambda: cached.embed(texts["question"]), args.repeat)
+    seconds = best(lambda: cached.embed(texts["question"]), args.repeat)
     results.append(_row("embed questions, all LRU hits", default_threads, len(rows), seconds))
 
     torch.manual_seed(0)
@@ -105,7 +85,7 @@ def main() -> None:
     pairs = list(zip(texts["answer"], texts["passage"], strict=True))
     scorer.score(pairs[:2])
     torch.set_num_threads(1)
-    seconds = _best(lambda: scorer.score(pairs), args.repeat)
+    seconds = best(lambda: scorer.score(pairs), args.repeat)
     results.append(_row("cross-encoder (answer, passage) pairs", 1, len(pairs), seconds))
     torch.set_num_threads(default_threads)
 
@@ -113,7 +93,7 @@ def main() -> None:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "sentence_transformers": importlib.metadata.version("sentence-transformers"),
-        "cpu": _cpu(),
+        "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "load_average": os.getloadavg(),
         "import_torch_and_sentence_transformers_s": round(import_s, 2),

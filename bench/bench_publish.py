@@ -45,6 +45,7 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._common import cpu_model
 from ragpulse.metrics import Status
 from ragpulse.tasks.core.storage import filesystem
 from ragpulse.tasks.core.types import PartitionScores, QuarantinedRecord, RunInfo
@@ -205,14 +206,6 @@ def version(package: str) -> str | None:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
         return None
-
-
-def cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
 
 
 def postgres_version() -> str | None:

@@ -72,7 +72,7 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
     staged = stage_partition.with_options(result_storage=storage)(
         date, files, staged_url=staged_dir(output.work_dir, work_options), batch_size=config.scoring.batch_size,
         storage_options=source.storage_options, work_storage_options=work_options, trace_format=source.format,
-        format_options=source.format_options, partitioning=source.partitioning,
+        format_options=source.format_options, partitioning=source.partitioning, language=source.language,
     )  # fmt: skip
     traces_checked = validate_traces.submit(
         staged, run, TraceLimits(**quality.trace_limits()), quality.input_suite, docs, work_options

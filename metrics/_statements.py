@@ -4,11 +4,16 @@ Both metrics build this request with :func:`build_statements_request`, so for on
 the identical request and the judge client's call cache answers the second one for free. That is
 why the request is labelled with its own metric name, ``answer_statements``: its cost belongs to
 neither metric alone. Changing the prompt below changes both metrics' prompt versions.
+
+Splitting is the judge's job in every language: nothing here cuts text at ". " or any other
+punctuation, so Chinese and Japanese answers (sentences ending in "。", "！" or "？", no spaces)
+reach the judge whole, and its statements come back as written (white space collapsed, nothing
+split or joined).
 """
 
 from __future__ import annotations
 
-from ragpulse.metrics._prompting import ReplyReader, Trace, array_schema, object_schema, user_message
+from ragpulse.metrics._prompting import ReplyReader, Trace, array_schema, object_schema, system_prompt, user_message
 from ragpulse.metrics.judge import JudgeClient, JudgeRequest, ask
 
 __all__ = [
@@ -23,29 +28,41 @@ __all__ = [
 ]
 
 STATEMENTS_METRIC = "answer_statements"
-PROMPT_VERSION = "answer_statements/1"
+PROMPT_VERSION = "answer_statements/2"
+"""2: adds the Japanese example, implicit subjects and the language line."""
 STEP = "statements"
 
 STATEMENTS_INSTRUCTIONS = """\
 Split the answer into atomic statements. Each statement holds one fact or claim of the answer, is \
-understandable on its own (replace pronouns and vague references with what they refer to, using the \
-question where needed) and adds nothing the answer does not say. Leave out filler and restatements of \
-the question. A refusal or "I don't know" holds no statements.
+understandable on its own (replace pronouns and vague references with what they refer to, and state \
+subjects or objects the answer leaves implicit, using the question where needed) and adds nothing the \
+answer does not say. Leave out filler and restatements of the question. A refusal or "I don't know" \
+holds no statements.
 Example. Question: Who wrote Dracula? Answer: Bram Stoker; he published it in 1897.
 -> {"statements": ["Bram Stoker wrote Dracula.", "Bram Stoker published Dracula in 1897."]}
+Example. Question: 『ドラキュラ』の作者は誰ですか？ Answer: ブラム・ストーカーです。1897年に出版しました。
+-> {"statements": ["『ドラキュラ』の作者はブラム・ストーカーです。", \
+"ブラム・ストーカーは1897年に『ドラキュラ』を出版しました。"]}
 Reply with JSON only: {"statements": [string, ...]}"""
+"""Fixed instructions; the system message adds the trace's language line (:func:`system_prompt`).
+
+The second example is Japanese because English alone shows neither statements in another language
+nor sentences without spaces whose subject is left implicit ("1897年に出版しました" says neither
+who published nor what). ragas reports that demonstrations in the target language help a judge
+adapt; one fixed CJK example serves every trace without translating prompts per language."""
 
 SCHEMA = object_schema({"statements": array_schema({"type": "string"})})
 
 
-def build_statements_request(question: str, answer: str) -> JudgeRequest:
-    """The statement-extraction request for one (question, answer); identical inputs, identical request."""
+def build_statements_request(question: str, answer: str, language: str | None = None) -> JudgeRequest:
+    """The statement-extraction request for one (question, answer) in ``language`` (a BCP 47 tag or None);
+    identical inputs, identical request."""
     return JudgeRequest(
         metric=STATEMENTS_METRIC,
         prompt_version=PROMPT_VERSION,
         step=STEP,
         messages=(
-            ("system", STATEMENTS_INSTRUCTIONS),
+            ("system", system_prompt(STATEMENTS_INSTRUCTIONS, language, "the statements", fallback="the answer")),
             ("user", user_message(("Question", question.strip()), ("Answer", answer.strip()))),
         ),
         schema=SCHEMA,
@@ -57,6 +74,8 @@ def parse_statements(raw: str, record_id: str) -> list[str]:
 
     >>> parse_statements('{"statements": ["Paris is the capital of France."]}', "q1")
     ['Paris is the capital of France.']
+    >>> parse_statements('{"statements": ["東京は日本の首都です。", "大阪は 第二の都市です。"]}', "q1")
+    ['東京は日本の首都です。', '大阪は 第二の都市です。']
     >>> parse_statements('{"statement": []}', "q1")
     Traceback (most recent call last):
     ...
@@ -70,7 +89,7 @@ async def answer_statements(judge: JudgeClient, trace: Trace) -> list[str]:
     """The answer's statements, asked with the one request both metrics share."""
     (statements,) = await ask(
         judge,
-        build_statements_request(trace.question, trace.answer),
+        build_statements_request(trace.question, trace.answer, trace.language),
         lambda raw: parse_statements(raw, trace.trace_id),
     )
     return statements

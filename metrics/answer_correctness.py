@@ -15,6 +15,7 @@ from ragpulse.metrics._prompting import (
     embed_similarities,
     format_numbered,
     object_schema,
+    system_prompt,
     user_message,
 )
 from ragpulse.metrics._request import MetricName
@@ -40,12 +41,13 @@ __all__ = [
 
 SPEC = MetricSpec(
     name="answer_correctness",
-    version="1.0.0",
+    version="2.0.0",
     summary="Weighted mean of the factual F1 of the answer's statements against the reference (LLM judge) "
     "and the answer's semantic similarity to the reference; weights 0.75 / 0.25 by default.",
 )
-PROMPT_VERSION = "answer_correctness/1"
-"""Covers both steps: the shared statement prompt (``answer_statements/1``) and the classification prompt."""
+PROMPT_VERSION = "answer_correctness/2"
+"""Covers both steps: the shared statement prompt (``answer_statements/2``) and the classification prompt;
+2 names the trace's language in both."""
 DEFAULT_WEIGHTS = (0.75, 0.25)
 
 CLASSIFY_INSTRUCTIONS = """\
@@ -71,14 +73,22 @@ class Classification:
     false_negatives: int
 
 
-def build_classify_request(question: str, statements: Sequence[str], reference: str) -> JudgeRequest:
-    """One request classifying every answer statement (TP/FP) and listing the reference facts missed (FN)."""
+def build_classify_request(
+    question: str, statements: Sequence[str], reference: str, language: str | None = None
+) -> JudgeRequest:
+    """One request classifying every answer statement (TP/FP) and listing the reference facts missed (FN);
+    reasons and missing facts in ``language``."""
     return JudgeRequest(
         metric=SPEC.name,
         prompt_version=PROMPT_VERSION,
         step="classify",
         messages=(
-            ("system", CLASSIFY_INSTRUCTIONS),
+            (
+                "system",
+                system_prompt(
+                    CLASSIFY_INSTRUCTIONS, language, "the reasons and missing facts", fallback="the reference answer"
+                ),
+            ),
             (
                 "user",
                 user_message(
@@ -186,7 +196,7 @@ class AnswerCorrectness:
                 return Outcome.not_applicable("no_statements")
             (counts,) = await ask(
                 context.judge,
-                build_classify_request(trace.question, statements, trace.reference),
+                build_classify_request(trace.question, statements, trace.reference, trace.language),
                 lambda raw: parse_classification(raw, trace.trace_id, expected=len(statements)),
             )
             f1 = factual_f1(counts)

@@ -7,7 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from ragpulse.metrics._prompting import ReplyReader, Trace, embed_similarities, object_schema, user_message
+from ragpulse.metrics._prompting import (
+    ReplyReader,
+    Trace,
+    embed_similarities,
+    object_schema,
+    system_prompt,
+    user_message,
+)
 from ragpulse.metrics._request import MetricName
 from ragpulse.metrics._spec import MetricSpec
 from ragpulse.metrics.batch import TraceBatch
@@ -30,11 +37,12 @@ __all__ = [
 
 SPEC = MetricSpec(
     name="answer_relevancy",
-    version="1.0.0",
+    version="2.0.0",
     summary="Mean cosine similarity of the question to questions an LLM judge generates from the answer; "
     "0 when every generation finds the answer noncommittal.",
 )
-PROMPT_VERSION = "answer_relevancy/1"
+PROMPT_VERSION = "answer_relevancy/2"
+"""2: the generated question is asked for in the trace's language."""
 DEFAULT_GENERATIONS = 3
 
 INSTRUCTIONS = """\
@@ -49,13 +57,19 @@ Generation = tuple[str, int]
 """A generated question and its noncommittal flag (0 or 1)."""
 
 
-def build_request(answer: str, generations: int = DEFAULT_GENERATIONS) -> JudgeRequest:
-    """One request for ``generations`` sampled completions; only the answer is shown, never the question."""
+def build_request(answer: str, generations: int = DEFAULT_GENERATIONS, language: str | None = None) -> JudgeRequest:
+    """One request for ``generations`` sampled completions; only the answer is shown, never the question.
+
+    The question must come back in the trace's language: one in another language is compared with
+    the real question by embedding, and lands far from it even when it means the same."""
     return JudgeRequest(
         metric=SPEC.name,
         prompt_version=PROMPT_VERSION,
         step="questions",
-        messages=(("system", INSTRUCTIONS), ("user", user_message(("Answer", answer.strip())))),
+        messages=(
+            ("system", system_prompt(INSTRUCTIONS, language, "the question", fallback="the answer")),
+            ("user", user_message(("Answer", answer.strip()))),
+        ),
         schema=SCHEMA,
         n=generations,
     )
@@ -118,7 +132,7 @@ class AnswerRelevancy:
             return Outcome.not_applicable("no_embedder")
         generations = await ask(
             context.judge,
-            build_request(trace.answer, self.generations),
+            build_request(trace.answer, self.generations, trace.language),
             lambda raw: parse_generation(raw, trace.trace_id),
         )
         kept = [(question, flag) for question, flag in generations if question]

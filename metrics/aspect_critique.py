@@ -7,7 +7,14 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragpulse.metrics._prompting import ReplyReader, Trace, definition_digest, object_schema, user_message
+from ragpulse.metrics._prompting import (
+    ReplyReader,
+    Trace,
+    definition_digest,
+    object_schema,
+    system_prompt,
+    user_message,
+)
 from ragpulse.metrics._request import MetricName
 from ragpulse.metrics._spec import MetricSpec
 from ragpulse.metrics.batch import TraceBatch
@@ -33,12 +40,13 @@ __all__ = [
 
 SPEC = MetricSpec(
     name="aspect_critique",
-    version="1.0.0",
+    version="2.0.0",
     summary="1 if a majority of N sampled LLM-judge verdicts finds the answer has the named aspect, else 0; "
     "for harmfulness and maliciousness 1 is bad.",
     takes_variant=True,
 )
-PROMPT_VERSION = "aspect_critique/1"
+PROMPT_VERSION = "aspect_critique/2"
+"""2: the reason is asked for in the trace's language."""
 DEFAULT_STRICTNESS = 3
 
 
@@ -115,14 +123,21 @@ def known_aspects(options: Mapping[str, Any]) -> dict[str, Aspect]:
     return aspects
 
 
-def build_request(aspect: Aspect, question: str, answer: str, strictness: int = DEFAULT_STRICTNESS) -> JudgeRequest:
+def build_request(
+    aspect: Aspect, question: str, answer: str, strictness: int = DEFAULT_STRICTNESS, language: str | None = None
+) -> JudgeRequest:
     """One request for ``strictness`` sampled verdicts on the (question, answer) pair."""
     return JudgeRequest(
         metric=f"{SPEC.name}:{aspect.name}",
         prompt_version=_prompt_version(aspect),
         step="verdict",
         messages=(
-            ("system", INSTRUCTIONS_TEMPLATE.format(name=aspect.name, definition=aspect.definition)),
+            (
+                "system",
+                system_prompt(
+                    INSTRUCTIONS_TEMPLATE.format(name=aspect.name, definition=aspect.definition), language, "the reason"
+                ),
+            ),
             ("user", user_message(("Question", question.strip()), ("Answer", answer.strip()))),
         ),
         schema=SCHEMA,
@@ -186,7 +201,7 @@ class AspectCritique:
             return Outcome.not_applicable(reason)
         votes = await ask(
             context.judge,
-            build_request(self.aspect, trace.question, trace.answer, self.strictness),
+            build_request(self.aspect, trace.question, trace.answer, self.strictness, trace.language),
             lambda raw: parse_verdict(raw, trace.trace_id),
         )
         return Outcome.ok(majority(votes))

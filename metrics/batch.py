@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ragpulse.metrics.errors import InvalidRecordError, ShapeError
 
-__all__ = ["RelevanceLabels", "TraceBatch"]
+__all__ = ["RelevanceLabels", "TraceBatch", "primary_language"]
 
 RelevanceLabels = Mapping[str, float]
 """Graded relevance by context key (id or text); a plain list of ids is given gain 1.0 each."""
@@ -27,6 +27,9 @@ class TraceBatch:
     - ``questions``: the user's question per trace, read by the judge metrics; None when the batch was
       built without them (retrieval and answer metrics never read it; judge metrics then say
       ``no_question``).
+    - ``languages``: each trace's BCP 47 language tag (``ja``, ``zh-TW``), as the trace gave it, else the
+      run's default, else detected; None (for the batch or a trace) when unknown. Text metrics normalise
+      and judge prompts ask by it.
     """
 
     trace_ids: Sequence[str]
@@ -37,6 +40,7 @@ class TraceBatch:
     answers: Sequence[str | None]
     references: Sequence[Sequence[str]]
     questions: Sequence[str | None] | None = None
+    languages: Sequence[str | None] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.trace_ids)
@@ -44,8 +48,10 @@ class TraceBatch:
             got = len(getattr(self, name))
             if got != n:
                 raise ShapeError(name, f"length {n} (one per trace)", f"length {got}")
-        if self.questions is not None and len(self.questions) != n:
-            raise ShapeError("questions", f"length {n} (one per trace)", f"length {len(self.questions)}")
+        for optional in ("questions", "languages"):
+            values = getattr(self, optional)
+            if values is not None and len(values) != n:
+                raise ShapeError(optional, f"length {n} (one per trace)", f"length {len(values)}")
         for trace_id, ids, texts in zip(self.trace_ids, self.context_ids, self.context_texts, strict=True):
             if len(ids) != len(texts):
                 raise InvalidRecordError(trace_id, "contexts", f"{len(ids)} ids but {len(texts)} texts")
@@ -80,7 +86,21 @@ class TraceBatch:
             answers=[r.get("answer") for r in records],  # type: ignore[misc]
             references=[_references(r) for r in records],
             questions=[q if isinstance(q := r.get("question"), str) else None for r in records],
+            languages=[tag if isinstance(tag := r.get("language"), str) and tag else None for r in records],
         )
+
+    def language_of(self, index: int) -> str | None:
+        """The primary language subtag of trace ``index`` (``zh`` for ``zh-TW``), None when unknown."""
+        return None if self.languages is None else primary_language(self.languages[index])
+
+
+def primary_language(tag: str | None) -> str | None:
+    """The lower-case primary subtag of a BCP 47 tag: ``zh`` for ``zh-Hant-TW``, None for None or ``""``.
+
+    >>> primary_language("zh-TW"), primary_language("JA"), primary_language(None)
+    ('zh', 'ja', None)
+    """
+    return tag.split("-", 1)[0].lower() or None if tag else None
 
 
 def _contexts(record: Mapping[str, object]) -> list[Mapping[str, object]]:

@@ -12,6 +12,7 @@ from ragpulse.metrics._prompting import (
     array_schema,
     format_contexts,
     object_schema,
+    system_prompt,
     user_message,
 )
 from ragpulse.metrics._request import MetricName
@@ -34,15 +35,16 @@ __all__ = [
 
 WITH_REFERENCE = MetricSpec(
     name="context_precision",
-    version="1.0.0",
+    version="2.0.0",
     summary="Average precision of the contexts an LLM judge finds useful for reaching the reference answer.",
 )
 WITHOUT_REFERENCE = MetricSpec(
     name="context_precision_without_reference",
-    version="1.0.0",
+    version="2.0.0",
     summary="Average precision of the contexts an LLM judge finds useful for reaching the generated answer.",
 )
-PROMPT_VERSION = "context_precision/1"
+PROMPT_VERSION = "context_precision/2"
+"""2: the reasons are asked for in the trace's language."""
 
 INSTRUCTIONS_TEMPLATE = """\
 Judge each numbered context retrieved for the question: "useful" is 1 if the context helped to reach \
@@ -54,7 +56,9 @@ _VERDICT = object_schema({"reason": {"type": "string"}, "useful": {"type": "inte
 _TARGETS = {True: ("reference answer", "Reference answer"), False: ("answer", "Answer")}
 
 
-def build_request(question: str, target: str, contexts: Sequence[str], *, with_reference: bool) -> JudgeRequest:
+def build_request(
+    question: str, target: str, contexts: Sequence[str], *, with_reference: bool, language: str | None = None
+) -> JudgeRequest:
     """One request judging every context of the trace against ``target`` (the reference, or the answer)."""
     word, label = _TARGETS[with_reference]
     spec = WITH_REFERENCE if with_reference else WITHOUT_REFERENCE
@@ -63,7 +67,7 @@ def build_request(question: str, target: str, contexts: Sequence[str], *, with_r
         prompt_version=PROMPT_VERSION,
         step="verdicts",
         messages=(
-            ("system", INSTRUCTIONS_TEMPLATE.format(target=word)),
+            ("system", system_prompt(INSTRUCTIONS_TEMPLATE.format(target=word), language, "the reasons")),
             (
                 "user",
                 user_message(
@@ -138,6 +142,7 @@ class ContextPrecision:
             trace.reference if self.with_reference else trace.answer,
             trace.contexts,
             with_reference=self.with_reference,
+            language=trace.language,
         )
         (useful,) = await ask(
             context.judge, request, lambda raw: parse_verdicts(raw, trace.trace_id, expected=len(trace.contexts))

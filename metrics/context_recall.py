@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragpulse.metrics._prompting import ReplyReader, Trace, array_schema, format_contexts, object_schema, user_message
+from ragpulse.metrics._prompting import (
+    ReplyReader,
+    Trace,
+    array_schema,
+    format_contexts,
+    object_schema,
+    system_prompt,
+    user_message,
+)
 from ragpulse.metrics._request import MetricName
 from ragpulse.metrics._spec import MetricSpec
 from ragpulse.metrics.batch import TraceBatch
@@ -25,10 +33,11 @@ __all__ = [
 
 SPEC = MetricSpec(
     name="context_recall",
-    version="1.0.0",
+    version="2.0.0",
     summary="Share of the reference answer's claims that an LLM judge can attribute to the retrieved contexts.",
 )
-PROMPT_VERSION = "context_recall/1"
+PROMPT_VERSION = "context_recall/2"
+"""2: claims and reasons are asked for in the trace's language."""
 
 INSTRUCTIONS = """\
 Split the reference answer into its sentences or self-contained claims. For each, "attributed" is 1 \
@@ -51,14 +60,20 @@ SCHEMA = object_schema(
 )
 
 
-def build_request(question: str, reference: str, contexts: Sequence[str]) -> JudgeRequest:
-    """One request splitting the reference into claims and attributing each to the contexts."""
+def build_request(question: str, reference: str, contexts: Sequence[str], language: str | None = None) -> JudgeRequest:
+    """One request splitting the reference into claims and attributing each to the contexts.
+
+    The judge splits: a sentence splitter here would need rules for every script (Chinese and
+    Japanese end sentences with "。" and put no space after it)."""
     return JudgeRequest(
         metric=SPEC.name,
         prompt_version=PROMPT_VERSION,
         step="claims",
         messages=(
-            ("system", INSTRUCTIONS),
+            (
+                "system",
+                system_prompt(INSTRUCTIONS, language, "the claims and reasons", fallback="the reference answer"),
+            ),
             (
                 "user",
                 user_message(
@@ -118,7 +133,7 @@ class ContextRecall:
             return Outcome.not_applicable(reason)
         (attributed,) = await ask(
             context.judge,
-            build_request(trace.question, trace.reference, trace.contexts),
+            build_request(trace.question, trace.reference, trace.contexts, trace.language),
             lambda raw: parse_claims(raw, trace.trace_id),
         )
         if not attributed:

@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragpulse.metrics._prompting import ReplyReader, Trace, array_schema, format_contexts, object_schema, user_message
+from ragpulse.metrics._prompting import (
+    ReplyReader,
+    Trace,
+    array_schema,
+    format_contexts,
+    language_name,
+    object_schema,
+    user_message,
+)
 from ragpulse.metrics._request import MetricName
 from ragpulse.metrics._spec import MetricSpec
 from ragpulse.metrics.batch import TraceBatch
@@ -20,15 +28,17 @@ __all__ = [
     "build_request",
     "context_relevance",
     "create",
+    "language_line",
     "parse_relevant_statements",
 ]
 
 SPEC = MetricSpec(
     name="context_relevance",
-    version="1.0.0",
+    version="2.0.0",
     summary="1 if an LLM judge finds any statement in the retrieved contexts relevant to the question, else 0.",
 )
-PROMPT_VERSION = "context_relevance/1"
+PROMPT_VERSION = "context_relevance/2"
+"""2: names the trace's language and forbids translating the copied sentences."""
 
 INSTRUCTIONS = """\
 Copy from the numbered contexts, word for word, the sentences that are relevant and needed to answer \
@@ -39,14 +49,30 @@ Reply with JSON only: {"relevant_statements": [string, ...]}"""
 SCHEMA = object_schema({"relevant_statements": array_schema({"type": "string"})})
 
 
-def build_request(question: str, contexts: Sequence[str]) -> JudgeRequest:
+def language_line(language: str | None) -> str:
+    """The system prompt's language line. Unlike the other metrics' it asks for no text in the trace's
+    language: the sentences are copies, and the contexts of a Japanese question may well be English.
+
+    >>> print(language_line("zh-TW"))
+    Language: Chinese (zh-TW). Copy the sentences in the language of the contexts, without translating them, \
+and keep the JSON keys as given.
+    """
+    name = language_name(language)
+    head = f"Language: {name}. " if name else ""
+    return (
+        f"{head}Copy the sentences in the language of the contexts, without translating them, "
+        "and keep the JSON keys as given."
+    )
+
+
+def build_request(question: str, contexts: Sequence[str], language: str | None = None) -> JudgeRequest:
     """One request over all contexts of the trace (Haystack also sends a question's contexts together)."""
     return JudgeRequest(
         metric=SPEC.name,
         prompt_version=PROMPT_VERSION,
         step="relevant_statements",
         messages=(
-            ("system", INSTRUCTIONS),
+            ("system", f"{INSTRUCTIONS}\n{language_line(language)}"),
             ("user", user_message(("Question", question.strip()), ("Contexts", format_contexts(contexts)))),
         ),
         schema=SCHEMA,
@@ -90,7 +116,7 @@ class ContextRelevance:
             return Outcome.not_applicable(reason)
         (statements,) = await ask(
             context.judge,
-            build_request(trace.question, trace.contexts),
+            build_request(trace.question, trace.contexts, trace.language),
             lambda raw: parse_relevant_statements(raw, trace.trace_id),
         )
         return Outcome.ok(context_relevance(statements))

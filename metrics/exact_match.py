@@ -1,7 +1,8 @@
-"""Exact match of the answer against any acceptable reference answer."""
+"""Exact match of the answer against any acceptable reference answer, raw or normalised by language."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -19,8 +20,8 @@ EXACT = MetricSpec(
 )
 NORMALIZED = MetricSpec(
     name="answer_exact_match_normalized",
-    version="1.0.0",
-    summary="1 if the SQuAD-normalised answer equals any normalised reference answer, else 0.",
+    version="2.0.0",
+    summary="1 if the answer normalised in the trace's language (MLQA rules) equals a normalised reference, else 0.",
 )
 
 
@@ -47,22 +48,19 @@ def answer_inapplicable(batch: TraceBatch) -> np.ndarray:
     )
 
 
-def _score(batch: TraceBatch, normalize: Callable[[str], str] | None) -> MetricResult:
+def _score(batch: TraceBatch, normalized: bool) -> MetricResult:
     inapplicable = answer_inapplicable(batch)
-    values = np.fromiter(
-        (
-            exact_match(answer, refs, normalize) if reason is None else np.nan
-            for answer, refs, reason in zip(batch.answers, batch.references, inapplicable, strict=True)
-        ),
-        dtype=np.float64,
-        count=len(batch),
-    )
+    values = np.full(len(batch), np.nan)
+    for i, (answer, refs, reason) in enumerate(zip(batch.answers, batch.references, inapplicable, strict=True)):
+        if reason is None:
+            normalize = functools.partial(normalize_answer, language=batch.language_of(i)) if normalized else None
+            values[i] = exact_match(answer, refs, normalize)
     return MetricResult.from_values(values, inapplicable)
 
 
 def score_exact(batch: TraceBatch, k: int | None = None) -> MetricResult:
-    return _score(batch, None)
+    return _score(batch, normalized=False)
 
 
 def score_normalized(batch: TraceBatch, k: int | None = None) -> MetricResult:
-    return _score(batch, normalize_answer)
+    return _score(batch, normalized=True)

@@ -1,4 +1,4 @@
-"""SQuAD token F1 between the answer and the best-matching reference answer."""
+"""Token F1 (SQuAD v1.1, MLQA) between the answer and the best-matching reference answer."""
 
 from __future__ import annotations
 
@@ -16,23 +16,25 @@ __all__ = ["SPEC", "score", "token_f1"]
 
 SPEC = MetricSpec(
     name="answer_f1",
-    version="1.0.0",
-    summary="SQuAD token F1 of the normalised answer, maximised over the reference answers.",
+    version="2.0.0",
+    summary="Token F1 of the answer normalised by the trace's language (MLQA rules), maximised over the references.",
 )
 
 
-def token_f1(answer: str, references: Sequence[str]) -> float:
-    """Maximum over references of the harmonic mean of token precision and recall (SQuAD v1.1).
+def token_f1(answer: str, references: Sequence[str], language: str | None = None) -> float:
+    """Maximum over references of the harmonic mean of token precision and recall (SQuAD v1.1, MLQA).
 
-    Tokens are counted with multiplicity after SQuAD normalisation; two answers that are both
-    empty after normalisation score 1.0, one empty against a non-empty one 0.0 (the SQuAD v2.0
-    rule; the v1.1 script scores both-empty 0.0).
+    Tokens (``ragpulse.metrics._text.tokens`` in ``language``, a BCP 47 tag or None) are counted with
+    multiplicity; two answers that are both empty after normalisation score 1.0, one empty against a
+    non-empty one 0.0 (the SQuAD v2.0 rule; the v1.1 and MLQA scripts score both-empty 0.0).
 
     >>> token_f1("the cat sat", ["a cat sat down"])
     0.8
+    >>> token_f1("北京", ["北京。"], "zh"), token_f1("北京", ["北京市"], "zh")
+    (1.0, 0.8)
     """
-    predicted = tokens(answer)
-    return max(_f1(predicted, tokens(reference)) for reference in references)
+    predicted = tokens(answer, language)
+    return max(_f1(predicted, tokens(reference, language)) for reference in references)
 
 
 def _f1(predicted: list[str], expected: list[str]) -> float:
@@ -47,12 +49,8 @@ def _f1(predicted: list[str], expected: list[str]) -> float:
 
 def score(batch: TraceBatch, k: int | None = None) -> MetricResult:
     inapplicable = answer_inapplicable(batch)
-    values = np.fromiter(
-        (
-            token_f1(answer, refs) if reason is None else np.nan
-            for answer, refs, reason in zip(batch.answers, batch.references, inapplicable, strict=True)
-        ),
-        dtype=np.float64,
-        count=len(batch),
-    )
+    values = np.full(len(batch), np.nan)
+    for i, (answer, refs, reason) in enumerate(zip(batch.answers, batch.references, inapplicable, strict=True)):
+        if reason is None:
+            values[i] = token_f1(answer, refs, batch.language_of(i))
     return MetricResult.from_values(values, inapplicable)

@@ -12,6 +12,7 @@ from ragpulse.metrics._prompting import (
     format_contexts,
     format_numbered,
     object_schema,
+    system_prompt,
     user_message,
 )
 from ragpulse.metrics._request import MetricName
@@ -33,11 +34,12 @@ __all__ = [
 
 SPEC = MetricSpec(
     name="faithfulness",
-    version="1.0.0",
+    version="2.0.0",
     summary="Share of the answer's atomic statements that the retrieved contexts support (LLM judge).",
 )
-PROMPT_VERSION = "faithfulness/1"
-"""Covers both steps: the shared statement prompt (``answer_statements/1``) and the verdict prompt."""
+PROMPT_VERSION = "faithfulness/2"
+"""Covers both steps: the shared statement prompt (``answer_statements/2``) and the verdict prompt;
+2 names the trace's language in both."""
 
 VERDICTS_INSTRUCTIONS = """\
 Check each numbered statement against the numbered contexts. "supported" is true only if the \
@@ -51,14 +53,16 @@ _VERDICT = object_schema(
 )
 
 
-def build_verdicts_request(contexts: Sequence[str], statements: Sequence[str]) -> JudgeRequest:
-    """One request verifying every statement against all contexts."""
+def build_verdicts_request(
+    contexts: Sequence[str], statements: Sequence[str], language: str | None = None
+) -> JudgeRequest:
+    """One request verifying every statement against all contexts; the reasons in ``language``."""
     return JudgeRequest(
         metric=SPEC.name,
         prompt_version=PROMPT_VERSION,
         step="verdicts",
         messages=(
-            ("system", VERDICTS_INSTRUCTIONS),
+            ("system", system_prompt(VERDICTS_INSTRUCTIONS, language, "the reasons", fallback="the statements")),
             (
                 "user",
                 user_message(("Contexts", format_contexts(contexts)), ("Statements", format_numbered(statements))),
@@ -119,7 +123,7 @@ class Faithfulness:
             return Outcome.not_applicable("no_statements")
         (supported,) = await ask(
             context.judge,
-            build_verdicts_request(trace.contexts, statements),
+            build_verdicts_request(trace.contexts, statements, trace.language),
             lambda raw: parse_verdicts(raw, trace.trace_id, expected=len(statements)),
         )
         return Outcome.ok(faithfulness(supported))

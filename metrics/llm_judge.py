@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, get_args
 
-from ragpulse.metrics._prompting import Input, ReplyReader, Trace, definition_digest, object_schema
+from ragpulse.metrics._prompting import Input, ReplyReader, Trace, definition_digest, language_rule, object_schema
 from ragpulse.metrics._request import MetricName
 from ragpulse.metrics._spec import MetricSpec
 from ragpulse.metrics.batch import TraceBatch
@@ -31,13 +31,14 @@ __all__ = [
 
 SPEC = MetricSpec(
     name="llm_judge",
-    version="1.0.0",
+    version="2.0.0",
     summary="A custom LLM judge defined in the run's options (instructions, inputs, outputs, examples); "
     "its score rescaled from the declared range to [0, 1].",
     takes_variant=True,
 )
-PROMPT_VERSION = "llm_judge"
-"""Prefix of every custom judge's prompt version: ``llm_judge:<name>/<hash of its definition>``."""
+PROMPT_VERSION = "llm_judge/2"
+"""Prefix of every custom judge's prompt version: ``llm_judge/2:<name>/<hash of its definition>``; 2 ends
+the system prompt with the trace's language (1 was ``llm_judge:<name>/<hash>``)."""
 
 INPUTS: tuple[Input, ...] = get_args(Input)
 _KEYS = ("instructions", "inputs", "outputs", "score_key", "examples", "range")
@@ -117,7 +118,7 @@ class JudgeDefinition:
 
     @property
     def prompt_version(self) -> str:
-        """``llm_judge:<name>/<12 hex digits>``: any edit of the definition gives a new version."""
+        """``llm_judge/2:<name>/<12 hex digits>``: any edit of the definition gives a new version."""
         return f"{PROMPT_VERSION}:{self.name}/{definition_digest(self.to_dict())}"
 
 
@@ -164,8 +165,9 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def render_instructions(definition: JudgeDefinition) -> str:
-    """The system prompt: instructions, the reply's keys and score range, then the few-shot examples.
+def render_instructions(definition: JudgeDefinition, language: str | None = None) -> str:
+    """The system prompt: instructions, the reply's keys and score range, the few-shot examples, then
+    the trace's language (text in the reply follows it, whatever language the examples are in).
 
     >>> print(render_instructions(JudgeDefinition("tone", "Rate the politeness of the answer.", ("answer",),
     ...     ("score",), examples=({"inputs": {"answer": "Sure!"}, "outputs": {"score": 1}},))))
@@ -176,6 +178,9 @@ def render_instructions(definition: JudgeDefinition) -> str:
     Examples:
     Inputs: {"answer": "Sure!"}
     Outputs: {"score": 1}
+    <BLANKLINE>
+    Write any text of the reply in the language of the answer, whatever the language of these instructions, \
+the examples or the contexts, and keep the JSON keys as given.
     """
     lower, upper = definition.range
     parts = [
@@ -186,6 +191,10 @@ def render_instructions(definition: JudgeDefinition) -> str:
     if definition.examples:
         shots = [f"Inputs: {_json(e['inputs'])}\nOutputs: {_json(e['outputs'])}" for e in definition.examples]
         parts.append("Examples:\n" + "\n\n".join(shots))
+    # Follow the first declared input that is text of the trace (contexts may be in another language).
+    source = next((name for name in ("question", "answer", "reference") if name in definition.inputs), None)
+    fallback = "the reference answer" if source == "reference" else f"the {source}" if source else "the inputs"
+    parts.append(language_rule(language, "any text of the reply", fallback=fallback))
     return "\n\n".join(parts)
 
 
@@ -198,14 +207,14 @@ def _schema(definition: JudgeDefinition) -> dict[str, Any]:
     return object_schema(properties)
 
 
-def build_request(definition: JudgeDefinition, inputs: Mapping[str, Any]) -> JudgeRequest:
+def build_request(definition: JudgeDefinition, inputs: Mapping[str, Any], language: str | None = None) -> JudgeRequest:
     """The request for one trace: ``inputs`` holds the declared inputs, sent as one JSON object."""
     values = {key: inputs[key] for key in definition.inputs}
     return JudgeRequest(
         metric=f"{SPEC.name}:{definition.name}",
         prompt_version=definition.prompt_version,
         step="outputs",
-        messages=(("system", render_instructions(definition)), ("user", f"Inputs: {_json(values)}")),
+        messages=(("system", render_instructions(definition, language)), ("user", f"Inputs: {_json(values)}")),
         schema=_schema(definition),
     )
 
@@ -257,7 +266,7 @@ class LLMJudge:
         }
         (outputs,) = await ask(
             context.judge,
-            build_request(definition, values),
+            build_request(definition, values, trace.language),
             lambda raw: parse_outputs(raw, trace.trace_id, definition=definition),
         )
         lower, upper = definition.range

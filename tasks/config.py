@@ -109,6 +109,10 @@ class SourceConfig(ConfigGroup):
     late_arrival_hours: float = Field(
         default=6.0, ge=0.0, le=168.0, description="event-time: how long after the day files may still arrive."
     )
+    language: str | None = Field(
+        default=None,
+        description="BCP 47 language of traces that give none, e.g. ja; unset: identified from each question.",
+    )
 
     @field_validator("url", mode="before")
     @classmethod
@@ -119,6 +123,13 @@ class SourceConfig(ConfigGroup):
     @classmethod
     def _no_secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
         return reject_credentials(value, "storage_options")
+
+    @field_validator("language")
+    @classmethod
+    def _language_tag(cls, value: str | None) -> str | None:
+        from ragpulse.tasks.ingest.language import normalize_language_tag
+
+        return normalize_language_tag(value) if value else None
 
     @model_validator(mode="after")
     def _known_format_options(self) -> SourceConfig:
@@ -237,7 +248,8 @@ class DriftConfig(ConfigGroup):
         default=_DRIFT_DEFAULTS.max_coverage_drop, ge=0, le=1, description="Coverage drop that alerts."
     )
     segment_key: str | None = Field(
-        default=None, description="Metadata key whose values get drift checks of their own, e.g. metadata.app."
+        default=None,
+        description="Metadata key whose values get drift checks of their own, e.g. metadata.app; or language.",
     )
     max_segments: int = Field(default=20, ge=1, le=1000, description="Largest segments of the day compared.")
     lower_is_better: tuple[str, ...] = Field(

@@ -29,6 +29,7 @@ from ragpulse.flows.cli.output import (
     out,
     print_alerts,
     print_drift,
+    print_language_scores,
     print_summaries,
     print_verdicts,
     progress,
@@ -457,6 +458,7 @@ def demo(
         except RagpulseError as exc:
             raise fail_with(exc) from None
     print_summaries(result.summaries)
+    print_language_scores(run_config.output.warehouse, dates[0], dates[-1])
     print_drift(run_config.output.warehouse, dates[-1])
     console.print(f"\nScores are in [bold]{warehouse_path}[/bold] (tables scores, runs, drift...). Try:")
     console.print(

@@ -35,6 +35,7 @@ __all__ = [
     "out",
     "print_alerts",
     "print_drift",
+    "print_language_scores",
     "print_summaries",
     "print_verdicts",
     "progress",
@@ -203,6 +204,39 @@ def print_drift(warehouse_url: str, day: dt.date) -> None:
             r["metric"], r["segment"], r["verdict"], _number(r["baseline_mean"]), _number(r["current_mean"]),
             _number(r["delta"], "+.3f"),
         )  # fmt: skip
+    out.print(table)
+
+
+def print_language_scores(warehouse_url: str, start: dt.date, end: dt.date) -> None:
+    """Mean score per trace language over ``start``..``end``, for the metrics that read text: what the demo's
+    Japanese and Chinese apps score next to the English ones."""
+    import duckdb
+
+    from ragpulse.tasks.warehouse import open_warehouse
+
+    warehouse = open_warehouse(warehouse_url)
+    scores = warehouse.read("scores", start=start, end=end, columns=["partition_date", "trace_id", "metric", "value"])
+    traces = warehouse.read("traces", start=start, end=end, columns=["partition_date", "trace_id", "language"])
+    with duckdb.connect() as con:
+        con.register("scores", scores)
+        con.register("traces", traces)
+        rows = con.sql(
+            """
+            SELECT coalesce(t.language, '?') AS language, count(DISTINCT s.trace_id) AS traces,
+                   avg(s.value) FILTER (WHERE s.metric = 'answer_f1') AS f1,
+                   avg(s.value) FILTER (WHERE s.metric = 'answer_exact_match_normalized') AS em,
+                   avg(s.value) FILTER (WHERE s.metric = 'document_mrr') AS mrr
+            FROM scores s JOIN traces t USING (partition_date, trace_id)
+            GROUP BY 1 ORDER BY traces DESC, language
+            """
+        ).fetchall()
+    if not rows:
+        return
+    table = Table(title="mean score per trace language (? = not identified)")
+    for column in ("language", "traces", "answer_f1", "answer_exact_match_normalized", "document_mrr"):
+        table.add_column(column, justify="left" if column == "language" else "right")
+    for language, n, f1, em, mrr in rows:
+        table.add_row(language, str(n), _number(f1, ".2f"), _number(em, ".2f"), _number(mrr, ".2f"))
     out.print(table)
 
 

@@ -44,6 +44,7 @@ TRACE_ROWS_SCHEMA = pa.schema(
         ("metadata", pa.string()),  # JSON object, as staged
         ("source_file", pa.string()),
         ("source_line", pa.int64()),
+        ("language", pa.string()),  # BCP 47, as staged: given, the run's default, or detected; null if unknown
     ]
 )
 

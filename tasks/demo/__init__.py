@@ -9,19 +9,37 @@ from ragpulse.tasks.demo.generate import (
     PARQUET_FILE,
     generate_demo_traces,
 )
-from ragpulse.tasks.demo.sample import CORPUS_PATH, CorpusRow, build_demo_corpus, deterministic_gzip, load_demo_corpus
+from ragpulse.tasks.demo.sample import (
+    CMRC2018_PATH,
+    CORPUS_PATH,
+    JSQUAD_PATH,
+    QA_CORPUS_PATHS,
+    CorpusRow,
+    QaRow,
+    build_demo_corpus,
+    build_qa_corpus,
+    deterministic_gzip,
+    load_demo_corpus,
+    load_qa_corpus,
+)
 
 __all__ = [
     "APPS",
+    "CMRC2018_PATH",
     "CORPUS_PATH",
     "DRIFT_APP",
     "GZIP_FILE",
     "JSONL_FILE",
+    "JSQUAD_PATH",
     "MALFORMED_KINDS",
     "PARQUET_FILE",
+    "QA_CORPUS_PATHS",
     "CorpusRow",
+    "QaRow",
     "build_demo_corpus",
+    "build_qa_corpus",
     "deterministic_gzip",
     "generate_demo_traces",
     "load_demo_corpus",
+    "load_qa_corpus",
 ]

@@ -1,6 +1,9 @@
 """Seeded generator of realistic demo RAG traces for ``ragpulse demo``.
 
-Traces are built from the shipped corpus (:mod:`ragpulse.tasks.demo.sample`), so the demo needs no network.
+Traces are built from the shipped corpora (:mod:`ragpulse.tasks.demo.sample`), so the demo needs no network:
+three English apps replay ARES questions and answers; a Japanese (JSQuAD) and a Chinese (CMRC 2018) app simulate
+their model's answers from the annotated spans, so language-aware answer metrics have exact, reworded, partial and
+wrong answers to tell apart.
 Output is deterministic for a seed and never reads the wall clock, so demo runs and tests are reproducible.
 No Prefect import: the module is usable from tests and scripts alone.
 """
@@ -14,12 +17,21 @@ import json
 import os
 import random
 import re
+import string
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragpulse.tasks.demo.sample import CORPUS_PATH, CorpusRow, deterministic_gzip, load_demo_corpus
+from ragpulse.tasks.demo.sample import (
+    CORPUS_PATH,
+    QA_CORPUS_PATHS,
+    CorpusRow,
+    QaRow,
+    deterministic_gzip,
+    load_demo_corpus,
+    load_qa_corpus,
+)
 
 __all__ = [
     "APPS",
@@ -50,9 +62,39 @@ _STOPWORD_TEXT = (
 )
 _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _WORD = re.compile(r"[a-z0-9]+")
+_CJK_RUN = re.compile(r"[\u3005\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]+")  # kana, CJK ideographs, 々
+_HIRAGANA_ONLY = re.compile(r"^[\u3040-\u309f]+$")
 _ANSWER_PREFIX = re.compile(r"^\s*(?:the answer is\s*:?|answer\s*:)\s*", re.IGNORECASE)
 _ARTICLES = re.compile(r"\b(?:a|an|the)\b\s*", re.IGNORECASE)
 _HOURLY_TRAFFIC = (1, 1, 1, 1, 1, 2, 3, 5, 8, 10, 10, 9, 8, 9, 10, 10, 9, 7, 5, 4, 3, 2, 2, 1)
+_FULL_WIDTH = str.maketrans({c: chr(ord(c) + 0xFEE0) for c in string.ascii_letters + string.digits})
+_SENTENCE_END = re.compile(r"[。！？!?\n]")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Phrasing:
+    """How a simulated model words an answer and a refusal in one language; ``{answer}`` is the span."""
+
+    sentences: tuple[str, ...]
+    refusals: tuple[str, ...]
+
+
+_PHRASINGS = {
+    "ja": _Phrasing(
+        sentences=("{answer}です。", "答えは{answer}です。", "本文によると、{answer}です。", "「{answer}」です。"),
+        refusals=(
+            "提供された資料には、その情報は見つかりませんでした。",
+            "申し訳ありませんが、この文書からはお答えできません。",
+            "資料に記載がないため、判断できません。",
+        ),
+    ),
+    "zh": _Phrasing(
+        sentences=("{answer}。", "答案是{answer}。", "根据资料，答案是{answer}。", "是“{answer}”。"),
+        refusals=("抱歉，资料中没有找到相关信息。", "提供的文档没有提到这一点。", "根据现有资料，无法回答这个问题。"),
+    ),
+}
+_QA_KINDS = ("exact", "sentence", "partial", "wrong", "refusal")
+_QA_KIND_WEIGHTS = (0.33, 0.30, 0.17, 0.14, 0.06)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +103,8 @@ class _AppProfile:
 
     name: str
     weight: float
-    nq_share: float
+    sources: tuple[tuple[str, float], ...]  # corpus source and its share of the app's questions
+    language: str | None  # logged on every trace; None: the app does not log it (staging detects it)
     models: tuple[str, ...]
     tenants: tuple[str, ...]
     hit_rate: float
@@ -74,8 +117,9 @@ class _AppProfile:
 _PROFILES = (
     _AppProfile(
         name="support-bot",
-        weight=0.40,
-        nq_share=0.85,
+        weight=0.27,
+        sources=(("nq", 0.85), ("hotpotqa", 0.15)),
+        language=None,
         models=("gpt-4o-mini", "llama-3.1-8b"),
         tenants=("acme", "globex"),
         hit_rate=0.93,
@@ -86,8 +130,9 @@ _PROFILES = (
     ),
     _AppProfile(
         name="docs-search",
-        weight=0.35,
-        nq_share=0.50,
+        weight=0.25,
+        sources=(("nq", 0.50), ("hotpotqa", 0.50)),
+        language=None,
         models=("gpt-4o-mini",),
         tenants=("acme", "globex", "initech"),
         hit_rate=0.90,
@@ -98,14 +143,41 @@ _PROFILES = (
     ),
     _AppProfile(
         name="research-assistant",
-        weight=0.25,
-        nq_share=0.15,
+        weight=0.18,
+        sources=(("nq", 0.15), ("hotpotqa", 0.85)),
+        language=None,
         models=("llama-3.1-8b", "mistral-small-24b"),
         tenants=("initech",),
         hit_rate=0.85,
         rank_weights=(0.45, 0.22, 0.13, 0.09, 0.06, 0.05),
         duplicate_rate=0.03,
         null_score_rate=0.15,
+        logs_latency=False,
+    ),
+    _AppProfile(
+        name="jsquad-faq",
+        weight=0.15,
+        sources=(("jsquad", 1.0),),
+        language="ja",
+        models=("gpt-4o-mini", "llm-jp-3-13b"),
+        tenants=("acme", "hooli"),
+        hit_rate=0.90,
+        rank_weights=(0.55, 0.22, 0.11, 0.06, 0.04, 0.02),
+        duplicate_rate=0.0,
+        null_score_rate=0.0,
+        logs_latency=False,
+    ),
+    _AppProfile(
+        name="cmrc-faq",
+        weight=0.15,
+        sources=(("cmrc2018", 1.0),),
+        language="zh",
+        models=("qwen2.5-7b", "deepseek-v3"),
+        tenants=("globex", "hooli"),
+        hit_rate=0.88,
+        rank_weights=(0.50, 0.22, 0.12, 0.08, 0.05, 0.03),
+        duplicate_rate=0.0,
+        null_score_rate=0.0,
         logs_latency=False,
     ),
 )
@@ -143,7 +215,7 @@ def generate_demo_traces(
         raise ValueError(f"traces_per_day must be >= 3 (one per file), got {traces_per_day}")
     if malformed_per_day < 0:
         raise ValueError(f"malformed_per_day must be >= 0, got {malformed_per_day}")
-    world = _world(str(CORPUS_PATH))
+    world = _world(str(CORPUS_PATH), tuple(str(p) for p in QA_CORPUS_PATHS))
     parquet_day = days // 2
     written: list[datetime.date] = []
     for offset in range(days):
@@ -170,18 +242,21 @@ def generate_demo_traces(
 
 @dataclasses.dataclass(frozen=True)
 class _World:
-    """The corpus indexed for fast, deterministic distractor choice."""
+    """The corpora indexed for fast, deterministic distractor choice."""
 
-    rows: dict[str, tuple[CorpusRow, ...]]  # by source
+    rows: dict[str, tuple[CorpusRow | QaRow, ...]]  # by source
     passages: dict[str, str]  # passage id -> text
     ids_by_source: dict[str, tuple[str, ...]]
     neighbours: dict[tuple[str, str], tuple[str, ...]]  # (source, question) -> lexically similar passage ids
     references: dict[tuple[str, str], str]  # (source, question) -> ARES answer labelled faithful and relevant
+    answers_by_passage: dict[str, tuple[tuple[str, ...], ...]]  # QA passage id -> answers of its questions
 
 
 @functools.lru_cache(maxsize=2)
-def _world(path: str) -> _World:
-    corpus = load_demo_corpus(path)
+def _world(ares_path: str, qa_paths: tuple[str, ...]) -> _World:
+    corpus: list[CorpusRow | QaRow] = list(load_demo_corpus(ares_path))
+    for path in qa_paths:
+        corpus.extend(load_qa_corpus(path))
     passages = {r.passage_id: r.passage for r in corpus}
     sources = sorted({r.source for r in corpus})
     ids_by_source = {s: tuple(sorted({r.passage_id for r in corpus if r.source == s})) for s in sources}
@@ -197,14 +272,31 @@ def _world(path: str) -> _World:
     references = {
         (r.source, r.question): r.answer
         for r in corpus
-        if r.answer is not None and r.context_relevant and r.answer_faithful and r.answer_relevant
+        if isinstance(r, CorpusRow)
+        and r.answer is not None
+        and r.context_relevant
+        and r.answer_faithful
+        and r.answer_relevant
     }
+    answers: dict[str, list[tuple[str, ...]]] = {}
+    for r in corpus:
+        if isinstance(r, QaRow) and r.answers:
+            answers.setdefault(r.passage_id, []).append(r.answers)
     rows = {s: tuple(r for r in corpus if r.source == s) for s in sources}
-    return _World(rows, passages, ids_by_source, neighbours, references)
+    answers_by_passage = {pid: tuple(a) for pid, a in answers.items()}
+    return _World(rows, passages, ids_by_source, neighbours, references, answers_by_passage)
 
 
 def _words(text: str) -> frozenset[str]:
-    return frozenset(w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _STOPWORDS)
+    """English content words, plus character bigrams of CJK text (which has no spaces to split on).
+
+    Bigrams of hiragana alone are mostly Japanese grammar (``した``, ``ている``) and are left out.
+    """
+    lower = text.lower()
+    words = {w for w in _WORD.findall(lower) if len(w) > 2 and w not in _STOPWORDS}
+    for run in _CJK_RUN.findall(lower):
+        words.update(b for i in range(len(run) - 1) if not _HIRAGANA_ONLY.match(b := run[i : i + 2]))
+    return frozenset(words)
 
 
 def _day_traces(
@@ -261,7 +353,8 @@ def _trace(
     if drifted:
         profile = _DRIFTED.get(profile.name, profile)
     hit_rate, rank_weights = profile.hit_rate, profile.rank_weights
-    source = "nq" if rng.random() < profile.nq_share else "hotpotqa"
+    sources = [s for s, _ in profile.sources]
+    source = rng.choices(sources, weights=[w for _, w in profile.sources])[0]
     row = rng.choice(world.rows[source])
     k = rng.randint(3, 8)
 
@@ -270,9 +363,9 @@ def _trace(
     if gold is not None:
         rank = rng.choices(range(1, len(rank_weights) + 1), weights=rank_weights)[0]
         gold_rank = rank if rng.random() < hit_rate and rank <= k else None
-    else:  # ARES's off-topic passage is what the pipeline retrieved for an unanswerable question
+    else:  # the off-topic (ARES) or non-answering (SQuAD v2) passage is what the pipeline retrieved
         gold_rank = None
-    distractors = _distractors(world, rng, row, k - (gold_rank is not None) - (gold is None))
+    distractors = _distractors(world, rng, row, k - (gold_rank is not None) - (gold is None), sources)
     ids = list(distractors)
     if gold_rank is not None:
         ids.insert(gold_rank - 1, row.passage_id)
@@ -290,8 +383,12 @@ def _trace(
         for c in contexts:
             c["score"] = None
 
-    answer = _answer(world, rng, row, gold_hit=gold_rank is not None)
-    reference, reference_answers = _references(world, rng, row)
+    if isinstance(row, QaRow):
+        answer = _qa_answer(world, rng, row, gold_hit=gold_rank is not None)
+        reference, reference_answers = _qa_references(rng, row)
+    else:
+        answer = _answer(world, rng, row, gold_hit=gold_rank is not None)
+        reference, reference_answers = _references(world, rng, row)
     trace: dict[str, Any] = {
         "trace_id": _trace_id(rng, used),
         "timestamp": _timestamp(day, second),
@@ -303,20 +400,28 @@ def _trace(
         "relevant_context_ids": _relevance(rng, gold, contexts, graded=graded),
         "metadata": {"app": profile.name, "model": rng.choice(profile.models), "tenant": rng.choice(profile.tenants)},
     }
+    if profile.language is not None:
+        trace["language"] = profile.language
     if profile.logs_latency:  # an SDK version that logs a field outside the contract
         trace["latency_ms"] = int(rng.lognormvariate(6.8, 0.35))
     return trace
 
 
-def _distractors(world: _World, rng: random.Random, row: CorpusRow, m: int) -> list[str]:
-    """Other corpus passages: mostly lexically close ones from the same source, some random ones."""
+def _distractors(
+    world: _World, rng: random.Random, row: CorpusRow | QaRow, m: int, sources: Sequence[str]
+) -> list[str]:
+    """Other corpus passages: mostly lexically close ones from the same source, some random ones.
+
+    Random ones come 10% of the time from another of the app's ``sources`` (its index), never from a
+    corpus in another language.
+    """
     near = list(world.neighbours[(row.source, row.question)])
     picked: list[str] = []
     while len(picked) < m:
         if near and rng.random() < 0.8:
             pid = near.pop(min(int(rng.expovariate(0.5)), len(near) - 1))
         else:
-            source = row.source if rng.random() < 0.9 else rng.choice(sorted(world.ids_by_source))
+            source = row.source if rng.random() < 0.9 else rng.choice(sorted(sources))
             pid = rng.choice(world.ids_by_source[source])
         if pid != row.passage_id and pid not in picked:
             picked.append(pid)
@@ -363,6 +468,82 @@ def _core_answer(text: str) -> str:
     if len(core) > 1 and core[0] == core[-1] == '"':
         core = core[1:-1].strip()
     return core or text.strip()
+
+
+def _qa_answer(world: _World, rng: random.Random, row: QaRow, *, gold_hit: bool) -> str | None:
+    """A simulated model answer: the span, the span in a sentence, part of it, a wrong span, or a refusal.
+
+    Spans written in full-width digits and letters (``１９０３年``) test width normalisation; refusals and
+    hallucinations take over half the time the answering passage was missed, as for ARES rows.
+    """
+    phrasing = _PHRASINGS[row.language]
+    if rng.random() < 0.02:  # generation timed out
+        return None
+    if not row.answers or (not gold_hit and rng.random() < 0.5):
+        if rng.random() < 0.75:
+            return rng.choice(phrasing.refusals)
+        return _wrap(rng, phrasing, _wrong_answer(world, rng, row, same_passage=False))
+    kind = rng.choices(_QA_KINDS, weights=_QA_KIND_WEIGHTS)[0]
+    span = row.answers[0] if rng.random() < 0.7 else rng.choice(row.answers)
+    if kind == "refusal":  # an over-cautious model
+        return rng.choice(phrasing.refusals)
+    if kind == "partial":
+        return _partial(rng, span, row.passage) or _wrap(rng, phrasing, span, always=True)
+    if kind == "wrong":  # another question's answer from the same passage: fluent, grounded and wrong
+        return _wrap(rng, phrasing, _wrong_answer(world, rng, row, same_passage=True))
+    if rng.random() < 0.3:
+        span = span.translate(_FULL_WIDTH)
+    return span if kind == "exact" else _wrap(rng, phrasing, span, always=True)
+
+
+def _wrap(rng: random.Random, phrasing: _Phrasing, span: str, *, always: bool = False) -> str:
+    """The span in one of the language's answer sentences (half the time unless ``always``)."""
+    if always or rng.random() < 0.5:
+        return rng.choice(phrasing.sentences).format(answer=span)
+    return span
+
+
+def _wrong_answer(world: _World, rng: random.Random, row: QaRow, *, same_passage: bool) -> str:
+    """The first answer of another question that shares no answer with ``row``.
+
+    From the same passage when ``same_passage`` and it has such a question (a grounded mistake), else
+    from anywhere in the corpus (a hallucination).
+    """
+    own = set(row.answers)
+    pool = world.answers_by_passage.get(row.passage_id, ()) if same_passage else ()
+    candidates = [a[0] for a in pool if not own.intersection(a)]
+    if not candidates:
+        others = (r.answers for r in world.rows[row.source] if isinstance(r, QaRow) and r.answers)
+        candidates = [a[0] for a in others if not own.intersection(a)]
+    return rng.choice(candidates)
+
+
+def _partial(rng: random.Random, span: str, passage: str) -> str | None:
+    """A span overlapping the answer without being it: run on into the passage, or cut short.
+
+    None when neither applies (a one-character span at a sentence end, or not in the passage).
+    """
+    start = passage.find(span)
+    if start >= 0 and (len(span) < 4 or rng.random() < 0.5):
+        end = start + len(span)
+        run_on = _SENTENCE_END.split(passage[end : end + rng.randint(3, 10)])[0]
+        if run_on:
+            return span + run_on
+    if len(span) < 2:
+        return None
+    keep = rng.randint(max(1, len(span) // 3), len(span) - 1)
+    return span[:keep] if rng.random() < 0.5 else span[-keep:]
+
+
+def _qa_references(rng: random.Random, row: QaRow) -> tuple[str | None, list[str] | None]:
+    """The first annotator's answer as reference; all distinct answers as accepted variants (80%) when they differ.
+
+    25% are left without ground truth, as for ARES rows; unanswerable questions never have one.
+    """
+    if not row.answers or rng.random() < 0.25:
+        return None, None
+    variants = list(row.answers) if len(row.answers) > 1 and rng.random() < 0.8 else None
+    return row.answers[0], variants
 
 
 def _relevance(
@@ -449,6 +630,7 @@ def _write_parquet(path: Path, traces: Sequence[Mapping[str, Any]]) -> None:
             ("reference_answers", pa.list_(pa.string())),
             ("relevant_context_ids", pa.list_(pa.string())),
             ("metadata", pa.struct([("app", pa.string()), ("model", pa.string()), ("tenant", pa.string())])),
+            ("language", pa.string()),
             ("latency_ms", pa.int64()),
         ]
     )

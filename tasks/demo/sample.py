@@ -1,8 +1,9 @@
-"""The demo's corpus: a compact sample of the ARES synthetic-query data, shipped in ``tasks/demo/corpus/``.
+"""The demo's corpora, shipped in ``tasks/demo/corpus/``: a compact sample of the ARES synthetic-query data
+(English) and extracts of JSQuAD (Japanese) and CMRC 2018 (Chinese) in one row shape.
 
-The demo must run on a fresh clone with no network, so it reads only the shipped file (see its ATTRIBUTION.md
-and docs/demo.md); :func:`build_demo_corpus` keeps the one-off selection from the ARES TSVs reproducible, byte
-for byte. No Prefect import: the module is usable from tests and scripts alone.
+The demo must run on a fresh clone with no network, so it reads only the shipped files (see ATTRIBUTION.md
+and docs/demo.md); :func:`build_demo_corpus` and :func:`build_qa_corpus` keep the one-off conversions from the
+original files reproducible, byte for byte. No Prefect import: the module is usable from tests and scripts alone.
 """
 
 from __future__ import annotations
@@ -15,14 +16,32 @@ import hashlib
 import io
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["CORPUS_PATH", "CorpusRow", "build_demo_corpus", "deterministic_gzip", "load_demo_corpus"]
+__all__ = [
+    "CMRC2018_PATH",
+    "CORPUS_PATH",
+    "JSQUAD_PATH",
+    "QA_CORPUS_PATHS",
+    "CorpusRow",
+    "QaRow",
+    "build_demo_corpus",
+    "build_qa_corpus",
+    "deterministic_gzip",
+    "load_demo_corpus",
+    "load_qa_corpus",
+]
 
 CORPUS_PATH = Path(__file__).with_name("corpus") / "ares_sample.jsonl.gz"
 """The shipped sample: one JSON object per line, fields as in :class:`CorpusRow`."""
+JSQUAD_PATH = Path(__file__).with_name("corpus") / "jsquad_sample.jsonl.gz"
+"""Japanese questions from JSQuAD, one JSON object per line, fields as in :class:`QaRow`."""
+CMRC2018_PATH = Path(__file__).with_name("corpus") / "cmrc2018_sample.jsonl.gz"
+"""Chinese questions from CMRC 2018, one JSON object per line, fields as in :class:`QaRow`."""
+QA_CORPUS_PATHS = (JSQUAD_PATH, CMRC2018_PATH)
 
 _MAX_PASSAGE_CHARS = 1500
 
@@ -143,6 +162,86 @@ def _select(source: str, raw: Sequence[Mapping[str, str]], n: int) -> list[Corpu
     if (len(good), bad, len(neg)) != (n_good, n_bad, n_neg):
         raise ValueError(f"{source}: only {len(good)}/{bad}/{len(neg)} eligible rows for {n_good}/{n_bad}/{n_neg}")
     return chosen
+
+
+@dataclasses.dataclass(frozen=True)
+class QaRow:
+    """One extractive-QA question (SQuAD layout) with its passage and the annotators' answers.
+
+    ``answers`` are the distinct answer texts in annotation order; the first is what a labeller would
+    write as the reference. It is empty for a SQuAD v2 ``is_impossible`` question, whose passage is on
+    topic but does not answer it.
+    """
+
+    source: str
+    language: str
+    passage_id: str
+    passage: str
+    question_id: str
+    question: str
+    answers: tuple[str, ...]
+
+    @property
+    def context_relevant(self) -> bool:
+        """Whether the row's passage answers the question (named as on :class:`CorpusRow`)."""
+        return bool(self.answers)
+
+
+def load_qa_corpus(path: str | os.PathLike[str]) -> tuple[QaRow, ...]:
+    """Read a shipped QA extract (cached: the generator calls this once per run)."""
+    return _load_qa_corpus(str(path))
+
+
+@functools.lru_cache(maxsize=4)
+def _load_qa_corpus(path: str) -> tuple[QaRow, ...]:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        rows = (json.loads(line) for line in fh if line.strip())
+        return tuple(QaRow(**{**r, "answers": tuple(r["answers"])}) for r in rows)
+
+
+def build_qa_corpus(
+    squad_json: str | os.PathLike[str], out: str | os.PathLike[str], *, source: str, language: str
+) -> int:
+    """One-off: convert a SQuAD-layout file (v1 or v2) into a shipped QA extract; returns bytes written.
+
+    Every answerable or ``is_impossible`` question is kept, in file order. JGLUE writes a JSQuAD
+    passage as ``"<title> [SEP] <text>"`` for its models; the marker becomes a line break, so the
+    passage reads like a retrieved chunk under its heading and keeps the answers that are the title.
+    Paragraph ids are CMRC's ``id``, else the question id without its ``q<n>`` suffix (JSQuAD's
+    ``a10336p0q0`` -> ``a10336p0``).
+    """
+    with open(squad_json, encoding="utf-8") as fh:
+        articles = json.load(fh)["data"]
+    rows: list[QaRow] = []
+    for article in articles:
+        title = article.get("title", "")
+        head = f"{title} [SEP] "
+        for paragraph in article["paragraphs"]:
+            if not paragraph["qas"]:
+                continue
+            context = paragraph["context"]
+            passage = f"{title}\n{context[len(head) :]}" if title and context.startswith(head) else context
+            paragraph_id = paragraph.get("id") or re.sub(r"q\d+$", "", paragraph["qas"][0]["id"])
+            for qa in paragraph["qas"]:
+                answers = tuple(dict.fromkeys(t for a in qa.get("answers", ()) if (t := a["text"].strip())))
+                if not answers and not qa.get("is_impossible", False):
+                    continue  # neither answered nor marked unanswerable: nothing to score against
+                rows.append(
+                    QaRow(
+                        source=source,
+                        language=language,
+                        passage_id=f"{source}-{paragraph_id}",
+                        passage=passage,
+                        question_id=qa["id"],
+                        question=qa["question"],
+                        answers=() if qa.get("is_impossible", False) else answers,
+                    )
+                )
+    text = "".join(json.dumps(dataclasses.asdict(r), ensure_ascii=False) + "\n" for r in rows)
+    data = deterministic_gzip(text.encode("utf-8"))
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_bytes(data)
+    return len(data)
 
 
 def deterministic_gzip(data: bytes) -> bytes:

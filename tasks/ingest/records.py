@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 
 from ragpulse.metrics.errors import InvalidRecordError
+from ragpulse.tasks.ingest.language import normalize_language_tag
 
 __all__ = ["KNOWN_FIELDS", "STAGED_SCHEMA", "parse_record"]
 
@@ -26,6 +27,7 @@ KNOWN_FIELDS = frozenset(
         "relevant_context_ids",
         "relevant_contexts",
         "metadata",
+        "language",
     }
 )
 
@@ -44,6 +46,7 @@ STAGED_SCHEMA = pa.schema(
         ("metadata", pa.string()),
         ("source_file", pa.string()),
         ("source_line", pa.int64()),
+        ("language", pa.string()),
     ]
 )
 
@@ -85,6 +88,7 @@ def parse_record(raw: Any, *, source_file: str, line: int) -> dict[str, Any]:
         "metadata": json.dumps(metadata, sort_keys=True, default=str),
         "source_file": source_file,
         "source_line": line,
+        "language": _language(raw.get("language"), fail),
     }
 
 
@@ -109,6 +113,18 @@ def _timestamp(value: Any, fail: Any) -> dt.datetime:
         raise fail("timestamp", _required("an ISO-8601 string", value))
     # Naive timestamps are taken as UTC, the convention of every tracing SDK we read.
     return parsed.replace(tzinfo=dt.UTC) if parsed.tzinfo is None else parsed.astimezone(dt.UTC)
+
+
+def _language(value: Any, fail: Any) -> str | None:
+    """A BCP 47 tag in its canonical case (``zh-TW``); null when the trace does not say."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise fail("language", f"expected a BCP 47 language tag such as 'ja' or 'zh-TW', got {_show(value)}")
+    try:
+        return normalize_language_tag(value)
+    except ValueError as exc:
+        raise fail("language", str(exc)) from None
 
 
 def _optional_str(value: Any, field: str, fail: Any) -> str | None:

@@ -17,6 +17,7 @@ from ragpulse.tasks.core.retry import IO_RETRIES
 from ragpulse.tasks.core.storage import SourceFile
 from ragpulse.tasks.core.types import StagedPartition
 from ragpulse.tasks.ingest import adapters, records, staging
+from ragpulse.tasks.ingest import language as language_id
 from ragpulse.tasks.ingest.staging import select_source_files, stage_records
 
 __all__ = ["list_partition", "stage_partition"]
@@ -53,6 +54,7 @@ def _stage_key(context: TaskRunContext, params: dict[str, Any]) -> str:
     # Under event-time partitioning one file can feed two days, so the day is part of the key.
     partitioning = params.get("partitioning", "dt")
     day = params["date"].isoformat() if partitioning == "event-time" else ""
+    language = params.get("language") or ""
     return "stage-partition-" + digest(
         identity,
         params["batch_size"],
@@ -61,7 +63,8 @@ def _stage_key(context: TaskRunContext, params: dict[str, Any]) -> str:
         json.dumps(options, sort_keys=True),
         partitioning,
         day,
-        code_fingerprint(sys.modules[__name__], staging, records, adapters, run_types),
+        language,
+        code_fingerprint(sys.modules[__name__], staging, records, adapters, run_types, language_id),
     )
 
 
@@ -77,9 +80,10 @@ def stage_partition(
     trace_format: str = "ragpulse",
     format_options: dict[str, Any] | None = None,
     partitioning: str = "dt",
+    language: str | None = None,
 ) -> StagedPartition:
     """Validate and stage every trace of the day; cached on the files' identities (URL, size, ETag), the
-    format and its options, and the code."""
+    format and its options, the default language, and the code."""
     staged = stage_records(
         date,
         files,
@@ -90,6 +94,7 @@ def stage_partition(
         trace_format=trace_format,
         format_options=format_options,
         partitioning=partitioning,
+        language=language,
     )
     get_run_logger().info(
         "%s (%s): staged %d traces in %d batches, quarantined %d records, %d traces of other days left out, "

@@ -37,6 +37,7 @@ from ragpulse.tasks.core.storage import (
 )
 from ragpulse.tasks.core.types import BatchRef, QuarantinedRecord, StagedPartition
 from ragpulse.tasks.ingest.adapters import Adapter, AdapterOptions, Span, adapter_for, assemble, parse_options
+from ragpulse.tasks.ingest.language import identify_languages
 from ragpulse.tasks.ingest.records import STAGED_SCHEMA, parse_record
 
 __all__ = ["RAW_EXCERPT_CHARS", "select_source_files", "stage_records"]
@@ -87,16 +88,19 @@ def stage_records(
     trace_format: str = "ragpulse",
     format_options: Mapping[str, Any] | None = None,
     partitioning: str = "dt",
+    language: str | None = None,
 ) -> StagedPartition:
     """Stage the day's ``files`` (the body of the ``stage_partition`` task).
 
     Under ``event-time`` partitioning only traces whose timestamp lies in [date 00:00, date+1 00:00) UTC
-    are staged; the others belong to another day's run and are counted, not quarantined.
+    are staged; the others belong to another day's run and are counted, not quarantined. A trace without a
+    ``language`` gets ``language`` (the run's default) or, without one, the language identified from its
+    question (else its answer).
     """
     adapter = adapter_for(trace_format)
     options = parse_options(trace_format, format_options)
     day = _day_filter(date) if partitioning == "event-time" else None
-    writer = _BatchWriter(staged_url, batch_size, work_storage_options)
+    writer = _BatchWriter(staged_url, batch_size, work_storage_options, language)
     if adapter is not None:
         return _stage_spans(date, files, adapter, options, day, writer, storage_options)
     quarantined: list[QuarantinedRecord] = []
@@ -253,10 +257,13 @@ def _parquet_rows(handle: Any) -> Iterator[tuple[int, Any, str]]:
 class _BatchWriter:
     """Accumulates valid rows and writes each full batch once, named by the hash of its bytes."""
 
-    def __init__(self, staged_url: str, batch_size: int, storage_options: Mapping[str, Any] | None) -> None:
+    def __init__(
+        self, staged_url: str, batch_size: int, storage_options: Mapping[str, Any] | None, language: str | None
+    ) -> None:
         self._fs, self._root = filesystem(staged_url, storage_options)
         self._url_prefix = staged_url.rstrip("/")
         self._batch_size = batch_size
+        self._language = language
         self._rows: list[dict[str, Any]] = []
         self._refs: list[BatchRef] = []
 
@@ -270,7 +277,23 @@ class _BatchWriter:
             self._flush()
         return self._refs
 
+    def _fill_languages(self) -> None:
+        """Languages of the batch's traces that gave none: the run's default, else identified in one call."""
+        unknown = [row for row in self._rows if row["language"] is None]
+        if not unknown:
+            return
+        if self._language is not None:
+            found: list[str | None] = [self._language] * len(unknown)
+        else:
+            found = identify_languages([row["question"] for row in unknown])
+            retry = [i for i, tag in enumerate(found) if tag is None and unknown[i]["answer"]]
+            for i, tag in zip(retry, identify_languages([unknown[i]["answer"] for i in retry]), strict=True):
+                found[i] = tag
+        for row, tag in zip(unknown, found, strict=True):
+            row["language"] = tag
+
     def _flush(self) -> None:
+        self._fill_languages()
         table = pa.Table.from_pylist(self._rows, schema=STAGED_SCHEMA)
         buffer = io.BytesIO()
         pq.write_table(table, buffer, compression="zstd")

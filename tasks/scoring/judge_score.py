@@ -25,7 +25,14 @@ from ragpulse.tasks.core.fingerprint import code_fingerprint, digest
 from ragpulse.tasks.core.types import BatchRef, ScoredBatch
 from ragpulse.tasks.scoring import batches, judge_plan
 from ragpulse.tasks.scoring.batches import read_staged, read_trace_batch
-from ragpulse.tasks.scoring.judge_plan import embedder_for, expand_sample, judge_context_options, sample_batch, sampled
+from ragpulse.tasks.scoring.judge_plan import (
+    embedder_for,
+    expand_sample,
+    judge_context_options,
+    sample_batch,
+    sampled,
+    scorer_prompt_versions,
+)
 
 __all__ = ["judge_score_batch"]
 
@@ -34,9 +41,10 @@ def _judge_key(context: TaskRunContext, params: dict[str, Any]) -> str:
     requests = parse_metrics(params["metric_names"])
     options = params["options"]
     built = build_judge_metrics(requests, options)
+    prompt_versions = scorer_prompt_versions(built, options)
     return "judge-batch-" + digest(
         params["batch"].content_hash,
-        sorted((m.name, m.spec.version, m.prompt_version) for m in built),
+        sorted((m.name, m.spec.version, prompt_versions[m.name]) for m in built),
         params["judge_settings"].model if params["judge_settings"] else None,
         params["judge_settings"].endpoint if params["judge_settings"] else None,
         json.dumps(options, sort_keys=True, default=str),
@@ -91,7 +99,7 @@ async def judge_score_batch(
         source_lines=table.column("source_line").to_numpy().astype(np.int64),
         results=results,
         versions={m.name: m.spec.version for m in judge_metrics},
-        prompt_versions={m.name: m.prompt_version for m in judge_metrics},
+        prompt_versions=scorer_prompt_versions(judge_metrics, options),
         judge_model=client.model if client is not None else None,
         usage=usage,
     )

@@ -209,6 +209,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     AddTable(4, "traces"),
     AddTable(4, "drift"),
     AddTable(4, "alerts"),
+    # v5: each trace's language (given, the run's default or detected), to read scores and segment drift by.
+    AddColumn(5, "traces", "language"),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

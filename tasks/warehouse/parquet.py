@@ -406,7 +406,8 @@ class ParquetLake:
 
         def change(base: _Manifest, attempt: int) -> _Change:
             files, own = dict(base.files), []
-            for i, path in enumerate(base.files[migration.table]):
+            # A partition committed before the table existed lists none of its files.
+            for i, path in enumerate(base.files.get(migration.table, [])):
                 with self._fs.open(self._abs(path), "rb") as handle:
                     if migration.column in pq.read_schema(handle).names:
                         continue

@@ -179,7 +179,7 @@ def _excerpts(rows: pa.Table) -> pa.Table:
                    to_json(list_transform(contexts, lambda c: {{
                        'id': c.id, 'text': left(c.text, {CONTEXT_EXCERPT_CHARS}), 'score': c.score
                    }}))::VARCHAR AS contexts,
-                   metadata, source_file, source_line
+                   metadata, source_file, source_line, language
             FROM staged_rows
             """
         ).to_arrow_table()

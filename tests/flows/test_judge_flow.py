@@ -112,9 +112,9 @@ def test_judge_metrics_are_scored_cached_and_never_leak_the_key(
     stamped = _rows(warehouse, "SELECT metric, judge_model, prompt_version FROM scores GROUP BY ALL ORDER BY 1")
     assert stamped == [
         ("aspect_critique:coherence", "judge-small", stamped[0][2]),
-        ("context_recall", "judge-small", "context_recall/1"),
+        ("context_recall", "judge-small", "context_recall/2"),
         ("document_mrr", None, None),
-        ("faithfulness", "judge-small", "faithfulness/1"),
+        ("faithfulness", "judge-small", "faithfulness/2"),
     ]
     run_usage = _rows(warehouse, "SELECT judge_model, judge_usage FROM runs")
     assert run_usage[0][0] == "judge-small" and json.loads(run_usage[0][1])["faithfulness"]["http_calls"] > 0

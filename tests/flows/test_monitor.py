@@ -40,7 +40,8 @@ def _groups(source: Path, warehouse: str, work_dir: str, metrics: Sequence[str] 
 
 
 def _write_day(root: Path, day: dt.date, rng: random.Random, *, sales_hit_rate: float) -> None:
-    """Traces of two apps; retrieval finds the relevant document at some rank with the app's hit rate."""
+    """Traces of two apps, sales asked in Japanese; retrieval finds the relevant document at some rank with the
+    app's hit rate."""
     lines = []
     for i in range(PER_DAY):
         app = "sales" if i % 2 else "support"
@@ -53,7 +54,7 @@ def _write_day(root: Path, day: dt.date, rng: random.Random, *, sales_hit_rate: 
             {
                 "trace_id": f"{day}-{i}",
                 "timestamp": f"{day}T{i % 24:02d}:{i % 60:02d}:00Z",
-                "question": f"what colour is item {i}?",
+                "question": f"商品 {i} は何色ですか？" if app == "sales" else f"what colour is item {i}?",
                 "answer": answer,
                 "contexts": contexts,
                 "reference": "blue",
@@ -185,6 +186,24 @@ def test_the_drop_is_detected_on_its_day_and_alerted_once(
         artifact = client.read_latest_artifacts()
     drift_md = next(a for a in artifact if a.key == f"ragpulse-drift-{DROP_DAY}-local-{warehouse_tag(warehouse)}")
     assert "degraded" in str(drift_md.data) and SECRET_PATH not in str(drift_md.data)
+
+
+def test_drift_segmented_by_language_finds_the_drop_in_japanese(
+    history: Path, baseline_warehouse: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The sales app's questions are Japanese: with segment_key = language the drop shows on language=ja, read
+    from the traces' language column that staging identified."""
+    warehouse, work = _copy(baseline_warehouse, tmp_path)
+    monitor(date=DROP_DAY, drift=DriftConfig(segment_key="language"), **_groups(history, warehouse, work))
+    path = Path(warehouse.removeprefix("duckdb:///"))
+    languages = _query(path, f"SELECT language, count(*) FROM traces WHERE partition_date = '{DROP_DAY}' GROUP BY 1")
+    assert sorted(languages) == [("en", PER_DAY // 2), ("ja", PER_DAY // 2)]
+    verdicts = dict(
+        _query(
+            path, f"SELECT segment, verdict FROM drift WHERE partition_date = '{DROP_DAY}' AND metric = 'document_mrr'"
+        )
+    )
+    assert verdicts["language=ja"] == "degraded" and verdicts["language=en"] == "stable"
 
 
 def test_a_failing_webhook_is_retried_reported_and_sent_by_the_next_run(

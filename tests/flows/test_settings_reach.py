@@ -39,6 +39,7 @@ def reach_values(tmp_path: Path) -> dict[str, Any]:
         "format_options": {"retriever_names": ["retrieve"]},
         "partitioning": "event-time",
         "late_arrival_hours": 12.0,
+        "language": "ja",
         "metrics": ["document_mrr", "precision@3"],
         "batch_size": 77,
         "sample_rate": 0.5,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -177,3 +178,40 @@ def test_invalid_weights(weights: object) -> None:
 def test_factory_reads_the_weights() -> None:
     assert create(MetricRequest("answer_correctness"), {}).weights == (0.75, 0.25)
     assert create(MetricRequest("answer_correctness"), {"answer_correctness_weights": [1, 0]}).weights == (1.0, 0.0)
+
+
+def test_a_chinese_trace_shares_the_statement_request_and_names_its_language() -> None:
+    question, answer = "太阳靠什么发光？", "太阳靠核裂变发光。它是一颗恒星。"
+    reference = "太阳靠核心的氢核聚变发光。"
+    statements = ["太阳靠核裂变发光。", "太阳是一颗恒星。"]
+    classified = (
+        '{"verdicts": [{"statement": "太阳靠核裂变发光。", "reason": "参考答案说的是核聚变。", "in_reference": false}, '
+        '{"statement": "太阳是一颗恒星。", "reason": "参考答案没有提到。", "in_reference": false}], '
+        '"missing": ["太阳靠核心的氢核聚变发光。"]}'
+    )
+    script = {
+        STATEMENTS_KEY: [json.dumps({"statements": statements}, ensure_ascii=False)],
+        CLASSIFY_KEY: [classified],
+        ("faithfulness", "verdicts"): [
+            reply(verdicts=[{"statement": s, "reason": "r", "supported": True} for s in statements])
+        ],
+    }
+    judge = FakeJudge(script, cache=True)
+    batch = traces(
+        {"question": question, "answer": answer, "reference": reference, "contexts": ["太阳是恒星。"], "language": "zh"}
+    )
+    (correct,) = run(AnswerCorrectness((1.0, 0.0)), batch, judge)
+    (faithful,) = run(Faithfulness(), batch, judge)
+    assert (correct, faithful) == (correct.ok(0.0), faithful.ok(1.0))
+    assert judge.steps() == [STATEMENTS_KEY, CLASSIFY_KEY, ("faithfulness", "verdicts")]  # statements asked once
+    statements_request, classify, _ = judge.requests
+    assert statements_request == build_statements_request(question, answer, "zh")
+    assert classify.messages[0][1].endswith(
+        "\nLanguage: Chinese (zh). Write the reasons and missing facts in that language, whatever the language of "
+        "these instructions, the examples or the contexts, and keep the JSON keys as given."
+    )
+    assert classify.messages[1][1] == (
+        f"Question: {question}\n\nReference answer: {reference}\n\n"
+        f"Answer statements:\n1. {statements[0]}\n2. {statements[1]}"
+    )
+    assert (classify.prompt_version, AnswerCorrectness().prompt_version) == ("answer_correctness/2",) * 2

@@ -7,7 +7,15 @@ import math
 import pytest
 
 from ragpulse.metrics import ShapeError, Status, TraceBatch
-from ragpulse.metrics.answer_relevancy import INSTRUCTIONS, AnswerRelevancy, answer_relevancy, build_request, create
+from ragpulse.metrics._prompting import language_rule
+from ragpulse.metrics.answer_relevancy import (
+    INSTRUCTIONS,
+    PROMPT_VERSION,
+    AnswerRelevancy,
+    answer_relevancy,
+    build_request,
+    create,
+)
 from ragpulse.metrics.judge import PARSE_ERROR
 from ragpulse.metrics.registry import MetricRequest
 from tests.doubles.fake_judge import FakeEmbedder, FakeJudge, reply, run, traces
@@ -35,7 +43,9 @@ def test_mean_cosine_of_generated_questions() -> None:
     assert outcome.value == pytest.approx((1.0 + 0.6 + 0.8) / 3, rel=1e-12)
     (request,) = judge.requests
     assert request.n == 3
-    assert request.messages == (("system", INSTRUCTIONS), ("user", f"Answer: {ANSWER}"))
+    unknown = language_rule(None, "the question", fallback="the answer")
+    assert request.messages == (("system", f"{INSTRUCTIONS}\n{unknown}"), ("user", f"Answer: {ANSWER}"))
+    assert unknown.startswith("Write the question in the language of the answer,")
     assert QUESTION not in request.messages[1][1]
     assert embedder.calls == [[QUESTION, *GENERATED]]
 
@@ -116,3 +126,31 @@ def test_generations_come_from_the_options() -> None:
     for bad in (0, True, "3", 2.0):
         with pytest.raises(ShapeError, match="argument 'answer_relevancy_generations': expected an integer >= 1"):
             create(MetricRequest("answer_relevancy"), {"answer_relevancy_generations": bad})
+
+
+def test_a_japanese_trace_asks_for_a_japanese_question_and_scores_it() -> None:
+    question, answer = "エッフェル塔はどこにありますか？", "エッフェル塔はパリのシャン・ド・マルス公園にあります。"
+    generated = ["エッフェル塔はどこに建っていますか？", "エッフェル塔がある都市はどこですか？"]
+    vectors = {question: [1.0, 0.0], generated[0]: [1.0, 0.0], generated[1]: [0.6, 0.8]}
+    # Replies as a judge sends them: UTF-8 text, not \u escapes.
+    replies = [f'{{"question": "{q}", "noncommittal": 0}}' for q in generated]
+    judge, embedder = FakeJudge({KEY: replies}), FakeEmbedder(vectors)
+    batch = traces({"question": question, "answer": answer, "language": "ja"})
+    (outcome,) = run(AnswerRelevancy(2), batch, judge, embedder=embedder)
+    assert outcome.status == Status.OK and outcome.value == pytest.approx((1.0 + 0.6) / 2, rel=1e-12)
+    assert embedder.calls == [[question, *generated]]
+    (request,) = judge.requests
+    system, user = (content for _, content in request.messages)
+    assert system.endswith(
+        "\nLanguage: Japanese (ja). Write the question in that language, whatever the language "
+        "of these instructions, the examples or the contexts, and keep the JSON keys as given."
+    )
+    assert user == f"Answer: {answer}"
+    assert request.prompt_version == PROMPT_VERSION == "answer_relevancy/2"
+
+
+def test_the_language_changes_the_request_and_only_the_system_message() -> None:
+    chinese, unknown = build_request("埃菲尔铁塔位于巴黎。", language="zh"), build_request("埃菲尔铁塔位于巴黎。")
+    assert "Language: Chinese (zh)." in chinese.messages[0][1] and "Chinese" not in unknown.messages[0][1]
+    assert chinese.messages[1] == unknown.messages[1] == ("user", "Answer: 埃菲尔铁塔位于巴黎。")
+    assert chinese.cache_material() != unknown.cache_material()

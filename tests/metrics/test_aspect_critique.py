@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import pytest
 
 from ragpulse.metrics import RagpulseError, ShapeError, Status, TraceBatch, UnknownMetricError
+from ragpulse.metrics._prompting import language_rule
 from ragpulse.metrics.aspect_critique import (
     BUILTIN_ASPECTS,
     INSTRUCTIONS_TEMPLATE,
@@ -48,7 +49,11 @@ def test_majority_of_three_sampled_verdicts_in_one_request(votes: tuple[int, ...
     assert request.n == 3
     coherence = BUILTIN_ASPECTS["coherence"]
     assert request.messages == (
-        ("system", INSTRUCTIONS_TEMPLATE.format(name="coherence", definition=coherence.definition)),
+        (
+            "system",
+            f"{INSTRUCTIONS_TEMPLATE.format(name='coherence', definition=coherence.definition)}\n"
+            f"{language_rule(None, 'the reason')}",
+        ),
         ("user", f"Question: {QUESTION}\n\nAnswer: {ANSWER}"),
     )
 
@@ -103,7 +108,7 @@ def test_prompt_version_follows_the_definition() -> None:
     again = _metric("politeness", {"aspects": {"politeness": "Is it polite?"}})
     edited = _metric("politeness", {"aspects": {"politeness": "Is it polite and warm?"}})
     assert first.prompt_version == again.prompt_version != edited.prompt_version
-    assert first.prompt_version.startswith("aspect_critique/1:politeness:")
+    assert first.prompt_version.startswith("aspect_critique/2:politeness:")
     overridden = _metric("coherence", {"aspects": {"coherence": "Does it hang together?"}})
     assert overridden.prompt_version != _metric("coherence").prompt_version
     assert build_request(first.aspect, QUESTION, ANSWER) == build_request(again.aspect, QUESTION, ANSWER)
@@ -152,3 +157,18 @@ def test_not_applicable(overrides: dict[str, object], reason: str) -> None:
     (outcome,) = run(_metric("coherence"), _batch(**overrides), judge)
     assert (outcome.status, outcome.reason) == (Status.NOT_APPLICABLE, reason)
     assert judge.requests == []
+
+
+def test_a_chinese_trace_names_its_language_and_keeps_the_text_intact() -> None:
+    question, answer = "怎样重置路由器？", "按住重置键十秒钟，然后等指示灯稳定下来。"
+    judge = FakeJudge(
+        {("aspect_critique:coherence", "verdict"): ['{"reason": "步骤清楚，前后一致。", "verdict": 1}'] * 3}
+    )
+    (outcome,) = run(_metric("coherence"), traces({"question": question, "answer": answer, "language": "zh-CN"}), judge)
+    assert outcome == outcome.ok(1.0)
+    (request,) = judge.requests
+    assert request.messages[0][1].endswith(
+        "\nLanguage: Chinese (zh-CN). Write the reason in that language, whatever the language of these "
+        "instructions, the examples or the contexts, and keep the JSON keys as given."
+    )
+    assert request.messages[1][1] == f"Question: {question}\n\nAnswer: {answer}"

@@ -120,4 +120,23 @@ def test_deterministic_requests_and_factories() -> None:
     with_ref = create_with_reference(MetricRequest("context_precision"), {})
     without = create_without_reference(MetricRequest("context_precision_without_reference"), {})
     assert (with_ref.name, without.name) == ("context_precision", "context_precision_without_reference")
-    assert with_ref.prompt_version == without.prompt_version == "context_precision/1"
+    assert with_ref.prompt_version == without.prompt_version == "context_precision/2"
+    assert with_ref.spec.version == without.spec.version == "2.0.0"
+
+
+def test_a_japanese_trace_names_its_language_and_keeps_the_text_intact() -> None:
+    question, reference = "『モナ・リザ』を描いたのは誰ですか？", "レオナルド・ダ・ヴィンチです。"
+    contexts = ["『モナ・リザ』はレオナルド・ダ・ヴィンチの作品です。", "ルーヴル美術館はパリにあります。"]
+    judge = FakeJudge({WITH: ['{"verdicts": [{"reason": "作者が書かれている。", "useful": 1}, '
+                              '{"reason": "作者に触れていない。", "useful": 0}]}']})  # fmt: skip
+    batch = traces({"question": question, "reference": reference, "contexts": contexts, "language": "ja"})
+    (outcome,) = run(ContextPrecision(with_reference=True), batch, judge)
+    assert outcome == outcome.ok(1.0)
+    (request,) = judge.requests
+    assert request.messages[0][1].endswith(
+        "\nLanguage: Japanese (ja). Write the reasons in that language, whatever the language of these "
+        "instructions, the examples or the contexts, and keep the JSON keys as given."
+    )
+    assert request.messages[1][1] == (
+        f"Question: {question}\n\nReference answer: {reference}\n\nContexts:\n[1] {contexts[0]}\n[2] {contexts[1]}"
+    )

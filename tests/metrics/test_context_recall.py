@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ragpulse.metrics import Status, TraceBatch
+from ragpulse.metrics._prompting import language_rule
 from ragpulse.metrics.context_recall import INSTRUCTIONS, ContextRecall, build_request, create, parse_claims
 from ragpulse.metrics.judge import PARSE_ERROR, VerdictParseError
 from ragpulse.metrics.registry import MetricRequest
@@ -30,7 +33,7 @@ def test_attributed_over_total_in_one_call() -> None:
     assert outcome == outcome.ok(0.5)
     (request,) = judge.requests
     assert request.messages == (
-        ("system", INSTRUCTIONS),
+        ("system", f"{INSTRUCTIONS}\n{language_rule(None, 'the claims and reasons', fallback='the reference answer')}"),
         (
             "user",
             f"Question: {QUESTION}\n\nReference answer: {REFERENCE}\n\nContexts:\n[1] {CONTEXTS[0]}\n[2] {CONTEXTS[1]}",
@@ -77,4 +80,23 @@ def test_parse_claims_and_factory() -> None:
     assert parse_claims(_claims(0, 1), "q1") == [0, 1]
     with pytest.raises(VerdictParseError, match=r"record 'q1', field 'claims\[0\]': claims\[0\] must be an object"):
         parse_claims(reply(claims=["a"]), "q1")
-    assert create(MetricRequest("context_recall"), {}).prompt_version == "context_recall/1"
+    assert create(MetricRequest("context_recall"), {}).prompt_version == "context_recall/2"
+
+
+def test_a_japanese_reference_is_sent_whole_and_split_by_the_judge() -> None:
+    reference = "東京は日本の首都です。大阪は第二の都市です。"
+    contexts = ["東京は日本の首都であり、最大の都市である。"]
+    claims = [
+        {"claim": "東京は日本の首都です。", "reason": "文脈1に書かれている。", "attributed": 1},
+        {"claim": "大阪は第二の都市です。", "reason": "文脈に大阪の記述はない。", "attributed": 0},
+    ]
+    judge = FakeJudge({KEY: [json.dumps({"claims": claims}, ensure_ascii=False)]})
+    batch = traces({"question": "日本の主な都市は？", "reference": reference, "contexts": contexts, "language": "ja"})
+    (outcome,) = run(ContextRecall(), batch, judge)
+    assert outcome == outcome.ok(0.5)
+    (request,) = judge.requests
+    assert f"Reference answer: {reference}\n\n" in request.messages[1][1]  # one block, not cut at "。"
+    assert request.messages[0][1].endswith(
+        "\nLanguage: Japanese (ja). Write the claims and reasons in that language, whatever the language of these "
+        "instructions, the examples or the contexts, and keep the JSON keys as given."
+    )

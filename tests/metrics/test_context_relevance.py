@@ -10,6 +10,7 @@ from ragpulse.metrics.context_relevance import (
     ContextRelevance,
     build_request,
     create,
+    language_line,
     parse_relevant_statements,
 )
 from ragpulse.metrics.judge import PARSE_ERROR, VerdictParseError
@@ -30,7 +31,7 @@ def test_one_if_any_relevant_statement(statements: list[str], expected: float) -
     assert outcome == outcome.ok(expected)
     (request,) = judge.requests
     assert request.messages == (
-        ("system", INSTRUCTIONS),
+        ("system", f"{INSTRUCTIONS}\n{language_line(None)}"),
         ("user", f"Question: {QUESTION}\n\nContexts:\n[1] {CONTEXTS[0]}\n[2] {CONTEXTS[1]}"),
     )
     assert request == build_request(QUESTION, CONTEXTS)
@@ -63,4 +64,24 @@ def test_bad_replies_fail_after_one_repair(bad: str) -> None:
 def test_parser_and_factory() -> None:
     with pytest.raises(VerdictParseError, match='relevant_statements must be a list, got "Rome"'):
         parse_relevant_statements(reply(relevant_statements="Rome"), "q1")
-    assert create(MetricRequest("context_relevance"), {}).name == "context_relevance"
+    metric = create(MetricRequest("context_relevance"), {})
+    assert (metric.name, metric.prompt_version, metric.spec.version) == (
+        "context_relevance",
+        "context_relevance/2",
+        "2.0.0",
+    )
+
+
+def test_a_chinese_question_names_its_language_but_the_copies_are_not_translated() -> None:
+    question = "意大利的首都是哪里？"
+    contexts = ["罗马是意大利的首都。罗马约有280万居民。", "Madrid is the capital of Spain."]
+    judge = FakeJudge({KEY: ['{"relevant_statements": ["罗马是意大利的首都。"]}']})
+    (outcome,) = run(ContextRelevance(), traces({"question": question, "contexts": contexts, "language": "zh"}), judge)
+    assert outcome == outcome.ok(1.0)
+    (request,) = judge.requests
+    assert request.messages[0][1] == (
+        f"{INSTRUCTIONS}\nLanguage: Chinese (zh). Copy the sentences in the language of the contexts, without "
+        "translating them, and keep the JSON keys as given."
+    )
+    assert request.messages[1][1] == f"Question: {question}\n\nContexts:\n[1] {contexts[0]}\n[2] {contexts[1]}"
+    assert language_line(None).startswith("Copy the sentences in the language of the contexts")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 
 from ragpulse.metrics import Status, TraceBatch
+from ragpulse.metrics._prompting import language_rule
 from ragpulse.metrics._statements import STATEMENTS_INSTRUCTIONS, build_statements_request, parse_statements
 from ragpulse.metrics.faithfulness import (
     VERDICTS_INSTRUCTIONS,
@@ -63,17 +65,18 @@ def test_requests_hold_the_inputs_once() -> None:
     statements, verdicts = judge.requests
     assert statements == build_statements_request(QUESTION, ANSWER)
     assert statements.messages == (
-        ("system", STATEMENTS_INSTRUCTIONS),
+        ("system", f"{STATEMENTS_INSTRUCTIONS}\n{language_rule(None, 'the statements', fallback='the answer')}"),
         ("user", f"Question: {QUESTION}\n\nAnswer: {ANSWER}"),
     )
-    assert verdicts.messages[0] == ("system", VERDICTS_INSTRUCTIONS)
+    verdicts_rule = language_rule(None, "the reasons", fallback="the statements")
+    assert verdicts.messages[0] == ("system", f"{VERDICTS_INSTRUCTIONS}\n{verdicts_rule}")
     assert verdicts.messages[1][1] == (
         f"Contexts:\n[1] {CONTEXTS[0]}\n[2] {CONTEXTS[1]}\n\n"
         f"Statements:\n1. {STATEMENTS[0]}\n2. {STATEMENTS[1]}\n3. {STATEMENTS[2]}\n4. {STATEMENTS[3]}"
     )
     assert verdicts.schema["properties"]["verdicts"]["minItems"] == 4
     assert verdicts.schema["properties"]["verdicts"]["maxItems"] == 4
-    assert (verdicts.prompt_version, statements.prompt_version) == ("faithfulness/1", "answer_statements/1")
+    assert (verdicts.prompt_version, statements.prompt_version) == ("faithfulness/2", "answer_statements/2")
 
 
 def test_requests_are_deterministic() -> None:
@@ -199,4 +202,63 @@ def test_parsers_name_the_field() -> None:
 
 def test_factory() -> None:
     metric = create(MetricRequest("faithfulness"), {})
-    assert (metric.name, metric.prompt_version, metric.uses_llm) == ("faithfulness", "faithfulness/1", True)
+    assert (metric.name, metric.prompt_version, metric.uses_llm) == ("faithfulness", "faithfulness/2", True)
+    assert metric.spec.version == "2.0.0"
+
+
+JA_ANSWER = "東京は日本の首都です。大阪は第二の都市です。"
+JA_STATEMENTS = ["東京は日本の首都です。", "大阪は第二の都市です。"]
+
+
+def test_a_japanese_trace_end_to_end() -> None:
+    """Japanese text reaches the judge whole, its Japanese statements come back as written (two, as the
+    judge split them: nothing here cuts at "。"), and both prompts ask for Japanese."""
+    contexts = ["東京は日本の首都であり、人口が最も多い都市である。", "横浜は日本で二番目に人口の多い市である。"]
+    verdicts = [
+        {"statement": JA_STATEMENTS[0], "reason": "文脈1に書かれている。", "supported": True},
+        {"statement": JA_STATEMENTS[1], "reason": "文脈では二番目は横浜である。", "supported": False},
+    ]
+    judge = FakeJudge(
+        {
+            STATEMENTS_KEY: [json.dumps({"statements": JA_STATEMENTS}, ensure_ascii=False)],
+            VERDICTS_KEY: [json.dumps({"verdicts": verdicts}, ensure_ascii=False)],
+        }
+    )
+    batch = traces(
+        {"question": "日本の首都はどこですか？", "answer": JA_ANSWER, "contexts": contexts, "language": "ja"}
+    )
+    (outcome,) = run(Faithfulness(), batch, judge)
+    assert outcome == outcome.ok(0.5)
+    statements, checked = judge.requests
+    assert statements.messages[1][1] == f"Question: 日本の首都はどこですか？\n\nAnswer: {JA_ANSWER}"
+    assert checked.messages[1][1] == (
+        f"Contexts:\n[1] {contexts[0]}\n[2] {contexts[1]}\n\nStatements:\n1. {JA_STATEMENTS[0]}\n2. {JA_STATEMENTS[1]}"
+    )
+    assert statements.messages[0][1].endswith(
+        "\nLanguage: Japanese (ja). Write the statements in that language, whatever the language of these "
+        "instructions, the examples or the contexts, and keep the JSON keys as given."
+    )
+    assert checked.messages[0][1].endswith("\nLanguage: Japanese (ja). Write the reasons in that language, "
+                                           "whatever the language of these instructions, the examples or the "
+                                           "contexts, and keep the JSON keys as given.")  # fmt: skip
+    assert checked.schema["properties"]["verdicts"]["maxItems"] == 2
+
+
+def test_statements_keep_cjk_punctuation_and_are_never_split_locally() -> None:
+    raw = json.dumps({"statements": [JA_ANSWER, "北京是中国的首都！", "上海在哪里？"]}, ensure_ascii=False)
+    assert parse_statements(raw, "q1") == [JA_ANSWER, "北京是中国的首都！", "上海在哪里？"]
+    assert parse_statements(json.dumps({"statements": JA_STATEMENTS}), "q1") == JA_STATEMENTS
+
+
+def test_the_statement_prompt_shows_a_japanese_example_for_every_language() -> None:
+    english, chinese = (
+        build_statements_request(QUESTION, ANSWER, "en"),
+        build_statements_request("谁写了？", "他。", "zh-TW"),
+    )
+    for request in (english, chinese):
+        assert "ブラム・ストーカーは1897年に『ドラキュラ』を出版しました。" in request.messages[0][1]
+    assert english.messages[0][1].endswith("Language: English (en). Write the statements in that language, whatever "
+                                           "the language of these instructions, the examples or the contexts, and "
+                                           "keep the JSON keys as given.")  # fmt: skip
+    assert "\nLanguage: Chinese (zh-TW). Write the statements in that language" in chinese.messages[0][1]
+    assert chinese.messages[1] == ("user", "Question: 谁写了？\n\nAnswer: 他。")

@@ -29,6 +29,7 @@ from ragpulse.metrics import (
     context_relevance,
     faithfulness,
     parse_metrics,
+    semantic_similarity,
 )
 from ragpulse.metrics.judge import PARSE_ERROR, JudgeCallError, JudgeContext, JudgeMetric, JudgeRequest, judge_batch
 from ragpulse.metrics.registry import build_judge_metrics
@@ -120,7 +121,9 @@ def test_every_judge_family_is_registered_but_not_a_default() -> None:
         (metric,) = build_judge_metrics(parse_metrics([example]), OPTIONS)
         assert all(hasattr(metric, attribute) for attribute in JudgeMetric.__annotations__)
         assert metric.name == example
-        assert metric.spec.name == family and metric.spec.version == "1.0.0"
+        assert metric.spec.name == family
+        # 2.0.0: the LLM prompts name the trace's language (issue 15); the embedding metric is versioned apart.
+        assert metric.spec.version == ("2.0.0" if metric.uses_llm else semantic_similarity.SPEC.version)
         assert metric.prompt_version and isinstance(metric.uses_llm, bool)
         assert metric.uses_llm == (family != "answer_semantic_similarity")
     assert REGISTRY["aspect_critique"].spec.takes_variant and REGISTRY["llm_judge"].spec.takes_variant

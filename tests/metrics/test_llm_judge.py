@@ -48,7 +48,9 @@ def test_prompt_is_built_from_the_definition() -> None:
             '"score" is a number from 1 to 5.\n\n'
             "Examples:\n"
             'Inputs: {"answer": "Rome is in Italy.", "contexts": ["Rome is in Italy."]}\n'
-            'Outputs: {"reason": "Stated in the context.", "score": 5}',
+            'Outputs: {"reason": "Stated in the context.", "score": 5}\n\n'
+            "Write any text of the reply in the language of the answer, whatever the language of these "
+            "instructions, the examples or the contexts, and keep the JSON keys as given.",
         ),
         ("user", 'Inputs: {"answer": "In Italy.", "contexts": ["Rome is in Italy."]}'),
     )
@@ -67,7 +69,8 @@ def test_key_order_in_the_config_does_not_change_the_request() -> None:
 
 def test_prompt_version_hashes_the_definition() -> None:
     metric = _judge()
-    assert metric.prompt_version.startswith("llm_judge:grounded/") and len(metric.prompt_version) == 19 + 12
+    assert metric.prompt_version.startswith("llm_judge/2:grounded/") and len(metric.prompt_version) == 21 + 12
+    assert metric.spec.version == "2.0.0"
     edited = _judge({**GROUNDED, "instructions": GROUNDED["instructions"] + " Be strict."})
     assert edited.prompt_version != metric.prompt_version
     renamed = _judge(name="grounded2")
@@ -167,3 +170,23 @@ def test_definition_round_trips() -> None:
     definition = _judge().definition
     assert JudgeDefinition.from_dict("grounded", definition.to_dict()) == definition
     assert definition.to_dict()["score_key"] == "score"
+
+
+def test_a_japanese_trace_names_its_language_and_sends_the_inputs_unescaped() -> None:
+    definition = {"instructions": "Rate.", "inputs": ["contexts", "reference"], "outputs": ["reason", "score"]}
+    judge = FakeJudge({("llm_judge:ja", "outputs"): ['{"reason": "文脈に書かれている。", "score": 1}']})
+    record = {"question": "ローマはどこ？", "reference": "イタリアです。", "contexts": ["ローマはイタリアの首都。"]}
+    batch = traces({**record, "language": "ja"})
+    (outcome,) = run(_judge(definition, "ja"), batch, judge)
+    assert outcome == outcome.ok(1.0)
+    (request,) = judge.requests
+    assert request.messages[1] == (
+        "user",
+        'Inputs: {"contexts": ["ローマはイタリアの首都。"], "reference": "イタリアです。"}',
+    )
+    assert request.messages[0][1].endswith(
+        "\n\nLanguage: Japanese (ja). Write any text of the reply in that language, whatever the language of these "
+        "instructions, the examples or the contexts, and keep the JSON keys as given."
+    )
+    unknown = build_request(_judge(definition, "ja").definition, {"contexts": ["x"], "reference": "y"})
+    assert "in the language of the reference answer," in unknown.messages[0][1]

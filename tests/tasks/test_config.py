@@ -128,3 +128,13 @@ def test_fingerprint_follows_what_changes_scores_only() -> None:
         RunConfig(source=SourceConfig(url="a", format="langfuse")),
     ]
     assert len({base.fingerprint(), *(config.fingerprint() for config in changed)}) == 4
+
+
+def test_the_default_language_is_a_bcp47_tag_in_canonical_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert SourceConfig(url="s3://b/t", language="zh-cn").language == "zh-CN"
+    assert SourceConfig(url="s3://b/t").language is None
+    monkeypatch.setenv("RAGPULSE_LANGUAGE", "ja")
+    monkeypatch.setenv("RAGPULSE_SOURCE", "s3://b/t")
+    assert load_config().source.language == "ja"
+    with pytest.raises(ValueError, match="BCP 47"):
+        SourceConfig(url="s3://b/t", language="en_US")

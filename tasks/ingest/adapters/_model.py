@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ragpulse.metrics.errors import InvalidRecordError
+from ragpulse.tasks.ingest.language import normalize_language_tag
 
 __all__ = [
     "DEFAULT_ANSWER_KEYS",
@@ -164,7 +165,19 @@ def assemble(trace_id: str, spans: Sequence[Span], *, source_format: str, option
         "answer": answer,
         "contexts": contexts,
         "metadata": metadata,
+        "language": _language_tag(root.metadata.get("language")),
     }
+
+
+def _language_tag(value: Any) -> str | None:
+    """The application's own ``language`` metadata when it is a BCP 47 tag; anything else (``"Japanese"``) is
+    left in metadata and the language is identified at staging, rather than quarantining the trace."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return normalize_language_tag(value)
+    except ValueError:
+        return None
 
 
 def _outermost(retrievers: list[Span], parents: Mapping[str, str | None]) -> list[Span]:

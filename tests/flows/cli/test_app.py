@@ -229,7 +229,12 @@ def test_demo_generates_scores_and_reuses_partitions(tmp_path: Path) -> None:
     assert "Scores are in" in result.output
     with duckdb.connect(str(directory / "ragpulse.duckdb"), read_only=True) as con:
         per_day = con.execute("SELECT partition_date, count(DISTINCT trace_id) FROM scores GROUP BY 1").fetchall()
+        cjk = con.execute("SELECT language, count(*) FROM traces WHERE language IN ('ja', 'zh') GROUP BY 1").fetchall()
     assert [count for _, count in per_day] == [40, 40]
+    # The Japanese and Chinese apps' traces are in the warehouse and in the demo's table of scores per language.
+    rows = {cells[1].strip(): cells for line in result.stdout.splitlines() if len(cells := line.split("│")) == 7}
+    assert {language for language, _ in cjk} == {"ja", "zh"}
+    assert all(rows[language][2].strip() == str(n) for language, n in cjk)
 
     again = runner.invoke(app, ["demo", "--directory", str(directory), "--days", "2", "--traces-per-day", "40"])
     assert again.exit_code == 0, again.output

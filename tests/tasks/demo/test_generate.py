@@ -1,4 +1,5 @@
-"""Tests of the demo trace generator: the trace contract, determinism, malformed lines and injected drift.
+"""Tests of the demo trace generator: the trace contract, determinism, malformed lines, injected drift and the
+Japanese and Chinese apps.
 
 Only the corpus shipped in the repo is used: users (and so the demo) have no access to /work/shared.
 """
@@ -19,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragpulse.tasks.demo import generate as demo_data
+from ragpulse.tasks.demo import sample
 
 START = datetime.date(2024, 3, 11)
 DAYS = 7
@@ -35,9 +37,14 @@ REQUIRED = {
     "relevant_context_ids",
     "metadata",
 }
+OPTIONAL = {"language"}  # canonical, logged by the Japanese and Chinese apps only
 EXTRA = {"latency_ms"}
 ISO_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
-PASSAGE_ID = re.compile(r"^(nq|hotpotqa)-\d+$")
+PASSAGE_ID = re.compile(r"^(?:(nq|hotpotqa)-\d+|jsquad-a\d+p\d+|cmrc2018-DEV_\d+)$")
+LANGUAGE_OF_APP = {"jsquad-faq": "ja", "cmrc-faq": "zh"}
+KANA = re.compile(r"[\u3040-\u30ff]")
+HAN = re.compile(r"[\u4e00-\u9fff]")
+FULL_WIDTH_ALNUM = re.compile(r"[\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]")
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +73,7 @@ def contract_problems(record: Mapping[str, Any], day: datetime.date, *, parquet:
     problems: list[str] = []
     if missing := REQUIRED - record.keys():
         problems.append(f"missing {sorted(missing)}")
-    if unknown := record.keys() - REQUIRED - EXTRA:
+    if unknown := record.keys() - REQUIRED - OPTIONAL - EXTRA:
         problems.append(f"unknown fields {sorted(unknown)}")
     if problems:
         return problems
@@ -96,6 +103,10 @@ def contract_problems(record: Mapping[str, Any], day: datetime.date, *, parquet:
         or not all(isinstance(v, str) and v for v in metadata.values())
     ):
         problems.append(f"metadata {metadata!r}")
+    if well_formed and record.get("language") != LANGUAGE_OF_APP.get(metadata["app"]):
+        problems.append(f"language {record.get('language')!r} for app {metadata['app']!r}")
+    if "language" in record and record["language"] is None and not parquet:
+        problems.append("language null in JSON")
     latency = record.get("latency_ms")
     if latency is not None and (not isinstance(latency, int) or latency <= 0):
         problems.append("latency_ms")
@@ -213,7 +224,8 @@ def test_partition_layout_and_file_kinds(demo_root: Path) -> None:
 def test_parquet_columns(demo_root: Path) -> None:
     path = demo_root / f"dt={days()[DAYS // 2].isoformat()}" / "traces-02.parquet"
     schema = pq.read_schema(path)
-    assert set(schema.names) == REQUIRED | EXTRA
+    assert set(schema.names) == REQUIRED | OPTIONAL | EXTRA
+    assert str(schema.field("language").type) == "string"
     assert str(schema.field("contexts").type) == "list<element: struct<id: string, text: string, score: double>>"
     assert str(schema.field("relevant_context_ids").type) == "list<element: string>"
     assert str(schema.field("metadata").type) == "struct<app: string, model: string, tenant: string>"
@@ -335,6 +347,7 @@ def test_rejects_bad_arguments(tmp_path: Path, kwargs: dict[str, int], message: 
         lambda t: t.update(timestamp="2024-03-12T00:00:00Z"),
         lambda t: t.update(metadata={"app": "unknown-app", "model": "m", "tenant": "t"}),
         lambda t: t.update(surprise=1),
+        lambda t: t.update(language="zh" if t.get("language") == "ja" else "ja"),
         lambda t: t.pop("reference"),
     ],
 )
@@ -346,3 +359,87 @@ def test_checker_rejects_contract_violations(
     assert contract_problems(trace, START) == []
     mutate(trace)
     assert contract_problems(trace, START)
+
+
+# ------------------------------------------------------------------------------- Japanese and Chinese
+
+
+def qa_answers() -> dict[tuple[str, str], set[str]]:
+    """(language, question) -> every annotated answer to it in the shipped JSQuAD and CMRC extracts."""
+    answers: dict[tuple[str, str], set[str]] = collections.defaultdict(set)
+    for path in sample.QA_CORPUS_PATHS:
+        for row in sample.load_qa_corpus(path):
+            answers[(row.language, row.question)].update(row.answers)
+    return answers
+
+
+def cjk_traces(parsed: Mapping[datetime.date, Mapping[str, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
+    return [t for found in parsed.values() for t in found["valid"] if t["metadata"]["app"] in LANGUAGE_OF_APP]
+
+
+def test_japanese_and_chinese_apps_log_their_language(
+    parsed: Mapping[datetime.date, Mapping[str, list[dict[str, Any]]]],
+) -> None:
+    for day, found in parsed.items():
+        per_language = collections.Counter(t.get("language") for t in found["valid"])
+        assert per_language["ja"] > 0.08 * PER_DAY and per_language["zh"] > 0.08 * PER_DAY, day
+        assert per_language[None] > 0.5 * PER_DAY, day  # the English apps leave language to detection
+    known = qa_answers()
+    for trace in cjk_traces(parsed):
+        language = trace["language"]
+        assert (language, trace["question"]) in known
+        prefix = "jsquad-" if language == "ja" else "cmrc2018-"
+        assert all(c["id"].startswith(prefix) for c in trace["contexts"]), "distractors from the same corpus"
+        if language == "ja":
+            assert KANA.search(trace["question"] + trace["contexts"][0]["text"])
+        else:
+            assert HAN.search(trace["question"]) and not KANA.search(trace["question"])
+
+
+def test_japanese_and_chinese_references_come_from_the_annotations(
+    parsed: Mapping[datetime.date, Mapping[str, list[dict[str, Any]]]],
+) -> None:
+    known = qa_answers()
+    traces = cjk_traces(parsed)
+    with_reference = [t for t in traces if t["reference"] is not None]
+    assert 0.65 < len(with_reference) / len(traces) < 0.85  # 25% have no ground truth
+    variants = 0
+    for trace in with_reference:
+        annotated = known[(trace["language"], trace["question"])]
+        assert trace["reference"] in annotated
+        if trace["reference_answers"] is not None:
+            assert trace["reference_answers"][0] == trace["reference"]
+            assert set(trace["reference_answers"]) <= annotated and len(trace["reference_answers"]) > 1
+            variants += 1
+    assert variants > 0.15 * len(with_reference)
+
+
+def test_japanese_and_chinese_answers_are_a_realistic_mix(
+    parsed: Mapping[datetime.date, Mapping[str, list[dict[str, Any]]]],
+) -> None:
+    """Exact spans, spans in a sentence, full-width spans, partial spans and wrong answers or refusals, per language."""
+    for language in ("ja", "zh"):
+        scored = [
+            t for t in cjk_traces(parsed) if t["language"] == language and t["reference"] and t["answer"] is not None
+        ]
+        kinds: collections.Counter[str] = collections.Counter()
+        for trace in scored:
+            answer, accepted = trace["answer"], set(trace["reference_answers"] or [trace["reference"]])
+            if answer in accepted:
+                kinds["exact"] += 1
+            elif any(a in answer for a in accepted):
+                kinds["contains"] += 1  # a sentence around the span, or the span run on
+            elif FULL_WIDTH_ALNUM.search(answer):
+                kinds["full_width"] += 1
+            elif set(answer) & set("".join(accepted)):
+                kinds["overlaps"] += 1  # cut short, or a related wrong span
+            else:
+                kinds["disjoint"] += 1  # wrong, or a refusal
+        n = len(scored)
+        assert 0.2 < kinds["exact"] / n < 0.5, (language, kinds)
+        assert kinds["contains"] / n > 0.15, (language, kinds)
+        assert kinds["full_width"] > 0, (language, kinds)
+        assert kinds["overlaps"] / n > 0.05, (language, kinds)
+        assert kinds["disjoint"] / n > 0.05, (language, kinds)
+        sentence_end = "。"
+        assert sum(t["answer"].endswith(sentence_end) for t in scored) / n > 0.15, language

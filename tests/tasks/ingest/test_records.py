@@ -33,6 +33,7 @@ def record(**changes: Any) -> dict[str, Any]:
         "relevant_context_ids": ["d1"],
         "relevant_contexts": {"Ada Lovelace wrote the first program.": 2, "Charles Babbage designed the engine.": 0.5},
         "metadata": {"user": "u-7", "model": "gen-small"},
+        "language": "EN-gb",
     }
     base.update(changes)
     return base
@@ -75,6 +76,7 @@ def test_full_record_round_trips_through_staged_schema() -> None:
             "metadata": json.dumps({"model": "gen-small", "user": "u-7"}, sort_keys=True),
             "source_file": SOURCE,
             "source_line": 3,
+            "language": "en-GB",  # BCP 47's canonical case
         }
     ]
     assert type(row["contexts"][1]["score"]) is float
@@ -389,3 +391,14 @@ def test_context_without_id_is_kept_with_null_id_and_one_with_neither_is_refused
     assert caught.value.field == "contexts[1].id"
     with pytest.raises(InvalidRecordError, match="non-empty string or null, got str"):
         parse_record(record(contexts=[{"id": "", "text": "a"}]), source_file="f", line=1)
+
+
+@pytest.mark.parametrize(("value", "shown"), [("日本語", "BCP 47"), ("en_US", "BCP 47"), (7, "got int 7")])
+def test_a_language_that_is_not_a_bcp47_tag_is_refused(value: Any, shown: str) -> None:
+    with pytest.raises(InvalidRecordError, match=shown) as caught:
+        parse(record(language=value))
+    assert caught.value.field == "language"
+
+
+def test_a_missing_language_is_null_for_staging_to_fill() -> None:
+    assert parse(without("language"))["language"] is None and parse(record(language=""))["language"] is None

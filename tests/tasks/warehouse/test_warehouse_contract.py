@@ -216,6 +216,8 @@ def _duckdb(tmp_path: Path) -> Backend:
             if version < 4:
                 for key in V4_KEYS:
                     con.execute(f"DROP TABLE {key}")
+            elif version < 5:
+                con.execute("ALTER TABLE traces DROP COLUMN language")
             con.execute("DELETE FROM ragpulse_schema")
             con.execute("INSERT INTO ragpulse_schema VALUES (?, now())", [version])
 
@@ -259,6 +261,8 @@ def _postgres(schema: str) -> Backend:
             if version < 4:
                 for key in V4_KEYS:
                     con.execute(sql.SQL("DROP TABLE {}").format(table(key)))
+            elif version < 5:
+                con.execute(sql.SQL("ALTER TABLE {} DROP COLUMN language").format(table("traces")))
             con.execute(sql.SQL("DELETE FROM {}").format(table("meta")))
             con.execute(sql.SQL("INSERT INTO {} VALUES (%s, now())").format(table("meta")), (version,))
 
@@ -300,14 +304,19 @@ def _lake(url: str, fs: Any, root: str) -> Backend:
             if p.rsplit("/", 1)[-1].startswith(".") or (p not in live and "/_ragpulse_schema/" not in p)
         )
 
+    def drop_column(key: str, column: str) -> None:
+        for path in files(key):
+            with fs.open(path, "rb") as handle:
+                old = pq.read_table(handle)
+            sink = pa.BufferOutputStream()
+            pq.write_table(old.drop_columns([column]), sink)
+            fs.pipe_file(path, sink.getvalue().to_pybytes())
+
     def rewind(version: int) -> None:
         if version < 2:
-            for path in files("runs"):
-                with fs.open(path, "rb") as handle:
-                    old = pq.read_table(handle)
-                sink = pa.BufferOutputStream()
-                pq.write_table(old.drop_columns(["published_at"]), sink)
-                fs.pipe_file(path, sink.getvalue().to_pybytes())
+            drop_column("runs", "published_at")
+        if 4 <= version < 5:
+            drop_column("traces", "language")
         if version < 4:
             # A v3 manifest names no files of the v4 tables, which have no folders.
             for key in V4_KEYS:
@@ -642,7 +651,7 @@ def test_a_v3_warehouse_gains_the_v4_tables_on_first_use(backend: Backend) -> No
     assert backend.version() == 3
     later = publication(DAY + dt.timedelta(days=1), "r2")
     backend.open().publish(later)
-    assert backend.version() == SCHEMA_VERSION == 4
+    assert backend.version() == SCHEMA_VERSION == 5
     assert {key: [r for r in backend.rows(key) if r["run_id"] == "r1"] for key in V3_KEYS} == old
     assert backend.rows("traces") == _expected(later.traces)
     backend.open().publish_drift(DAY, drift(DAY, "d1"))
@@ -655,6 +664,22 @@ def test_a_v3_warehouse_is_migrated_by_publish_drift_and_record_alerts_too(backe
     backend.open().publish(publication(DAY, "r1"))
     backend.rewind(3)
     backend.open().record_alerts(alerts(DAY, "a1"))
-    assert backend.version() == 4
+    assert backend.version() == SCHEMA_VERSION
     backend.open().publish_drift(DAY, drift(DAY, "d1"))
     assert len(backend.rows("drift")) == 4 and backend.rows("traces") == []
+
+
+def test_a_v4_warehouse_gains_the_traces_language_column_and_keeps_its_rows(backend: Backend) -> None:
+    first = publication(DAY, "r1")
+    backend.open().publish(first)
+    backend.rewind(4)
+    assert backend.version() == 4
+    later = publication(DAY + dt.timedelta(days=1), "r2")
+    backend.open().publish(later)
+    assert backend.version() == SCHEMA_VERSION
+    by_run = {(r["run_id"], r["trace_id"]): r["language"] for r in backend.rows("traces")}
+    assert {k: v for k, v in by_run.items() if k[0] == "r1"} == {
+        ("r1", t): None for t in first.traces["trace_id"].to_pylist()
+    }
+    assert [by_run[("r2", t)] for t in later.traces["trace_id"].to_pylist()] == later.traces["language"].to_pylist()
+    assert backend.leftovers() == []

@@ -142,3 +142,12 @@ def test_a_retriever_nested_in_another_is_one_retrieval_and_an_empty_outer_one_h
 def test_document_text_that_looks_like_json_is_kept_as_logged() -> None:
     found = document_from({"id": "d1", "page_content": '{"sku": 7}'}, AdapterOptions(), "w")
     assert found.text == '{"sku": 7}'
+
+
+@pytest.mark.parametrize(("given", "language"), [("ja", "ja"), ("zh-tw", "zh-TW"), ("Japanese", None), (7, None)])
+def test_a_root_language_tag_becomes_the_trace_language_and_anything_else_is_left_to_identify(
+    given: Any, language: str | None
+) -> None:
+    spans = [_span("root", "chain", question="q", metadata={"language": given})]
+    trace = assemble("t", spans, source_format="langsmith", options=AdapterOptions())
+    assert trace["language"] == language and trace["metadata"]["language"] == given

@@ -1,0 +1,139 @@
+"""Tests of offline language identification (script rules, then py3langid) and of BCP 47 tag canonicalisation."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from ragpulse.tasks.ingest.language import identify_language, identify_languages, normalize_language_tag
+
+QUESTIONS = {
+    "zh": ["中国的首都是哪里？", "《战国无双3》是由哪两个公司合作开发的？", "這款手機的電池可以用多久？"],
+    "ja": ["日本の首都はどこですか？", "梅雨がみられるのはどの期間？", "パスワードを変更するにはどうすればいいですか"],
+    "ko": ["대한민국의 수도는 어디입니까?", "비밀번호를 어떻게 바꾸나요?", "배송은 며칠 걸려요?"],
+    "en": ["Who wrote the first computer program?", "How do I reset my password?", "Is shipping free?"],
+    "de": ["Wie kann ich mein Passwort ändern?", "Wann wurde der Kölner Dom fertiggestellt?", "Gibt es Rabatt?"],
+    "es": ["¿Cuál es la capital de Perú?", "¿Cómo puedo cambiar mi contraseña?", "¿Cuánto tarda el envío?"],
+    "ar": ["ما هي عاصمة مصر؟", "كيف أغير كلمة المرور؟", "هل التوصيل مجاني؟"],
+    "fr": ["Comment réinitialiser mon mot de passe ?", "Qui a écrit Les Misérables ?"],
+    "ru": ["Кто написал «Войну и мир»?", "Сколько длится доставка?"],
+    "hi": ["भारत की राजधानी क्या है?", "डिलीवरी में कितना समय लगता है?"],
+    "vi": ["Thủ đô của Việt Nam là gì?", "Giao hàng mất bao lâu?"],
+}
+
+
+@pytest.mark.parametrize(("expected", "text"), [(lang, text) for lang, texts in QUESTIONS.items() for text in texts])
+def test_a_short_question_gets_its_language(expected: str, text: str) -> None:
+    assert identify_language(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("東京です。", "ja"),  # one kana is enough: Chinese never writes it
+        ("小笠原諸島", "zh"),  # Han alone is Chinese, even when a Japanese answer is only kanji
+        ("米特罗凡・巴巴耶娃", "zh"),  # the katakana middle dot is Chinese punctuation too
+        ("서울", "ko"),
+        ("Python 3.11のリリース日は？", "ja"),  # a CJK character outweighs a Latin letter
+        ("iPhoneの電池を交換したい", "ja"),
+        ("What does 北京 mean in English?", "en"),
+        ("北京", "zh"),
+    ],
+)
+def test_cjk_scripts_decide_without_the_model(text: str, expected: str) -> None:
+    assert identify_language(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "   \n", "12345", "3.14 + 2 = 5.14", "？！…", "-- // ##", "😀👍", "2026-03-11"])
+def test_text_without_letters_has_no_language(text: str) -> None:
+    assert identify_language(text) is None
+
+
+@pytest.mark.parametrize("text", ["Ottawa", "Alexander Graham Bell", "Konrad Adenauer", "iPhone 15", "OK"])
+def test_a_bare_name_is_unknown_rather_than_guessed(text: str) -> None:
+    assert identify_language(text) is None
+
+
+def test_only_the_start_of_a_long_text_is_read() -> None:
+    assert identify_language("日本の首都はどこですか？" * 50 + " Where is the capital of Japan?" * 300) == "ja"
+
+
+def test_model_labels_come_back_as_the_tags_metrics_key_on() -> None:
+    assert identify_language("إزيك عامل إيه النهارده يا صاحبي؟") == "ar"  # Egyptian Arabic (arz) is ar
+    texts = [text for texts in QUESTIONS.values() for text in texts] + ["Lorem ipsum dolor sit amet, consectetur"]
+    for tag in identify_languages(texts):
+        assert tag is None or re.fullmatch("[a-z]{2,3}", tag), tag
+        assert tag not in {"la", "wuu", "yue", "zxx"}
+
+
+def test_identify_languages_matches_one_by_one_and_runs_a_repeated_text_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragpulse.tasks.ingest import language
+
+    texts = ["日本の首都はどこですか？", "How do I reset my password?", "42", "日本の首都はどこですか？", ""]
+    expected = [identify_language(text) for text in texts]
+    calls: list[str] = []
+    real = language.identify_language
+
+    def counted(text: str) -> str | None:
+        calls.append(text)
+        return real(text)
+
+    monkeypatch.setattr(language, "identify_language", counted)
+    assert identify_languages(texts) == expected == ["ja", "en", None, "ja", None]
+    assert calls == ["日本の首都はどこですか？", "How do I reset my password?", "42", ""]
+    assert identify_languages([]) == []
+
+
+def test_importing_the_module_does_not_load_the_model() -> None:
+    code = "import sys, ragpulse.tasks.ingest.language; sys.exit('py3langid' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("tag", "canonical"),
+    [
+        ("ja", "ja"),
+        ("ZH-cn", "zh-CN"),
+        ("zh-hant-tw", "zh-Hant-TW"),
+        ("EN-gb", "en-GB"),
+        ("es-419", "es-419"),
+        ("sr-latn-rs", "sr-Latn-RS"),
+        ("de-ch-1901", "de-CH-1901"),
+        ("zh-YUE-hk", "zh-yue-HK"),  # extended language subtag stays lower case
+        ("en-US-u-ca-Gregory", "en-US-u-ca-gregory"),
+        ("en-a-bbb-x-A-CCC", "en-a-bbb-x-a-ccc"),  # no script/region casing after a singleton
+        ("x-Private", "x-private"),
+        ("qaa", "qaa"),
+        ("iw", "he"),
+        ("in-ID", "id-ID"),
+        (" ko ", "ko"),
+    ],
+)
+def test_a_bcp47_tag_is_returned_in_canonical_form(tag: str, canonical: str) -> None:
+    assert normalize_language_tag(tag) == canonical
+
+
+@pytest.mark.parametrize(
+    "tag",
+    ["", "e", "english", "日本語", "123", "en-", "-en", "en--us", "en-US-US", "de-1901-1901", "en-a-aa-a-bb", "en-x",
+     "x", "i-klingon", "toolongtag", "en US"],
+)  # fmt: skip
+def test_anything_else_is_refused_with_an_example_of_a_tag(tag: str) -> None:
+    with pytest.raises(ValueError, match=r"is not a BCP 47 language tag; expected an ISO 639 code such as 'ja'"):
+        normalize_language_tag(tag)
+
+
+def test_an_underscore_locale_is_refused_with_the_tag_it_meant() -> None:
+    with pytest.raises(
+        ValueError, match=r"'zh_CN' is not a BCP 47 language tag \(subtags are separated by '-': 'zh-CN'\)"
+    ):
+        normalize_language_tag("zh_CN")
+
+
+@pytest.mark.parametrize("tag", [None, 7, ["en"]])
+def test_a_tag_that_is_not_a_string_is_refused(tag: object) -> None:
+    with pytest.raises(ValueError, match="must be a string"):
+        normalize_language_tag(tag)  # type: ignore[arg-type]
