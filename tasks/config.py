@@ -40,6 +40,7 @@ from ragpulse.metrics.errors import RagpulseError
 from ragpulse.tasks.core.errors import ConfigError
 from ragpulse.tasks.core.storage import reject_credentials
 from ragpulse.tasks.ingest.adapters import CANONICAL_FORMAT, parse_options
+from ragpulse.tasks.ingest.language import normalize_language_tag
 
 __all__ = [
     "CONFIG_ENV",
@@ -127,8 +128,6 @@ class SourceConfig(ConfigGroup):
     @field_validator("language")
     @classmethod
     def _language_tag(cls, value: str | None) -> str | None:
-        from ragpulse.tasks.ingest.language import normalize_language_tag
-
         return normalize_language_tag(value) if value else None
 
     @model_validator(mode="after")

@@ -97,7 +97,7 @@ def _observation(record: Mapping[str, Any], options: AdapterOptions) -> Span:
     kind: Kind = _KINDS.get(str(record.get("type")).upper(), "chain" if parent is None else "other")
     if name in options.retriever_names:
         kind = "retriever"
-    inputs, output = record.get("input"), record.get("output")
+    inputs, output = dig(record.get("input"), ""), dig(record.get("output"), "")  # JSON text decoded once
     question = None
     if parent is None or kind in ("retriever", "llm"):
         question = text_of(inputs, options.question_keys, role="user")
@@ -118,10 +118,9 @@ def _observation(record: Mapping[str, Any], options: AdapterOptions) -> Span:
 
 
 def _documents(output: Any, observation_id: str, trace_id: str, options: AdapterOptions) -> tuple[Document, ...]:
+    """The retriever's documents: ``output`` (already decoded) if it is the list, else the list at its path."""
     path = options.documents_path or DOCUMENTS_PATH
-    documents = dig(output, "")
-    if not isinstance(documents, list):
-        documents = dig(documents, path)
+    documents = output if isinstance(output, list) else dig(output, path)
     where = f"observation {observation_id} output"
     if documents is None:
         return ()

@@ -80,7 +80,9 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
     kind = _KINDS.get(str(record.get("run_type")), "other")
     if name in options.retriever_names:
         kind = "retriever"
-    inputs, outputs = record.get("inputs"), record.get("outputs")
+    # Bulk exports hold inputs, outputs and extra as JSON text: decoded once here, not by every look-up below.
+    run = {**record, **{key: dig(record.get(key), "") for key in ("inputs", "outputs", "extra")}}
+    inputs, outputs = run["inputs"], run["outputs"]
     yield Span(
         trace_id=trace_id,
         span_id=run_id,
@@ -91,9 +93,9 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
         question=_question(inputs, options) if parent is None or kind == "retriever" else None,
         answer=_answer(outputs, options) if parent is None or kind == "llm" else None,
         documents=_documents(outputs, run_id, trace_id, options) if kind == "retriever" else None,
-        model=_model(record.get("extra")) if kind == "llm" else None,
-        tokens=_tokens(record) if kind == "llm" else {},
-        metadata=_root_metadata(record) if parent is None else {},
+        model=_model(run["extra"]) if kind == "llm" else None,
+        tokens=_tokens(run) if kind == "llm" else {},
+        metadata=_root_metadata(run) if parent is None else {},
     )
 
 
@@ -149,7 +151,7 @@ def _responses_text(items: Any) -> str | None:
 def _documents(outputs: Any, run_id: str, trace_id: str, options: AdapterOptions) -> tuple[Document, ...]:
     """A retriever's documents at ``documents_path``, or with the default path at the first of DOCUMENT_PATHS."""
     paths = DOCUMENT_PATHS if options.documents_path is None else (options.documents_path,)
-    path, documents = next(((p, dig(outputs, p)) for p in paths if dig(outputs, p) is not None), (paths[0], None))
+    path, documents = next(((p, found) for p in paths if (found := dig(outputs, p)) is not None), (paths[0], None))
     if documents is None:
         return ()
     where = f"run {run_id} outputs.{path}"
