@@ -29,7 +29,7 @@ from ragpulse.tasks.core.errors import ConfigError, PartitionNotFoundError
 from ragpulse.tasks.monitoring.alerts import send_alerts
 from ragpulse.tasks.monitoring.drift import detect_drift
 from ragpulse.tasks.planning.backfill import plan_backfill
-from ragpulse.tasks.planning.run import check_deployment_run
+from ragpulse.tasks.planning.run import check_config
 from ragpulse.tasks.reporting.run_summary import RunSummary
 
 __all__ = [
@@ -137,7 +137,7 @@ def backfill(
         source=source, scoring=scoring, judge=judge, quality=quality, output=output, runner=runner, drift=drift,
         alerts=alerts,
     )  # fmt: skip
-    check_deployment_run(config)
+    check_config(config, alerts=send_drift_alerts)  # before any task: a deployment run's parameters come from the API
     plan = plan_backfill(config, start, end, force=force)
     for listener in list(_listeners):
         listener.planned(len(plan.to_run), len(plan.skipped))

@@ -6,7 +6,7 @@ annotations in a fresh process, where postponed names may not resolve.
 
 import datetime as dt
 
-from prefect import flow, unmapped
+from prefect import flow, get_run_logger, unmapped
 
 from ragpulse.flows.runners import build_task_runner
 from ragpulse.tasks.config import (
@@ -19,8 +19,8 @@ from ragpulse.tasks.config import (
     SourceConfig,
 )
 from ragpulse.tasks.core.workdir import local_docs_dir, lock_directory, result_storage, run_dir, staged_dir
-from ragpulse.tasks.ingest.stage import list_partition, stage_partition
-from ragpulse.tasks.planning.run import check_deployment_run, plan_run
+from ragpulse.tasks.ingest.stage import list_partition, missing_batches, stage_partition
+from ragpulse.tasks.planning.run import check_config, plan_run
 from ragpulse.tasks.quality.checks import TraceLimits
 from ragpulse.tasks.quality.validate import validate_scores, validate_traces
 from ragpulse.tasks.reporting.run_summary import RunSummary
@@ -50,7 +50,7 @@ def evaluate_partition(
     run says so. The scoring tasks run on ``runner`` (a thread pool, or Dask).
     """
     config = RunConfig(source=source, scoring=scoring, judge=judge, quality=quality, output=output, runner=runner)
-    check_deployment_run(config)
+    check_config(config)  # before any task: a deployment run's parameters come from the API
     return score_partition.with_options(task_runner=build_task_runner(runner))(date, config)
 
 
@@ -69,11 +69,16 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
         source.url, date, source.storage_options, trace_format=source.format, partitioning=source.partitioning,
         late_arrival_hours=source.late_arrival_hours,
     )  # fmt: skip
-    staged = stage_partition.with_options(result_storage=storage)(
-        date, files, staged_url=staged_dir(output.work_dir, work_options), batch_size=config.scoring.batch_size,
+    stage = stage_partition.with_options(result_storage=storage)
+    staging = dict(
+        staged_url=staged_dir(output.work_dir, work_options), batch_size=config.scoring.batch_size,
         storage_options=source.storage_options, work_storage_options=work_options, trace_format=source.format,
         format_options=source.format_options, partitioning=source.partitioning, language=source.language,
     )  # fmt: skip
+    staged = stage(date, files, **staging)
+    if gone := missing_batches(staged, work_options):
+        get_run_logger().warning("%d staged batches of the cached staging are gone; staging the day again", len(gone))
+        staged = stage.with_options(refresh_cache=True)(date, files, **staging)
     traces_checked = validate_traces.submit(
         staged, run, TraceLimits(**quality.trace_limits()), quality.input_suite, docs, work_options
     )
@@ -83,10 +88,11 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
     futures = scoring.map(
         staged.batches, metric_names=unmapped(plan.plain), work_storage_options=unmapped(work_options)
     )
-    judged = judge_score_batch.with_options(result_storage=storage).map(
+    rescore = config.scoring.rescore  # "all": skip the batch cache here and the call cache in the task
+    judged = judge_score_batch.with_options(result_storage=storage, refresh_cache=rescore == "all" or None).map(
         plan.batches(staged), metric_names=unmapped(plan.judged), judge_settings=unmapped(judge),
         options=unmapped(options), sample_rate=unmapped(config.scoring.sample_rate),
-        work_storage_options=unmapped(work_options),
+        work_storage_options=unmapped(work_options), rescore=unmapped(rescore),
     )  # fmt: skip
     n_cached = count_cached(futures, judged)
     excluded = traces_checked.result().excluded

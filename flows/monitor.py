@@ -23,7 +23,7 @@ from ragpulse.tasks.config import (
 )
 from ragpulse.tasks.monitoring.alerts import send_alerts
 from ragpulse.tasks.monitoring.drift import detect_drift
-from ragpulse.tasks.planning.run import check_deployment_run
+from ragpulse.tasks.planning.run import check_config
 from ragpulse.tasks.reporting.run_summary import RunSummary
 
 __all__ = ["MonitorResult", "monitor", "monitor_run_name", "partition_to_monitor"]
@@ -76,7 +76,7 @@ def monitor(
         source=source, scoring=scoring, judge=judge, quality=quality, output=output, runner=runner, drift=drift,
         alerts=alerts,
     )  # fmt: skip
-    check_deployment_run(config)
+    check_config(config, alerts=True)  # before any task: a deployment run's parameters come from the API
     day = date or partition_to_monitor(timezone, lag_days)
     summary = evaluate_partition(date=day, **config.groups(*PARTITION_GROUPS))
     report = detect_drift(output.warehouse, day, drift, run_id=summary.run_id)

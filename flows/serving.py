@@ -12,6 +12,7 @@ from typing import Any
 
 from ragpulse.tasks.config import RunConfig
 from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.storage import redact_url
 
 __all__ = [
     "DEFAULT_SERVE_NAME",
@@ -29,7 +30,14 @@ SERVED_TAG = "ragpulse-serve"
 
 def serve_parameters(run_config: RunConfig, timezone: str) -> dict[str, Any]:
     """The served deployment's parameters: every group as JSON, so each scheduled run runs what was configured,
-    with relative paths made absolute here (deployment runs refuse relative ones)."""
+    with relative paths made absolute here (deployment runs refuse relative ones). A warehouse URL with a password
+    is refused: a deployment holds its parameters in plain text (and JSON masks the password, so runs would fail)."""
+    warehouse = run_config.output.warehouse
+    if redact_url(warehouse) != warehouse:
+        raise ConfigError(
+            f"a served deployment must not hold the warehouse password ({redact_url(warehouse)}): use --warehouse "
+            "secret://<block> (a Prefect Secret block holding the URL) or set PGPASSWORD for the serving process"
+        )
     absolute = run_config.with_absolute_paths(Path.cwd())
     groups = {name: group.model_dump(mode="json") for name, group in absolute.groups().items()}
     return {**groups, "timezone": timezone}
@@ -70,6 +78,7 @@ def serve_monitor(
     from ragpulse.flows.monitor import monitor
 
     full_name = f"{monitor.name}/{name}"
+    parameters = serve_parameters(run_config, timezone)
     check_served_deployment(full_name)
     if on_serving is not None:
         on_serving(full_name)
@@ -77,10 +86,7 @@ def serve_monitor(
     # the pause below (seen when the signal arrives between registering the deployment and starting the runner).
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
-        monitor.serve(
-            name=name, schedules=[Cron(cron, timezone=timezone)], parameters=serve_parameters(run_config, timezone),
-            tags=[SERVED_TAG],
-        )  # fmt: skip
+        monitor.serve(name=name, schedules=[Cron(cron, timezone=timezone)], parameters=parameters, tags=[SERVED_TAG])
     finally:
         if pause_deployment(full_name) and on_paused is not None:
             on_paused(full_name)

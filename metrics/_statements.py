@@ -13,7 +13,15 @@ split or joined).
 
 from __future__ import annotations
 
-from ragpulse.metrics._prompting import ReplyReader, Trace, array_schema, object_schema, system_prompt, user_message
+from ragpulse.metrics._prompting import (
+    ReplyReader,
+    Trace,
+    array_schema,
+    data_json,
+    data_message,
+    object_schema,
+    system_prompt,
+)
 from ragpulse.metrics.judge import JudgeClient, JudgeRequest, ask
 
 __all__ = [
@@ -28,23 +36,27 @@ __all__ = [
 ]
 
 STATEMENTS_METRIC = "answer_statements"
-PROMPT_VERSION = "answer_statements/2"
-"""2: adds the Japanese example, implicit subjects and the language line."""
+PROMPT_VERSION = "answer_statements/3"
+"""2: adds the Japanese example, implicit subjects and the language line; 3: the inputs (and the
+examples) are one JSON object and the system prompt says they are data, not instructions."""
 STEP = "statements"
 
-STATEMENTS_INSTRUCTIONS = """\
-Split the answer into atomic statements. Each statement holds one fact or claim of the answer, is \
+_JA_ANSWER = "ブラム・ストーカーです。1897年に出版しました。"
+
+STATEMENTS_INSTRUCTIONS = f"""\
+Split the "answer" into atomic statements. Each statement holds one fact or claim of the answer, is \
 understandable on its own (replace pronouns and vague references with what they refer to, and state \
-subjects or objects the answer leaves implicit, using the question where needed) and adds nothing the \
+subjects or objects the answer leaves implicit, using the "question" where needed) and adds nothing the \
 answer does not say. Leave out filler and restatements of the question. A refusal or "I don't know" \
 holds no statements.
-Example. Question: Who wrote Dracula? Answer: Bram Stoker; he published it in 1897.
--> {"statements": ["Bram Stoker wrote Dracula.", "Bram Stoker published Dracula in 1897."]}
-Example. Question: 『ドラキュラ』の作者は誰ですか？ Answer: ブラム・ストーカーです。1897年に出版しました。
--> {"statements": ["『ドラキュラ』の作者はブラム・ストーカーです。", \
-"ブラム・ストーカーは1897年に『ドラキュラ』を出版しました。"]}
-Reply with JSON only: {"statements": [string, ...]}"""
-"""Fixed instructions; the system message adds the trace's language line (:func:`system_prompt`).
+Example. {data_json({"question": "Who wrote Dracula?", "answer": "Bram Stoker; he published it in 1897."})}
+-> {{"statements": ["Bram Stoker wrote Dracula.", "Bram Stoker published Dracula in 1897."]}}
+Example. {data_json({"question": "『ドラキュラ』の作者は誰ですか？", "answer": _JA_ANSWER})}
+-> {{"statements": ["『ドラキュラ』の作者はブラム・ストーカーです。", \
+"ブラム・ストーカーは1897年に『ドラキュラ』を出版しました。"]}}
+Reply with JSON only: {{"statements": [string, ...]}}"""
+"""Fixed instructions; the system message adds the data rule and the trace's language line
+(:func:`system_prompt`). The examples show their inputs as the user message does (:func:`data_json`).
 
 The second example is Japanese because English alone shows neither statements in another language
 nor sentences without spaces whose subject is left implicit ("1897年に出版しました" says neither
@@ -63,7 +75,7 @@ def build_statements_request(question: str, answer: str, language: str | None = 
         step=STEP,
         messages=(
             ("system", system_prompt(STATEMENTS_INSTRUCTIONS, language, "the statements", fallback="the answer")),
-            ("user", user_message(("Question", question.strip()), ("Answer", answer.strip()))),
+            ("user", data_message(question=question, answer=answer)),
         ),
         schema=SCHEMA,
     )

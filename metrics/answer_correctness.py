@@ -12,11 +12,10 @@ from ragpulse.metrics._prompting import (
     ReplyReader,
     Trace,
     array_schema,
+    data_message,
     embed_similarities,
-    format_numbered,
     object_schema,
     system_prompt,
-    user_message,
 )
 from ragpulse.metrics._request import MetricName
 from ragpulse.metrics._spec import MetricSpec
@@ -45,13 +44,14 @@ SPEC = MetricSpec(
     summary="Weighted mean of the factual F1 of the answer's statements against the reference (LLM judge) "
     "and the answer's semantic similarity to the reference; weights 0.75 / 0.25 by default.",
 )
-PROMPT_VERSION = "answer_correctness/2"
-"""Covers both steps: the shared statement prompt (``answer_statements/2``) and the classification prompt;
-2 names the trace's language in both."""
+PROMPT_VERSION = "answer_correctness/3"
+"""Covers both steps: the shared statement prompt (``answer_statements/3``) and the classification prompt;
+2 names the trace's language in both; 3 sends the inputs, and the statements of step 1 (they derive
+from the answer), as one JSON object of data, never as instructions."""
 DEFAULT_WEIGHTS = (0.75, 0.25)
 
 CLASSIFY_INSTRUCTIONS = """\
-Compare the numbered statements of an answer with the reference answer to the question. For each \
+Compare the "answer_statements" with the reference answer ("reference") to the "question". For each \
 statement, in order, "in_reference" is true if the reference answer supports it (true positive), \
 false if not (false positive); give a one-sentence reason before the verdict. Then list in "missing" \
 the facts of the reference answer that no statement covers (false negatives), each as a short \
@@ -91,11 +91,7 @@ def build_classify_request(
             ),
             (
                 "user",
-                user_message(
-                    ("Question", question.strip()),
-                    ("Reference answer", reference.strip()),
-                    ("Answer statements", format_numbered(statements)),
-                ),
+                data_message(question=question, reference=reference, answer_statements=statements),
             ),
         ),
         schema=object_schema(

@@ -10,10 +10,10 @@ import numpy as np
 from ragpulse.metrics._prompting import (
     ReplyReader,
     Trace,
+    data_message,
     embed_similarities,
     object_schema,
     system_prompt,
-    user_message,
 )
 from ragpulse.metrics._request import MetricName
 from ragpulse.metrics._spec import MetricSpec
@@ -41,12 +41,13 @@ SPEC = MetricSpec(
     summary="Mean cosine similarity of the question to questions an LLM judge generates from the answer; "
     "0 when every generation finds the answer noncommittal.",
 )
-PROMPT_VERSION = "answer_relevancy/2"
-"""2: the generated question is asked for in the trace's language."""
+PROMPT_VERSION = "answer_relevancy/3"
+"""2: the generated question is asked for in the trace's language; 3: the answer is sent as JSON data,
+never as instructions."""
 DEFAULT_GENERATIONS = 3
 
 INSTRUCTIONS = """\
-Write the question that the given answer responds to, as the user would have asked it. Then rate the \
+Write the question that the given "answer" responds to, as the user would have asked it. Then rate the \
 answer: "noncommittal" is 1 if it is evasive, vague or declines to answer (e.g. "I don't know", "it \
 depends" with nothing specific), else 0.
 Reply with JSON only: {"question": string, "noncommittal": 0 or 1}"""
@@ -68,7 +69,7 @@ def build_request(answer: str, generations: int = DEFAULT_GENERATIONS, language:
         step="questions",
         messages=(
             ("system", system_prompt(INSTRUCTIONS, language, "the question", fallback="the answer")),
-            ("user", user_message(("Answer", answer.strip()))),
+            ("user", data_message(answer=answer)),
         ),
         schema=SCHEMA,
         n=generations,

@@ -10,10 +10,10 @@ from typing import Any
 from ragpulse.metrics._prompting import (
     ReplyReader,
     Trace,
+    data_message,
     definition_digest,
     object_schema,
     system_prompt,
-    user_message,
 )
 from ragpulse.metrics._request import MetricName
 from ragpulse.metrics._spec import MetricSpec
@@ -45,8 +45,9 @@ SPEC = MetricSpec(
     "for harmfulness and maliciousness 1 is bad.",
     takes_variant=True,
 )
-PROMPT_VERSION = "aspect_critique/2"
-"""2: the reason is asked for in the trace's language."""
+PROMPT_VERSION = "aspect_critique/3"
+"""2: the reason is asked for in the trace's language; 3: the question and answer are sent as one JSON
+object of data, never as instructions."""
 DEFAULT_STRICTNESS = 3
 
 
@@ -87,7 +88,7 @@ BUILTIN_ASPECTS: Mapping[str, Aspect] = {
 }
 
 INSTRUCTIONS_TEMPLATE = """\
-Judge the answer to the question on one aspect.
+Judge the "answer" to the "question" on one aspect.
 {name}: {definition}
 "verdict" is 1 if the answer has this aspect, else 0. Give a one-sentence reason before the verdict.
 Reply with JSON only: {{"reason": string, "verdict": 0 or 1}}"""
@@ -138,7 +139,7 @@ def build_request(
                     INSTRUCTIONS_TEMPLATE.format(name=aspect.name, definition=aspect.definition), language, "the reason"
                 ),
             ),
-            ("user", user_message(("Question", question.strip()), ("Answer", answer.strip()))),
+            ("user", data_message(question=question, answer=answer)),
         ),
         schema=SCHEMA,
         n=strictness,

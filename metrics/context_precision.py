@@ -10,10 +10,9 @@ from ragpulse.metrics._prompting import (
     ReplyReader,
     Trace,
     array_schema,
-    format_contexts,
+    data_message,
     object_schema,
     system_prompt,
-    user_message,
 )
 from ragpulse.metrics._request import MetricName
 from ragpulse.metrics._spec import MetricSpec
@@ -43,37 +42,37 @@ WITHOUT_REFERENCE = MetricSpec(
     version="2.0.0",
     summary="Average precision of the contexts an LLM judge finds useful for reaching the generated answer.",
 )
-PROMPT_VERSION = "context_precision/2"
-"""2: the reasons are asked for in the trace's language."""
+PROMPT_VERSION = "context_precision/3"
+"""2: the reasons are asked for in the trace's language; 3: the inputs are sent as one JSON object of
+data, never as instructions."""
 
 INSTRUCTIONS_TEMPLATE = """\
-Judge each numbered context retrieved for the question: "useful" is 1 if the context helped to reach \
-the given {target} (it holds information the {target} uses), else 0. Judge every context, in order, \
-with a one-sentence reason before the verdict.
+Judge each of the "contexts" retrieved for the "question": "useful" is 1 if the context helped to \
+reach the given {target} ("{key}"), that is, if it holds information the {target} uses; else 0. Judge \
+every context, in order, with a one-sentence reason before the verdict.
 Reply with JSON only: {{"verdicts": [{{"reason": string, "useful": 0 or 1}}, ...]}}"""
 
 _VERDICT = object_schema({"reason": {"type": "string"}, "useful": {"type": "integer", "enum": [0, 1]}})
-_TARGETS = {True: ("reference answer", "Reference answer"), False: ("answer", "Answer")}
+_TARGETS = {True: ("reference answer", "reference"), False: ("answer", "answer")}
+"""The instructions' word for the target and its key in the user message."""
 
 
 def build_request(
     question: str, target: str, contexts: Sequence[str], *, with_reference: bool, language: str | None = None
 ) -> JudgeRequest:
     """One request judging every context of the trace against ``target`` (the reference, or the answer)."""
-    word, label = _TARGETS[with_reference]
+    word, key = _TARGETS[with_reference]
     spec = WITH_REFERENCE if with_reference else WITHOUT_REFERENCE
     return JudgeRequest(
         metric=spec.name,
         prompt_version=PROMPT_VERSION,
         step="verdicts",
         messages=(
-            ("system", system_prompt(INSTRUCTIONS_TEMPLATE.format(target=word), language, "the reasons")),
             (
-                "user",
-                user_message(
-                    ("Question", question.strip()), (label, target.strip()), ("Contexts", format_contexts(contexts))
-                ),
+                "system",
+                system_prompt(INSTRUCTIONS_TEMPLATE.format(target=word, key=key), language, "the reasons"),
             ),
+            ("user", data_message(question=question, **{key: target}, contexts=contexts)),
         ),
         schema=object_schema({"verdicts": array_schema(_VERDICT, len(contexts))}),
     )

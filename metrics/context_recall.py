@@ -9,10 +9,9 @@ from ragpulse.metrics._prompting import (
     ReplyReader,
     Trace,
     array_schema,
-    format_contexts,
+    data_message,
     object_schema,
     system_prompt,
-    user_message,
 )
 from ragpulse.metrics._request import MetricName
 from ragpulse.metrics._spec import MetricSpec
@@ -36,12 +35,13 @@ SPEC = MetricSpec(
     version="2.0.0",
     summary="Share of the reference answer's claims that an LLM judge can attribute to the retrieved contexts.",
 )
-PROMPT_VERSION = "context_recall/2"
-"""2: claims and reasons are asked for in the trace's language."""
+PROMPT_VERSION = "context_recall/3"
+"""2: claims and reasons are asked for in the trace's language; 3: the inputs are sent as one JSON
+object of data, never as instructions."""
 
 INSTRUCTIONS = """\
-Split the reference answer into its sentences or self-contained claims. For each, "attributed" is 1 \
-if the numbered contexts support it, else 0. Use no outside knowledge. Give a one-sentence reason \
+Split the reference answer ("reference") into its sentences or self-contained claims. For each, \
+"attributed" is 1 if the "contexts" support it, else 0. Use no outside knowledge. Give a one-sentence reason \
 before each verdict.
 Reply with JSON only: {"claims": [{"claim": string, "reason": string, "attributed": 0 or 1}, ...]}"""
 
@@ -76,11 +76,7 @@ def build_request(question: str, reference: str, contexts: Sequence[str], langua
             ),
             (
                 "user",
-                user_message(
-                    ("Question", question.strip()),
-                    ("Reference answer", reference.strip()),
-                    ("Contexts", format_contexts(contexts)),
-                ),
+                data_message(question=question, reference=reference, contexts=contexts),
             ),
         ),
         schema=SCHEMA,

@@ -6,13 +6,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragpulse.metrics._prompting import (
+    DATA_RULE,
     ReplyReader,
     Trace,
     array_schema,
-    format_contexts,
+    data_message,
     language_name,
     object_schema,
-    user_message,
 )
 from ragpulse.metrics._request import MetricName
 from ragpulse.metrics._spec import MetricSpec
@@ -37,12 +37,13 @@ SPEC = MetricSpec(
     version="2.0.0",
     summary="1 if an LLM judge finds any statement in the retrieved contexts relevant to the question, else 0.",
 )
-PROMPT_VERSION = "context_relevance/2"
-"""2: names the trace's language and forbids translating the copied sentences."""
+PROMPT_VERSION = "context_relevance/3"
+"""2: names the trace's language and forbids translating the copied sentences; 3: the inputs are sent
+as one JSON object of data, never as instructions."""
 
 INSTRUCTIONS = """\
-Copy from the numbered contexts, word for word, the sentences that are relevant and needed to answer \
-the question. If there are none, or the question cannot be answered from the contexts, return an \
+Copy from the "contexts", word for word, the sentences that are relevant and needed to answer \
+the "question". If there are none, or the question cannot be answered from the contexts, return an \
 empty list.
 Reply with JSON only: {"relevant_statements": [string, ...]}"""
 
@@ -72,8 +73,8 @@ def build_request(question: str, contexts: Sequence[str], language: str | None =
         prompt_version=PROMPT_VERSION,
         step="relevant_statements",
         messages=(
-            ("system", f"{INSTRUCTIONS}\n{language_line(language)}"),
-            ("user", user_message(("Question", question.strip()), ("Contexts", format_contexts(contexts)))),
+            ("system", f"{INSTRUCTIONS}\n{DATA_RULE}\n{language_line(language)}"),
+            ("user", data_message(question=question, contexts=contexts)),
         ),
         schema=SCHEMA,
     )

@@ -9,11 +9,9 @@ from ragpulse.metrics._prompting import (
     ReplyReader,
     Trace,
     array_schema,
-    format_contexts,
-    format_numbered,
+    data_message,
     object_schema,
     system_prompt,
-    user_message,
 )
 from ragpulse.metrics._request import MetricName
 from ragpulse.metrics._spec import MetricSpec
@@ -37,12 +35,13 @@ SPEC = MetricSpec(
     version="2.0.0",
     summary="Share of the answer's atomic statements that the retrieved contexts support (LLM judge).",
 )
-PROMPT_VERSION = "faithfulness/2"
-"""Covers both steps: the shared statement prompt (``answer_statements/2``) and the verdict prompt;
-2 names the trace's language in both."""
+PROMPT_VERSION = "faithfulness/3"
+"""Covers both steps: the shared statement prompt (``answer_statements/3``) and the verdict prompt;
+2 names the trace's language in both; 3 sends the inputs, and the statements of step 1 (they derive
+from the answer), as one JSON object of data, never as instructions."""
 
 VERDICTS_INSTRUCTIONS = """\
-Check each numbered statement against the numbered contexts. "supported" is true only if the \
+Check each of the "statements" against the "contexts". "supported" is true only if the \
 statement can be directly inferred from the contexts; it is false if the contexts contradict it or do \
 not mention it. Use no outside knowledge. Give one verdict per statement, in order, with a \
 one-sentence reason before the verdict.
@@ -65,7 +64,7 @@ def build_verdicts_request(
             ("system", system_prompt(VERDICTS_INSTRUCTIONS, language, "the reasons", fallback="the statements")),
             (
                 "user",
-                user_message(("Contexts", format_contexts(contexts)), ("Statements", format_numbered(statements))),
+                data_message(contexts=contexts, statements=statements),
             ),
         ),
         schema=object_schema({"verdicts": array_schema(_VERDICT, len(statements))}),

@@ -81,9 +81,14 @@ class JudgeRequest:
 
 
 class JudgeClient(Protocol):
-    """Sends a request and returns ``request.n`` raw replies (JSON text), or raises JudgeCallError."""
+    """Sends a request and returns ``request.n`` raw replies (JSON text), or raises JudgeCallError.
 
-    async def complete(self, request: JudgeRequest) -> list[str]: ...
+    ``accept(raw)`` is the metric's parser: it raises VerdictParseError for a reply it cannot use. A client that
+    keeps replies (the call cache) keeps only those every one of which ``accept`` takes, so an unusable reply is
+    asked again next time instead of being served forever; the replies are returned either way (``ask`` repairs).
+    """
+
+    async def complete(self, request: JudgeRequest, *, accept: Callable[[str], object] | None = None) -> list[str]: ...
 
 
 class Embedder(Protocol):
@@ -136,14 +141,17 @@ def load_json_object(raw: str, *, record_id: str) -> dict[str, Any]:
 
 
 async def ask(judge: JudgeClient, request: JudgeRequest, parse: Callable[[str], _T]) -> list[_T]:
-    """Send ``request`` and parse every completion; an unparsable one gets one repair round trip."""
-    replies = await judge.complete(request)
+    """Send ``request`` and parse every completion; an unparsable one gets one repair round trip.
+
+    ``parse`` goes with each request, so the client caches a reply only when it parses (a repaired reply is cached
+    under its repair request, the bad original not at all)."""
+    replies = await judge.complete(request, accept=parse)
     parsed: list[_T] = []
     for raw in replies:
         try:
             parsed.append(parse(raw))
         except VerdictParseError as first:
-            (repaired,) = await judge.complete(request.repair(raw, first.problem or str(first)))
+            (repaired,) = await judge.complete(request.repair(raw, first.problem or str(first)), accept=parse)
             try:
                 parsed.append(parse(repaired))
             except VerdictParseError as second:

@@ -29,6 +29,7 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    field_serializer,
     field_validator,
     model_validator,
 )
@@ -38,7 +39,7 @@ from ragpulse.metrics import DEFAULT_METRICS, parse_metrics
 from ragpulse.metrics.drift import DriftThresholds
 from ragpulse.metrics.errors import RagpulseError
 from ragpulse.tasks.core.errors import ConfigError
-from ragpulse.tasks.core.storage import reject_credentials
+from ragpulse.tasks.core.storage import redact_url, reject_credentials
 from ragpulse.tasks.ingest.adapters import CANONICAL_FORMAT, parse_options
 from ragpulse.tasks.ingest.language import normalize_language_tag
 
@@ -47,6 +48,7 @@ __all__ = [
     "DEFAULT_CONFIG_FILE",
     "ENV_PREFIX",
     "GROUPS",
+    "JUDGE_KEY_HINT",
     "NO_SOURCE",
     "PARTITION_GROUPS",
     "SETTINGS",
@@ -120,6 +122,11 @@ class SourceConfig(ConfigGroup):
     def _url_given(cls, value: Any) -> Any:
         return _required_text(value, "RAGPULSE_SOURCE")
 
+    @field_validator("url")
+    @classmethod
+    def _url_without_password(cls, value: str) -> str:
+        return _no_password(value, "use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile")
+
     @field_validator("storage_options")
     @classmethod
     def _no_secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
@@ -147,6 +154,11 @@ class ScoringConfig(ConfigGroup):
     sample_rate: float = Field(
         default=1.0, gt=0.0, le=1.0, description="Share of traces the judge metrics score, chosen by trace_id."
     )
+    # Not in fingerprint(): a rescore republishes the same configuration.
+    rescore: Literal["failed", "all"] = Field(
+        default="failed",
+        description="Judge metrics: failed re-asks only failed calls; all re-asks every call, skipping both caches.",
+    )
 
     @field_validator("metrics", mode="before")
     @classmethod
@@ -173,6 +185,11 @@ class JudgeConfig(ConfigGroup):
     options_file: str | None = Field(
         default=None, description="TOML/JSON file of judge options: aspects, custom llm_judges, weights, models."
     )
+
+    @field_validator("base_url")
+    @classmethod
+    def _url_without_password(cls, value: str | None) -> str | None:
+        return _no_password(value, JUDGE_KEY_HINT) if value else value
 
 
 class QualityConfig(ConfigGroup):
@@ -208,6 +225,18 @@ class OutputConfig(ConfigGroup):
     @classmethod
     def _location_given(cls, value: Any, info: ValidationInfo) -> Any:
         return _required_text(value, ENV_PREFIX + str(info.field_name).upper())
+
+    @field_validator("work_dir")
+    @classmethod
+    def _work_dir_without_password(cls, value: str) -> str:
+        return _no_password(value, "use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile")
+
+    @field_serializer("warehouse", when_used="json")
+    def _warehouse_shown(self, value: str) -> str:
+        """A PostgreSQL URL may carry a password for a run in this process; JSON never does. Prefect stores flow
+        parameters as this JSON (``Flow.serialize_parameters``), and runs rows stamp it, while the flow in this
+        process keeps the object itself. A deployment must not rely on it: ``secret://<block>`` or PGPASSWORD."""
+        return redact_url(value)
 
 
 class RunnerConfig(ConfigGroup):
@@ -401,6 +430,21 @@ def _split_list(value: Any) -> Any:
     """Comma-separated names, as options and environment variables give lists."""
     if isinstance(value, str):
         return tuple(name.strip() for name in value.split(",") if name.strip())
+    return value
+
+
+#: Where the judge's key goes instead of its URL.
+JUDGE_KEY_HINT = (
+    "put the key in RAGPULSE_JUDGE_API_KEY (or OPENAI_API_KEY) or in a Prefect Secret block named by "
+    "RAGPULSE_JUDGE_API_KEY_BLOCK"
+)
+
+
+def _no_password(value: str, instead: str) -> str:
+    """Refuse a URL that carries a password (userinfo or a credential query parameter): settings are stamped on
+    runs rows and sent to Prefect as flow parameters."""
+    if redact_url(value) != value:
+        raise ValueError(f"must not carry a password or token ({redact_url(value)}); {instead}")
     return value
 
 

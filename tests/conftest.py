@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-pytest_plugins = ["tests.doubles.judge_server", "tests.doubles.webhook_receiver"]
+pytest_plugins = ["tests.doubles.judge_server", "tests.doubles.webhook_receiver", "tests.doubles.tcp_proxy"]
 
 _PREFIXES = ("AWS_", "RAGPULSE_", "FSSPEC_S3_", "OPENAI_")
 

@@ -134,30 +134,18 @@ def _config(config_file: Path | None, settings: dict[str, Any]) -> RunConfig:
         raise fail_with(exc) from None
 
 
-def _preflight(run_config: RunConfig) -> None:
-    """What a flow would otherwise find wrong only once its run had started: the judge settings and options file,
-    metric variants (aspects, llm_judges), the task runner, the suites and the warehouse URL. Caught here, a
-    mistake is one line and exit 2, and leaves no failed run behind."""
-    from pydantic import ValidationError
-
+def _preflight(run_config: RunConfig, *, alerts: bool = False) -> None:
+    """What a flow would otherwise find wrong only once its run had started (``check_config``, which each flow
+    runs again first thing, for deployment runs), and the task runner. Caught here, a mistake is one line and
+    exit 2, and leaves no failed run behind."""
     from ragpulse.flows.runners import build_task_runner
-    from ragpulse.tasks.planning.run import plan_run
-    from ragpulse.tasks.quality.checks import load_suite
-    from ragpulse.tasks.warehouse import open_warehouse
+    from ragpulse.tasks.planning.run import check_config
 
     try:
-        plan_run(run_config)
+        check_config(run_config, alerts=alerts)
         build_task_runner(run_config.runner)
-        for suite in (run_config.quality.input_suite, run_config.quality.output_suite):
-            if suite:
-                load_suite(suite)
-        if not run_config.output.warehouse.startswith("secret://"):  # a Secret block is read by the run itself
-            open_warehouse(run_config.output.warehouse)
     except RagpulseError as exc:
         raise fail_with(exc) from None
-    except ValidationError as exc:  # the judge's own RAGPULSE_JUDGE_* variables
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise fail(f"invalid {exc.title}: {problems}", ExitCode.USAGE) from None
 
 
 def _terminal_logs(ctx: typer.Context) -> None:
@@ -213,7 +201,7 @@ def monitor(
 
     run_config = _config(config, settings)
     day = _date(date, "--date") if date else None  # the flow picks yesterday in --timezone
-    _preflight(run_config)
+    _preflight(run_config, alerts=True)
     _announce_api()
     _terminal_logs(ctx)
     from ragpulse.flows.monitor import monitor as monitor_flow
@@ -257,7 +245,7 @@ def backfill(
     if last < first:
         raise fail(f"--end {last} is before --start {first}", ExitCode.USAGE)
     run_config = _config(config, settings)
-    _preflight(run_config)
+    _preflight(run_config, alerts=alert)
     _announce_api()
     _terminal_logs(ctx)
     result = _run_backfill(run_config, first, last, concurrency=concurrency, force=force, send_drift_alerts=alert)
@@ -328,6 +316,7 @@ def serve(
             f"invalid schedule --cron {cron!r} --timezone {timezone!r}: {exc.errors()[0]['msg']}", ExitCode.USAGE
         ) from None
     run_config = _config(config, settings)
+    _preflight(run_config, alerts=True)
     from ragpulse.flows.serving import serve_monitor
 
     def announce(full_name: str) -> None:

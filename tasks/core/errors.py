@@ -6,7 +6,7 @@ RagpulseError (metrics/errors.py)
 ├── StorageError                  transient object-storage failure (the only kind retried)
 ├── PartitionNotFoundError        no trace files for the requested date; lists nearby dates
 └── WarehouseError
-    └── WarehouseLockedError      another process holds the DuckDB file
+    └── WarehouseLockedError      the DuckDB file or a PostgreSQL date lock stayed taken past lock_timeout
 ```
 """
 
@@ -49,4 +49,5 @@ class WarehouseError(RagpulseError):
 
 
 class WarehouseLockedError(WarehouseError):
-    """Another process holds the warehouse's write lock (DuckDB allows one writing process)."""
+    """The warehouse's write lock stayed taken past ``lock_timeout``: another process holds the DuckDB file (one
+    writing process), or another publisher of the date holds its PostgreSQL advisory lock."""

@@ -72,9 +72,21 @@ def reject_credentials(options: Mapping[str, Any], setting: str) -> dict[str, An
     return dict(options)
 
 
+# ``scheme://user:password@``: the user part stops at ``/``, so ``s3://bucket/key:with@signs`` is no userinfo.
+_USERINFO_PASSWORD = re.compile(r"(://[^/:@\s]*):[^\s?#]*@")
+# Query parameters that carry credentials: libpq's ``password``/``sslpassword``, tokens, keys and the signature of
+# a presigned URL (``X-Amz-Signature``, ``X-Amz-Credential``, ``X-Amz-Security-Token``).
+_SECRET_QUERY = re.compile(
+    r"(?i)([?&;](?:[^=&#;]*(?:password|passwd|pwd|secret|token|signature|credential|api[-_]?key)[^=&#;]*|key|sig)=)"
+    r"[^&#;]*"
+)
+
+
 def redact_url(url: str) -> str:
-    """The URL with any password replaced, for logs, artifacts and tables."""
-    return re.sub(r"(://[^/:@]*):[^/@]*@", r"\1:***@", url)
+    """``url`` (or a message quoting URLs) with every password replaced by ``***``, for logs, errors, artifacts,
+    tables and Prefect parameters: the userinfo password, up to the last ``@`` before the query (a password may
+    hold ``/`` or ``@``, which SQLAlchemy accepts), and credential query parameters."""
+    return _SECRET_QUERY.sub(r"\1***", _USERINFO_PASSWORD.sub(r"\1:***@", url))
 
 
 def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[AbstractFileSystem, str]:

@@ -30,6 +30,7 @@ __all__ = [
     "RunInfo",
     "ScoredBatch",
     "StagedPartition",
+    "StagingCounts",
 ]
 
 # A partition's kept traces cut to excerpts, row for row with its scores; the warehouse's traces table is these
@@ -71,19 +72,54 @@ class QuarantinedRecord:
 
 
 @dataclass(frozen=True)
+class StagingCounts:
+    """Where every record of a staged day went; staging refuses to return counts that do not add up:
+
+    - records read (non-blank JSONL lines, Parquet rows) = ``records_quarantined`` (not parsed: bad bytes, bad
+      JSON, over a limit, not a record of the format) + records parsed; a canonical parsed record is one trace read;
+    - ``traces_read`` (span formats: distinct trace ids) = ``staged`` + ``traces_quarantined`` + ``other_days``;
+    - quarantine entries = ``records_quarantined`` + ``spans_quarantined`` + ``traces_quarantined``.
+
+    The span counts are None for the canonical format, which has no spans.
+    """
+
+    records_read: int = 0
+    records_quarantined: int = 0
+    traces_read: int = 0
+    traces_quarantined: int = 0
+    staged: int = 0
+    other_days: int = 0
+    """Traces read but left out because their event time is on another day (event-time partitioning)."""
+    spans_quarantined: int | None = None
+    """Bad spans quarantined out of records whose other spans were kept (OTLP lines)."""
+    duplicate_spans: int | None = None
+    """Span records seen again (overlapping export windows); the later copy was kept."""
+
+    @property
+    def quarantined(self) -> int:
+        return self.records_quarantined + (self.spans_quarantined or 0) + self.traces_quarantined
+
+
+@dataclass(frozen=True)
 class StagedPartition:
     date: dt.date
     files: list[SourceFile]
     batches: list[BatchRef]
     quarantined: list[QuarantinedRecord] = field(default_factory=list)
-    n_other_days: int = 0
-    """Traces read but left out because their event time is on another day (event-time partitioning)."""
-    n_duplicate_spans: int = 0
-    """Span records seen again (overlapping export windows); the later copy was kept."""
+    counts: StagingCounts | None = None
+    """Set by staging; None for partitions built by hand (tests, benchmarks)."""
 
     @property
     def n_valid(self) -> int:
         return sum(batch.n_rows for batch in self.batches)
+
+    @property
+    def n_other_days(self) -> int:
+        return self.counts.other_days if self.counts is not None else 0
+
+    @property
+    def n_duplicate_spans(self) -> int:
+        return (self.counts.duplicate_spans or 0) if self.counts is not None else 0
 
 
 @dataclass(frozen=True)
@@ -142,6 +178,14 @@ class PartitionScores:
     judge_model: str | None = None
     traces: pa.Table = field(default_factory=TRACE_ROWS_SCHEMA.empty_table)
     """Excerpts of the kept traces (TRACE_ROWS_SCHEMA), row i for trace_ids[i]; empty when not read."""
+    staging: StagingCounts | None = None
+    """The staged partition's counts; the traces staged but not kept (repeated ids, failed the input suite)
+    are the quarantine entries beyond ``staging.quarantined``."""
+
+    @property
+    def records_read(self) -> int:
+        """Lines and rows read; ``n_records`` (valid traces + quarantined) for scores assembled without counts."""
+        return self.staging.records_read if self.staging is not None else self.n_records
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 
 from ragpulse.metrics.errors import InvalidRecordError
+from ragpulse.tasks.ingest import limits
 from ragpulse.tasks.ingest.language import normalize_language_tag
 
 __all__ = ["KNOWN_FIELDS", "STAGED_SCHEMA", "parse_record"]
@@ -51,11 +52,14 @@ STAGED_SCHEMA = pa.schema(
 )
 
 
-def parse_record(raw: Any, *, source_file: str, line: int) -> dict[str, Any]:
+def parse_record(raw: Any, *, source_file: str, line: int, check_text: bool = True) -> dict[str, Any]:
     """Validate one decoded record and return it as a staged row (see STAGED_SCHEMA).
 
-    Raises InvalidRecordError naming the trace (when known), the field and what is wrong.
-    Unknown top-level fields are kept in ``metadata`` (an existing metadata key wins).
+    Raises InvalidRecordError naming the trace (when known), the field and what is wrong, and never anything
+    else, whatever the record holds. Unknown top-level fields are kept in ``metadata`` (an existing metadata key
+    wins). A string that no warehouse can store (a NUL, a lone surrogate), in any field or metadata key, is an
+    error naming where it is: replacing it would change the trace's text behind its scores. ``check_text=False``
+    skips that search when the caller knows no string can hold one (``limits.may_hold_unstorable``).
     """
     location = f"{source_file}:{line}"
     if not isinstance(raw, Mapping):
@@ -65,6 +69,8 @@ def parse_record(raw: Any, *, source_file: str, line: int) -> dict[str, Any]:
     trace_id = raw.get("trace_id")
     if not isinstance(trace_id, str) or not trace_id.strip():
         raise InvalidRecordError(None, "trace_id", _required("a non-empty string", trace_id), location=location)
+    if check_text and (bad_id := limits.unstorable(trace_id)) is not None:
+        raise InvalidRecordError(limits.printable(trace_id), "trace_id", bad_id, location=location)
 
     def fail(field: str, reason: str) -> InvalidRecordError:
         return InvalidRecordError(trace_id, field, reason, location=location)
@@ -75,7 +81,7 @@ def parse_record(raw: Any, *, source_file: str, line: int) -> dict[str, Any]:
     metadata = _mapping_or_none(raw.get("metadata"), "metadata", fail) or {}
     extras = {key: value for key, value in raw.items() if key not in KNOWN_FIELDS}
     metadata = {**extras, **metadata}
-    return {
+    row = {
         "trace_id": trace_id,
         "timestamp": _timestamp(raw.get("timestamp"), fail),
         "question": question,
@@ -85,11 +91,67 @@ def parse_record(raw: Any, *, source_file: str, line: int) -> dict[str, Any]:
         "reference_answers": _optional_str_list(raw.get("reference_answers"), "reference_answers", fail),
         "relevant_context_ids": _labels(raw.get("relevant_context_ids"), "relevant_context_ids", fail),
         "relevant_contexts": _labels(raw.get("relevant_contexts"), "relevant_contexts", fail),
-        "metadata": json.dumps(metadata, sort_keys=True, default=str),
+        "metadata": _metadata_json(metadata, fail, check_text=check_text),
         "source_file": source_file,
         "source_line": line,
         "language": _language(raw.get("language"), fail),
     }
+    if check_text:
+        _check_storable(row, fail)
+    return row
+
+
+def _check_storable(row: dict[str, Any], fail: Any) -> None:
+    """Refuse a row whose text fields hold a string no warehouse can store, naming the field."""
+    texts: list[tuple[str, Any]] = [(name, row[name]) for name in ("question", "answer", "reference", "language")]
+    texts += [(f"reference_answers[{i}]", text) for i, text in enumerate(row["reference_answers"] or ())]
+    for rank, context in enumerate(row["contexts"]):
+        texts += [(f"contexts[{rank}].id", context["id"]), (f"contexts[{rank}].text", context["text"])]
+    for name in ("relevant_context_ids", "relevant_contexts"):
+        texts += [(f"{name}[{i}]", label["key"]) for i, label in enumerate(row[name] or ())]
+    for field, text in texts:
+        if isinstance(text, str) and (reason := limits.unstorable(text)) is not None:
+            raise fail(field, reason)
+
+
+def _metadata_json(metadata: dict[str, Any], fail: Any, *, check_text: bool) -> str:
+    """Metadata as strict JSON text (RFC 8259): NaN and Infinity, which Python and pandas write for missing values,
+    are stored as null; a key or string no warehouse can store is an error naming its path."""
+    try:
+        text = json.dumps(metadata, sort_keys=True, default=str, allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(metadata), sort_keys=True, default=str, allow_nan=False)
+    # ensure_ascii writes NUL and surrogates as escapes; look for the culprit only when one may be there.
+    if check_text and ("\\u0000" in text or "\\ud" in text):
+        _check_strings(metadata, "metadata", fail)
+    return text
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
+
+
+def _check_strings(value: Any, path: str, fail: Any) -> None:
+    """Raise naming the first key or string under ``value`` that no warehouse can store."""
+    stack = [(path, value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, str) and (reason := limits.unstorable(item)) is not None:
+            raise fail(where, reason)
+        if isinstance(item, Mapping):
+            for key, child in item.items():
+                name = f"{where}.{limits.printable(str(key))}"
+                if (reason := limits.unstorable(str(key))) is not None:
+                    raise fail(name, f"key {reason}")
+                stack.append((name, child))
+        elif isinstance(item, list | tuple):
+            stack.extend((f"{where}[{i}]", child) for i, child in enumerate(item))
 
 
 def _required(expected: str, got: Any) -> str:
@@ -112,7 +174,23 @@ def _timestamp(value: Any, fail: Any) -> dt.datetime:
     else:
         raise fail("timestamp", _required("an ISO-8601 string", value))
     # Naive timestamps are taken as UTC, the convention of every tracing SDK we read.
-    return parsed.replace(tzinfo=dt.UTC) if parsed.tzinfo is None else parsed.astimezone(dt.UTC)
+    try:
+        return parsed.replace(tzinfo=dt.UTC) if parsed.tzinfo is None else parsed.astimezone(dt.UTC)
+    except OverflowError:  # 9999-12-31T23:00-05:00 is past the last representable UTC instant
+        raise fail("timestamp", f"{value!s:.60} is out of range in UTC") from None
+
+
+def _finite_number(value: Any) -> float | None:
+    """``value`` as a finite float, or None when it is not a number, NaN, +-Infinity or too large (1e400)."""
+    if type(value) is float:  # the common case, first
+        return value if math.isfinite(value) else None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond float range
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _language(value: Any, fail: Any) -> str | None:
@@ -146,14 +224,16 @@ def _mapping_or_none(value: Any, field: str, fail: Any) -> dict[str, Any] | None
         return None
     if isinstance(value, str):  # Parquet writers often store nested objects as JSON text.
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            raise fail(field, "expected an object or JSON object text") from None
+            value = limits.loads(value)
+        except ValueError as exc:
+            reason = str(exc) if isinstance(exc, limits.NestingError) else "expected an object or JSON object text"
+            raise fail(field, reason) from None
     if isinstance(value, list) and all(isinstance(p, tuple) and len(p) == 2 for p in value):
         value = dict(value)  # An Arrow map column decodes to (key, value) pairs.
     if not isinstance(value, Mapping):
         raise fail(field, f"expected an object, got {_show(value)}")
-    return dict(value)
+    # Keys as text: an Arrow map may have integer keys, which json.dumps(sort_keys=True) cannot order among strings.
+    return {str(key): item for key, item in value.items()}
 
 
 def _contexts(value: Any, fail: Any) -> list[dict[str, Any]]:
@@ -175,9 +255,10 @@ def _contexts(value: Any, fail: Any) -> list[dict[str, Any]]:
             raise fail(f"{field}.id", "required field missing (a context needs an id, a text or both)")
         if context_id is not None and (not isinstance(context_id, str) or not context_id):
             raise fail(f"{field}.id", _required("a non-empty string or null", context_id))
-        if score is not None and (not isinstance(score, int | float) or isinstance(score, bool) or math.isnan(score)):
-            raise fail(f"{field}.score", f"expected a number or null, got {_show(score)}")
-        contexts.append({"id": context_id, "text": text, "score": None if score is None else float(score)})
+        number = _finite_number(score)
+        if score is not None and number is None:
+            raise fail(f"{field}.score", f"expected a finite number or null, got {_show(score)}")
+        contexts.append({"id": context_id, "text": text, "score": number})
     return contexts
 
 
@@ -185,9 +266,14 @@ def _labels(value: Any, field: str, fail: Any) -> list[dict[str, Any]] | None:
     """Relevance labels as (key, gain) pairs: a list of keys has gain 1.0 each, an object maps key -> grade."""
     if isinstance(value, str):  # JSON text, as some Parquet writers store nested values
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            raise fail(field, "expected a list of ids, an object of grades, or their JSON text") from None
+            value = limits.loads(value)
+        except ValueError as exc:
+            reason = (
+                str(exc)
+                if isinstance(exc, limits.NestingError)
+                else "expected a list of ids, an object of grades, or their JSON text"
+            )
+            raise fail(field, reason) from None
     if value is None:
         return None
     if isinstance(value, list | tuple) and all(isinstance(key, str) for key in value):
@@ -197,7 +283,8 @@ def _labels(value: Any, field: str, fail: Any) -> list[dict[str, Any]] | None:
     grades = _mapping_or_none(value, field, fail) or {}
     labels = []
     for key, grade in grades.items():
-        if not isinstance(grade, int | float) or isinstance(grade, bool) or not math.isfinite(grade) or grade < 0:
+        gain = _finite_number(grade)
+        if gain is None or gain < 0:
             raise fail(f"{field}.{key}", f"expected a graded relevance >= 0, got {_show(grade)}")
-        labels.append({"key": str(key), "gain": float(grade)})
+        labels.append({"key": str(key), "gain": gain})
     return labels

@@ -14,13 +14,13 @@ from prefect.context import TaskRunContext
 from ragpulse.tasks.core import types as run_types
 from ragpulse.tasks.core.fingerprint import code_fingerprint, digest
 from ragpulse.tasks.core.retry import IO_RETRIES
-from ragpulse.tasks.core.storage import SourceFile
-from ragpulse.tasks.core.types import StagedPartition
-from ragpulse.tasks.ingest import adapters, records, staging
+from ragpulse.tasks.core.storage import SourceFile, filesystem, storage_errors
+from ragpulse.tasks.core.types import BatchRef, StagedPartition
+from ragpulse.tasks.ingest import adapters, limits, records, staging
 from ragpulse.tasks.ingest import language as language_id
 from ragpulse.tasks.ingest.staging import select_source_files, stage_records
 
-__all__ = ["list_partition", "stage_partition"]
+__all__ = ["list_partition", "missing_batches", "stage_partition"]
 
 
 @task(name="list-partition", cache_policy=NO_CACHE, persist_result=False, **IO_RETRIES)
@@ -64,7 +64,7 @@ def _stage_key(context: TaskRunContext, params: dict[str, Any]) -> str:
         partitioning,
         day,
         language,
-        code_fingerprint(sys.modules[__name__], staging, records, adapters, run_types, language_id),
+        code_fingerprint(sys.modules[__name__], staging, records, limits, adapters, run_types, language_id),
     )
 
 
@@ -97,10 +97,11 @@ def stage_partition(
         language=language,
     )
     get_run_logger().info(
-        "%s (%s): staged %d traces in %d batches, quarantined %d records, %d traces of other days left out, "
-        "%d duplicate spans",
+        "%s (%s): read %d records, staged %d traces in %d batches, quarantined %d records, "
+        "%d traces of other days left out, %d duplicate spans",
         date,
         trace_format,
+        staged.counts.records_read if staged.counts is not None else 0,
         staged.n_valid,
         len(staged.batches),
         len(staged.quarantined),
@@ -108,3 +109,14 @@ def stage_partition(
         staged.n_duplicate_spans,
     )
     return staged
+
+
+def missing_batches(staged: StagedPartition, storage_options: dict[str, Any] | None = None) -> list[BatchRef]:
+    """The staged batches of a (possibly cached) staging whose files are gone: a cleaned work dir or a bucket
+    lifecycle rule removes them while the task cache still points at them, and the day must be staged again."""
+    if not staged.batches:
+        return []
+    fs, _ = filesystem(staged.batches[0].url, storage_options)
+    fs.invalidate_cache()  # another process may have removed (or written) them since this one last looked
+    with storage_errors(staged.batches[0].url):
+        return [batch for batch in staged.batches if not fs.exists(filesystem(batch.url, storage_options)[1])]

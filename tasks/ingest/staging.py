@@ -4,6 +4,10 @@ Staging validates every record once: good records go into batches of ``batch_siz
 ones into the quarantine list with file, line and reason. Scoring tasks then read their batch
 from the staging area, so no task ever holds a whole partition.
 
+Every record read ends in exactly one place, staged, quarantined or left to another day, and staging checks that
+its counts add up (``StagingCounts``) before it returns: a record that fits nowhere is a bug, not a lost trace.
+Records over the limits of ``tasks/ingest/limits`` (size, nesting, duplicate keys) are quarantined unparsed.
+
 Canonical traces are streamed line by line in bounded memory. Other formats (tasks/ingest/adapters) log a
 request as many spans, possibly in different files, so their spans are grouped by trace id first:
 staging holds the day's spans, projected to the fields assembly reads (ids, kind, start, question,
@@ -26,7 +30,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ragpulse.metrics.errors import InvalidRecordError
+from ragpulse.metrics.errors import InvalidRecordError, RagpulseError
 from ragpulse.tasks.core.storage import (
     TRACE_SUFFIXES,
     NoTraceFilesError,
@@ -35,14 +39,21 @@ from ragpulse.tasks.core.storage import (
     list_partition_files,
     storage_errors,
 )
-from ragpulse.tasks.core.types import BatchRef, QuarantinedRecord, StagedPartition
+from ragpulse.tasks.core.types import BatchRef, QuarantinedRecord, StagedPartition, StagingCounts
+from ragpulse.tasks.ingest import limits
 from ragpulse.tasks.ingest.adapters import Adapter, AdapterOptions, Span, adapter_for, assemble, parse_options
 from ragpulse.tasks.ingest.language import identify_languages
 from ragpulse.tasks.ingest.records import STAGED_SCHEMA, parse_record
 
-__all__ = ["RAW_EXCERPT_CHARS", "select_source_files", "stage_records"]
+__all__ = ["RAW_EXCERPT_CHARS", "CountMismatchError", "select_source_files", "stage_records"]
 
 RAW_EXCERPT_CHARS = 2000
+_CHUNK_BYTES = 2**16  # small enough that a truncated gzip file keeps the lines before its end
+_BOM = b"\xef\xbb\xbf"
+
+
+class CountMismatchError(RagpulseError, RuntimeError):
+    """Staging's counts do not add up: some record went nowhere or twice. A bug; nothing is published."""
 
 
 def select_source_files(
@@ -96,6 +107,10 @@ def stage_records(
     are staged; the others belong to another day's run and are counted, not quarantined. A trace without a
     ``language`` gets ``language`` (the run's default) or, without one, the language identified from its
     question (else its answer).
+
+    A canonical record is one non-blank JSONL line or one Parquet row (the unreadable rest of a corrupt file
+    counts as one record): records read = records quarantined unparsed + traces read, and traces read = staged
+    + quarantined + other days. Raises CountMismatchError if they do not add up.
     """
     adapter = adapter_for(trace_format)
     options = parse_options(trace_format, format_options)
@@ -104,21 +119,55 @@ def stage_records(
     if adapter is not None:
         return _stage_spans(date, files, adapter, options, day, writer, storage_options)
     quarantined: list[QuarantinedRecord] = []
-    other_days = 0
+    records_read = records_quarantined = traces_read = traces_quarantined = other_days = 0
     for source_file in files:
         for line, decoded, raw in _read_records(source_file, storage_options):
+            records_read += 1
+            if isinstance(decoded, _Undecodable):
+                quarantined.append(_unparsed(decoded, source_file.url, line, raw))
+                records_quarantined += 1
+                continue
+            traces_read += 1
             try:
-                if isinstance(decoded, _Undecodable):
-                    raise InvalidRecordError(None, "<record>", decoded.reason, location=f"{source_file.url}:{line}")
-                row = parse_record(decoded, source_file=source_file.url, line=line)
+                check = limits.may_hold_unstorable(raw)  # Parquet rows' raw is JSON too
+                row = parse_record(decoded, source_file=source_file.url, line=line, check_text=check)
             except InvalidRecordError as exc:
                 quarantined.append(_quarantine(exc, source_file.url, line, raw))
+                traces_quarantined += 1
                 continue
             if day is not None and not day(row["timestamp"]):
                 other_days += 1
                 continue
             writer.add(row)
-    return StagedPartition(date, files, writer.close(), quarantined, n_other_days=other_days)
+    batches = writer.close()
+    counts = StagingCounts(
+        records_read=records_read,
+        records_quarantined=records_quarantined,
+        traces_read=traces_read,
+        traces_quarantined=traces_quarantined,
+        staged=sum(batch.n_rows for batch in batches),
+        other_days=other_days,
+    )
+    _check_counts(date, counts, len(quarantined), records_parsed=traces_read)
+    return StagedPartition(date, files, batches, quarantined, counts)
+
+
+def _check_counts(date: dt.date, counts: StagingCounts, n_quarantine: int, *, records_parsed: int) -> None:
+    """Refuse to hand on a partition whose counts do not add up (see StagingCounts)."""
+    identities = {
+        "records read = records quarantined + records parsed": (
+            counts.records_read,
+            counts.records_quarantined + records_parsed,
+        ),
+        "traces read = staged + traces quarantined + other days": (
+            counts.traces_read,
+            counts.staged + counts.traces_quarantined + counts.other_days,
+        ),
+        "quarantine entries = records + spans + traces quarantined": (n_quarantine, counts.quarantined),
+    }
+    problems = [f"{name}: {left} != {right}" for name, (left, right) in identities.items() if left != right]
+    if problems:
+        raise CountMismatchError(f"internal error staging dt={date}, nothing was published: {'; '.join(problems)}")
 
 
 def _day_filter(date: dt.date) -> Any:
@@ -128,7 +177,14 @@ def _day_filter(date: dt.date) -> Any:
 
 
 def _quarantine(exc: InvalidRecordError, url: str, line: int, raw: str) -> QuarantinedRecord:
-    return QuarantinedRecord(url, line, exc.record_id, exc.field, exc.reason, raw[:RAW_EXCERPT_CHARS])
+    """The entry for a bad record, its texts escaped where they hold what no warehouse stores (NUL, surrogates)."""
+    record_id = None if exc.record_id is None else limits.printable(exc.record_id)
+    excerpt = limits.printable(raw[:RAW_EXCERPT_CHARS])
+    return QuarantinedRecord(url, line, record_id, limits.printable(exc.field), limits.printable(exc.reason), excerpt)
+
+
+def _unparsed(record: _Undecodable, url: str, line: int, raw: str) -> QuarantinedRecord:
+    return _quarantine(InvalidRecordError(None, record.field, record.reason), url, line, raw)
 
 
 def _stage_spans(
@@ -144,21 +200,27 @@ def _stage_spans(
     each trace in order of first sight and validate it like a canonical record, located at its first span.
 
     Where one record holds spans of several traces (OTLP lines), a quarantined trace or span is located
-    at ``<file>#trace=<id>`` or ``<file>#<span path>`` so that no two entries share a location."""
+    at ``<file>#trace=<id>`` or ``<file>#<span path>`` so that no two entries share a location.
+
+    Records read = records quarantined unparsed + records parsed (which hold zero or more spans, some of
+    them quarantined); traces read (distinct trace ids) = staged + quarantined + other days."""
     quarantined: list[QuarantinedRecord] = []
     by_trace: dict[str, dict[str, Span]] = {}
     first_seen: dict[str, tuple[str, int]] = {}
     traces_at: dict[tuple[str, int], set[str]] = {}
-    duplicates = 0
+    duplicates = records_read = records_quarantined = records_parsed = spans_quarantined = 0
     for source_file in files:
         for line, decoded, raw in _read_records(source_file, storage_options):
+            records_read += 1
             try:
                 if isinstance(decoded, _Undecodable):
-                    raise InvalidRecordError(None, "<record>", decoded.reason)
+                    raise InvalidRecordError(None, decoded.field, decoded.reason)
                 items = list(adapter.spans(decoded, options))
             except InvalidRecordError as exc:
                 quarantined.append(_quarantine(exc, source_file.url, line, raw))
+                records_quarantined += 1
                 continue
+            records_parsed += 1
             seen_here = traces_at.setdefault((source_file.url, line), set())
             for item in items:
                 if isinstance(item, Span):
@@ -173,7 +235,8 @@ def _stage_spans(
                     # so the location of the quarantined entry is not that of a staged trace.
                     url = f"{source_file.url}#{item.field}" if seen_here else source_file.url
                     quarantined.append(_quarantine(item, url, line, raw))
-    other_days = 0
+                    spans_quarantined += 1
+    other_days = traces_quarantined = 0
     for trace_id, spans in by_trace.items():
         url, line = first_seen[trace_id]
         raw_trace: dict[str, Any] | None = None
@@ -190,14 +253,25 @@ def _stage_spans(
             shared = len(traces_at[(url, line)]) > 1
             location = f"{url}#trace={trace_id}" if shared else url
             quarantined.append(_quarantine(exc, location, line, json.dumps(excerpt, default=str)))
+            traces_quarantined += 1
             continue
         if day is not None and not day(row["timestamp"]):
             other_days += 1
             continue
         writer.add(row)
-    return StagedPartition(
-        date, files, writer.close(), quarantined, n_other_days=other_days, n_duplicate_spans=duplicates
+    batches = writer.close()
+    counts = StagingCounts(
+        records_read=records_read,
+        records_quarantined=records_quarantined,
+        traces_read=len(by_trace),
+        traces_quarantined=traces_quarantined,
+        staged=sum(batch.n_rows for batch in batches),
+        other_days=other_days,
+        spans_quarantined=spans_quarantined,
+        duplicate_spans=duplicates,
     )
+    _check_counts(date, counts, len(quarantined), records_parsed=records_parsed)
+    return StagedPartition(date, files, batches, quarantined, counts)
 
 
 def _span_summary(trace_id: str, spans: Any) -> dict[str, Any]:
@@ -209,7 +283,10 @@ def _span_summary(trace_id: str, spans: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class _Undecodable:
+    """A record that cannot be parsed: not UTF-8, not JSON, over a limit, unreadable Parquet values."""
+
     reason: str
+    field: str = "<record>"
 
 
 # A file that cannot be decoded past some point: what was read stays, the rest is one quarantine entry.
@@ -232,7 +309,14 @@ def _read_records(source_file: SourceFile, storage_options: Mapping[str, Any] | 
 
 
 def _jsonl_lines(handle: Any) -> Iterator[tuple[int, Any, str]]:
-    for number, line in enumerate(handle, start=1):
+    """Non-blank lines as records; a UTF-8 byte order mark opening the file is dropped, CRLF endings are read."""
+    for number, (line, size) in enumerate(_split_lines(handle), start=1):
+        if number == 1 and line.startswith(_BOM):
+            line = line[len(_BOM) :]
+        if size > limits.MAX_RECORD_BYTES:
+            reason = f"line is {size:,} bytes, over the limit of {limits.MAX_RECORD_BYTES:,}"
+            yield number, _Undecodable(reason), line.decode("utf-8", "replace")
+            continue
         if not line.strip():
             continue
         try:
@@ -240,18 +324,54 @@ def _jsonl_lines(handle: Any) -> Iterator[tuple[int, Any, str]]:
         except UnicodeDecodeError as exc:
             yield number, _Undecodable(f"line is not UTF-8: {exc.reason} at byte {exc.start}"), repr(line[:200])
             continue
+        raw = text.rstrip("\r\n")
         try:
-            yield number, json.loads(text), text.rstrip("\n")
+            yield number, limits.loads(text, unique_keys=True), raw
+        except limits.DuplicateKeyError as exc:
+            yield number, _Undecodable(str(exc), limits.printable(exc.key)), raw
+        except limits.NestingError as exc:
+            yield number, _Undecodable(str(exc)), raw
         except json.JSONDecodeError as exc:
-            yield number, _Undecodable(f"invalid JSON: {exc.msg} at column {exc.colno}"), text.rstrip("\n")
+            yield number, _Undecodable(f"invalid JSON: {exc.msg} at column {exc.colno}"), raw
+        except ValueError:  # Python reads integers of up to 4,300 digits
+            yield number, _Undecodable("a number has more than 4,300 digits, more than Python reads"), raw
+
+
+def _split_lines(handle: Any) -> Iterator[tuple[bytes, int]]:
+    """(line without its newline, its length in bytes) in file order, in memory bounded by MAX_RECORD_BYTES:
+    of a longer line only the first RAW_EXCERPT_CHARS bytes are kept. A buffered reader gives every file
+    object (local, gzip, fsspec's remote files) a ``readline`` with a size limit."""
+    reader = io.BufferedReader(handle, _CHUNK_BYTES)
+    limit = limits.MAX_RECORD_BYTES
+    while line := reader.readline(limit + 1):
+        if line.endswith(b"\n"):
+            yield line[:-1], len(line) - 1
+            continue
+        size = len(line)
+        while size > limit and (rest := reader.readline(_CHUNK_BYTES)):  # skip the rest of a long line
+            size += len(rest) - rest.endswith(b"\n")
+            if rest.endswith(b"\n"):
+                break
+        yield line[:RAW_EXCERPT_CHARS] if size > limit else line, size
 
 
 def _parquet_rows(handle: Any) -> Iterator[tuple[int, Any, str]]:
     number = 0
     for record_batch in pq.ParquetFile(handle).iter_batches(batch_size=2048):
-        for row in record_batch.to_pylist():
+        try:
+            rows = record_batch.to_pylist()
+        except (ValueError, OverflowError, pa.ArrowException):  # e.g. a timestamp beyond year 9999
+            rows = [_parquet_row(record_batch.slice(i, 1)) for i in range(record_batch.num_rows)]
+        for row in rows:
             number += 1
-            yield number, row, json.dumps(row, default=str)
+            yield number, row, "" if isinstance(row, _Undecodable) else json.dumps(row, default=str)
+
+
+def _parquet_row(row: pa.RecordBatch) -> dict[str, Any] | _Undecodable:
+    try:
+        return row.to_pylist()[0]
+    except (ValueError, OverflowError, pa.ArrowException) as exc:
+        return _Undecodable(f"row has values Python cannot read: {type(exc).__name__}: {exc}")
 
 
 class _BatchWriter:

@@ -5,11 +5,13 @@ prompt version, temperature, seed, response-format setting); the file ``<url>/<k
 holds the replies and the token usage, never a key or a header. Local writes go to a temporary name
 and are renamed into place; object stores (S3, GCS) write whole objects; so a crash never leaves half
 a file, and concurrent writers of one key write the same content. Every task and process pointing
-at the same URL shares the cache.
+at the same URL shares the cache. The client stores only replies the metric's parser accepted, so a reply of the
+wrong shape, like a failed call, is never served again: the next run asks for it anew.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -89,6 +91,11 @@ class JudgeCache:
             return CachedCall(tuple(replies), int(usage["prompt_tokens"]), int(usage["completion_tokens"]))
         except (ValueError, TypeError, KeyError):
             return None
+
+    def discard(self, key: str) -> None:
+        """Remove the entry of ``key`` if there is one."""
+        with contextlib.suppress(FileNotFoundError), storage_errors(self.url):
+            self._fs.rm_file(self.path(key))
 
     def put(self, key: str, call: CachedCall, *, request: JudgeRequest, model: str) -> None:
         """Store ``call`` atomically (a reader sees the old state or the whole new file)."""

@@ -4,7 +4,8 @@
 :class:`~ragpulse.tasks.judge.settings.JudgeSettings`. Per call it:
 
 1. answers from the call-level cache (:mod:`ragpulse.tasks.judge.cache`) when it can, and joins an identical
-   call already in flight in this process instead of sending a duplicate;
+   call already in flight in this process instead of sending a duplicate; only replies the metric's parser
+   accepts are cached (and a cached entry it rejects is asked again), and ``refresh_cache`` skips the reads;
 2. waits for a slot of the process-wide limiter (concurrency, requests/min, tokens/min; shared by
    every thread and event loop) and, when configured, Prefect global rate limits across processes;
 3. sends one request (temperature 0, fixed seed, JSON-schema response format), retrying 429, 5xx,
@@ -38,13 +39,13 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import SecretStr
 
-from ragpulse.metrics.judge import JudgeCallError, JudgeRequest
+from ragpulse.metrics.judge import JudgeCallError, JudgeRequest, VerdictParseError
 from ragpulse.tasks.core.errors import ConfigError
 from ragpulse.tasks.core.storage import redact_url
 from ragpulse.tasks.judge.cache import CachedCall, JudgeCache, cache_key, plain_json
@@ -152,10 +153,13 @@ class OpenAIJudge:
     """A ``JudgeClient`` for any OpenAI-compatible endpoint; safe to share between threads and event loops.
 
     One ``AsyncOpenAI`` client is kept per event loop (its connection pool belongs to that loop);
-    limits are process-wide per (endpoint, model, limits); ``usage`` counts this judge's calls.
+    limits are process-wide per (endpoint, model, limits); ``usage`` counts this judge's calls. With
+    ``refresh_cache`` every call goes to the server and overwrites its cache entry (``--rescore all``).
     """
 
-    def __init__(self, settings: JudgeSettings, *, cache: JudgeCache | None = None) -> None:
+    def __init__(
+        self, settings: JudgeSettings, *, cache: JudgeCache | None = None, refresh_cache: bool = False
+    ) -> None:
         if not settings.model:
             raise ConfigError(
                 "no judge model configured: set RAGPULSE_JUDGE_MODEL (and RAGPULSE_JUDGE_BASE_URL for a server "
@@ -167,6 +171,7 @@ class OpenAIJudge:
         if cache is None and settings.cache_url:
             cache = JudgeCache(settings.cache_url, settings.cache_storage_options)
         self.cache = cache
+        self.refresh_cache = refresh_cache
         self._limiter: EndpointLimiter = limiter_for(
             settings.endpoint,
             self.model,
@@ -285,8 +290,10 @@ class OpenAIJudge:
             response_format=self.settings.response_format,
         )
 
-    async def complete(self, request: JudgeRequest) -> list[str]:
-        """``request.n`` raw replies: from the cache, from an identical call in flight, or over HTTP."""
+    async def complete(self, request: JudgeRequest, *, accept: Callable[[str], object] | None = None) -> list[str]:
+        """``request.n`` raw replies: from the cache, from an identical call in flight, or over HTTP.
+
+        ``accept`` (the metric's parser) decides what may be cached: see ``metrics.judge.JudgeClient``."""
         if request.n < 1:
             raise ValueError(f"request.n must be at least 1, got {request.n}")
         key = self.key(request)
@@ -308,7 +315,7 @@ class OpenAIJudge:
             self.usage.add(request.metric, deduplicated=1)
             return list(replies)
         try:
-            replies = await self._complete(request, key)
+            replies = await self._complete(request, key, accept)
         except asyncio.CancelledError:
             mine.set_exception(_LeaderGone())
             raise
@@ -322,20 +329,32 @@ class OpenAIJudge:
             with self._lock:
                 self._inflight.pop(key, None)
 
-    async def _complete(self, request: JudgeRequest, key: str) -> list[str]:
+    async def _complete(self, request: JudgeRequest, key: str, accept: Callable[[str], object] | None) -> list[str]:
         cache = self.cache
-        if cache is not None:
+        # An entry that must not answer again: refreshed (``--rescore all``) or one the parser rejects.
+        stale = self.refresh_cache
+        if cache is not None and not self.refresh_cache:
             hit = await self._cache_get(cache, key)
             if hit is not None and len(hit.replies) >= request.n:
-                self.usage.add(request.metric, cache_hits=1)
-                return list(hit.replies[: request.n])
+                replies = list(hit.replies[: request.n])
+                if _accepted(replies, accept):
+                    self.usage.add(request.metric, cache_hits=1)
+                    return replies
+                # Written before replies were checked, or by a parser since made stricter: ask again.
+                _run_logger().debug("cached judge reply for %s %s does not parse; asking again", request.metric, key)
+                stale = True
         try:
             reply = await self._fetch(request)
         except JudgeCallError:
             self.usage.add(request.metric, failures=1)
+            if cache is not None and stale:
+                await self._cache_discard(cache, key)
             raise
         if cache is not None:
-            await self._cache_put(cache, key, request, reply)
+            if _accepted(reply.replies, accept):
+                await self._cache_put(cache, key, request, reply)
+            elif stale:
+                await self._cache_discard(cache, key)
         return reply.replies
 
     async def _cache_get(self, cache: JudgeCache, key: str) -> CachedCall | None:
@@ -351,6 +370,13 @@ class OpenAIJudge:
             await asyncio.to_thread(cache.put, key, call, request=request, model=self.model)
         except Exception as exc:
             _run_logger().warning("judge cache write failed (%s)", self._redact(str(exc)))
+
+    async def _cache_discard(self, cache: JudgeCache, key: str) -> None:
+        """Drop an entry this call could not replace, so no later run is answered by it."""
+        try:
+            await asyncio.to_thread(cache.discard, key)
+        except Exception as exc:
+            _run_logger().warning("judge cache delete failed (%s)", self._redact(str(exc)))
 
     # -- HTTP -------------------------------------------------------------------------------------
 
@@ -538,6 +564,18 @@ class OpenAIJudge:
         if not choices:
             raise JudgeCallError("empty_reply", "no choices in the reply")
         return _Reply([c for c in contents if c], prompt_tokens, completion_tokens)
+
+
+def _accepted(replies: list[str], accept: Callable[[str], object] | None) -> bool:
+    """Whether the metric's parser takes every reply (no parser: every reply is kept, as before)."""
+    if accept is None:
+        return True
+    try:
+        for raw in replies:
+            accept(raw)
+    except VerdictParseError:
+        return False
+    return True
 
 
 class _FormatRejected(Exception):

@@ -76,7 +76,10 @@ class JudgeSettings(BaseSettings):
     @classmethod
     def _no_credentials_in_url(cls, value: str | None) -> str | None:
         if value is not None and redact_url(value) != value:
-            raise ValueError("base_url must not carry a password; use api_key or extra_headers")
+            raise ValueError(
+                "base_url must not carry a password or token; put the key in RAGPULSE_JUDGE_API_KEY (or "
+                "OPENAI_API_KEY) or in a Prefect Secret block named by RAGPULSE_JUDGE_API_KEY_BLOCK"
+            )
         return value.rstrip("/") if value else value
 
     @field_validator("cache_storage_options")

@@ -4,12 +4,14 @@ deciding what is already published agrees with the run that published it."""
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import json
+import os
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ragpulse.tasks.config import RunConfig
+from ragpulse.tasks.config import JUDGE_KEY_HINT, SETTINGS, RunConfig
 from ragpulse.tasks.core.errors import ConfigError
 from ragpulse.tasks.core.fingerprint import digest
 from ragpulse.tasks.core.storage import redact_url
@@ -19,7 +21,7 @@ from ragpulse.tasks.scoring.judge_plan import JudgePlan, judge_settings, load_ju
 if TYPE_CHECKING:
     from ragpulse.tasks.judge.settings import JudgeSettings
 
-__all__ = ["RunPlan", "check_deployment_run", "describe_run", "plan_run"]
+__all__ = ["RunPlan", "check_config", "check_deployment_run", "describe_run", "plan_run"]
 
 # The groups that shape a partition's scores, stamped on its runs row (drift, alerts and the runner do not).
 _SCORE_GROUPS = ("source", "scoring", "judge", "quality", "output")
@@ -34,8 +36,16 @@ def check_deployment_run(config: RunConfig) -> None:
     """
     from prefect.runtime import deployment
 
+    if deployment.id is None:
+        return
+    if redact_url(config.output.warehouse) != config.output.warehouse or "***@" in config.output.warehouse:
+        raise ConfigError(
+            f"deployment {deployment.name!r}: its warehouse URL {redact_url(config.output.warehouse)} carries a "
+            "password, which a deployment stores in plain text; use --warehouse secret://<block> (a Prefect Secret "
+            "block holding the URL) or set PGPASSWORD where the runs execute"
+        )
     relative = config.relative_paths()
-    if deployment.id is None or not relative:
+    if not relative:
         return
     names = ", ".join(f"{name}={value!r}" for name, value in relative.items())
     raise ConfigError(
@@ -83,3 +93,73 @@ def plan_run(config: RunConfig) -> RunPlan:
     stamped["output"]["warehouse"] = redact_url(config.output.warehouse)
     run = describe_run(config.source.url, stamped, config.fingerprint(), judging.describe())
     return RunPlan(judge, options, judging, run)
+
+
+def check_config(config: RunConfig, *, alerts: bool = False) -> None:
+    """Everything in ``config`` and the run's environment that a run would otherwise find wrong only once it had
+    staged and scored a day, checked before any work: the deployment's paths and secrets, the judge settings
+    (``RAGPULSE_JUDGE_*`` included) and options file, metric variants, its key or Secret block, the suites, the
+    warehouse (``secret://`` block, scheme, schema, reachable and writable) and with ``alerts`` the webhook's Secret
+    block. The CLI calls it before it starts a flow, each flow first thing (a deployment run's parameters come from
+    the API). Raises ConfigError in one line, no password in it."""
+    from pydantic import ValidationError
+
+    from ragpulse.tasks.monitoring.delivery import webhook_url
+    from ragpulse.tasks.quality.checks import load_suite
+    from ragpulse.tasks.warehouse.probe import probe_warehouse
+
+    check_deployment_run(config)
+    _unknown_judge_variables()
+    try:
+        planned = plan_run(config)
+    except ValidationError as exc:
+        raise _judge_error(exc) from None
+    _judge_key(planned.judge)
+    for suite in (config.quality.input_suite, config.quality.output_suite):
+        if suite:
+            load_suite(suite)
+    probe_warehouse(config.output.warehouse)
+    if alerts and config.alerts.webhook_block:
+        webhook_url(config.alerts)
+
+
+_JUDGE_ENV = "RAGPULSE_JUDGE_"
+
+
+def _judge_fields() -> set[str]:
+    from ragpulse.tasks.judge.settings import JudgeSettings
+
+    return set(JudgeSettings.model_fields)
+
+
+def _unknown_judge_variables() -> None:
+    """pydantic-settings ignores a variable it does not know, so ``RAGPULSE_JUDGE_TIMEOUT=-1`` would change nothing,
+    silently: refuse it and name the setting meant."""
+    known = {_JUDGE_ENV + name.upper() for name in _judge_fields()} | {s.env for s in SETTINGS.values()}
+    for name in sorted(os.environ):
+        if name.startswith(_JUDGE_ENV) and name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            hint = f"; did you mean {close[0]}?" if close else " (see docs/judge.md)"
+            raise ConfigError(f"unknown judge setting {name}{hint}")
+
+
+def _judge_error(exc: Any) -> ConfigError:
+    """The judge settings' validation errors as one line naming each variable, never the value given."""
+    problems = []
+    for error in exc.errors():
+        field = str(error["loc"][0]) if error["loc"] else "settings"
+        name = _JUDGE_ENV + field.upper() if field in _judge_fields() else field
+        problems.append(f"{name}: {str(error['msg']).removeprefix('Value error, ')}")
+    return ConfigError(f"invalid judge settings: {'; '.join(problems)}")
+
+
+def _judge_key(judge: JudgeSettings) -> None:
+    """An enabled judge has a key where it will look: its Secret block exists, or OpenAI's API gets one."""
+    from ragpulse.tasks.core.secrets import secret_text
+
+    if not judge.enabled or judge.api_key is not None:
+        return
+    if judge.api_key_block:
+        secret_text(judge.api_key_block, used_for="judge API key, RAGPULSE_JUDGE_API_KEY_BLOCK", holds="an API key")
+    elif judge.base_url is None and not os.environ.get("OPENAI_API_KEY"):
+        raise ConfigError(f"no API key for the OpenAI API (judge model {judge.model!r}): {JUDGE_KEY_HINT}")

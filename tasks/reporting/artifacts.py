@@ -42,8 +42,6 @@ __all__ = [
 ArtifactKind = Literal["run", "summary", "rejected", "drift"]
 LOCAL_DEPLOYMENT = "local"
 
-# libpq takes a password as a query parameter too (``?password=``, ``?sslpassword=``).
-_QUERY_PASSWORD = re.compile(r"(?i)([?&](?:ssl)?password=)[^&]*")
 # Markdown punctuation that can start or end emphasis, code, links, strikethrough, headings or a table cell.
 _SPECIALS = re.compile(r"([\\`*_\[\]|~#])")
 # A value opening with a list marker ("- x", "+ x", "1. x", "2) x") would nest a list in the item it is put in.
@@ -54,8 +52,9 @@ _URL_SAFE = ":/?#[]@!$&'()*+,;=%~"
 
 
 def shown_url(url: str) -> str:
-    """``url`` with its password masked, in the userinfo and in libpq's query parameters: for display and tags."""
-    return _QUERY_PASSWORD.sub(r"\1***", redact_url(url))
+    """``url`` with its password masked, in the userinfo and in query parameters (``redact_url``): for display
+    and tags."""
+    return redact_url(url)
 
 
 def warehouse_tag(url: str) -> str:

@@ -51,6 +51,8 @@ class RunSummary:
     judge_model: str | None = None
     judge_usage: dict[str, dict[str, Any]] = field(default_factory=dict)
     skipped_metrics: list[str] = field(default_factory=list)
+    n_other_days: int = 0
+    """Traces read but left to another day's run (event-time partitioning): neither scored nor quarantined."""
 
     @property
     def outcome(self) -> str:
@@ -100,7 +102,7 @@ def summarize(
         run_id=run.run_id,
         partition_date=scores.date,
         warehouse=shown_url(warehouse),
-        n_records=scores.n_records,
+        n_records=scores.records_read,
         n_traces=len(scores.trace_ids),
         n_quarantined=len(scores.quarantined),
         n_batches=scores.n_batches,
@@ -114,6 +116,7 @@ def summarize(
         judge_model=scores.judge_model,
         judge_usage=judge_usage or {},
         skipped_metrics=list(run.config.get("judge", {}).get("skipped", [])),
+        n_other_days=scores.staging.other_days if scores.staging is not None else 0,
     )
 
 

@@ -60,6 +60,7 @@ def assemble_partition(
         n_batches=len(staged.batches),
         prompt_versions=prompt_versions,
         judge_model=next((b.judge_model for b in scored if b.judge_model), None),
+        staging=staged.counts,
     )
 
 

@@ -20,7 +20,8 @@ def read_staged(batch: BatchRef, storage_options: Mapping[str, Any] | None = Non
     with storage_errors(batch.url):
         if not fs.exists(path):
             raise FileNotFoundError(
-                f"staged batch {batch.url} is gone (work dir cleaned?); re-run with --refresh-cache to restage"
+                f"staged batch {batch.url} was removed while this run was scoring it; re-run the day: a run stages "
+                "again whatever staged batches it finds gone"
             )
         with fs.open(path, "rb") as handle:
             return pq.read_table(handle)

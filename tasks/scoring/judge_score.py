@@ -2,12 +2,15 @@
 
 The call-level cache (tasks/judge/cache.py) makes re-runs and interrupted backfills free of repeated
 calls; this task's own cache skips whole batches whose content, metrics, prompts and judge model
-are unchanged.
+are unchanged. Failures heal on the next run: a batch with any failed score is not written to the task
+cache, and a failed call or an unparsable reply is not in the call cache, so a re-run re-asks exactly the
+failed calls. ``rescore="all"`` (run the task with ``refresh_cache=True`` too) re-asks every call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import sys
 from typing import Any
@@ -16,8 +19,10 @@ import numpy as np
 from prefect import get_run_logger, task
 from prefect.cache_policies import CacheKeyFnPolicy
 from prefect.context import TaskRunContext
+from prefect.transactions import get_transaction
 
 from ragpulse import metrics
+from ragpulse.metrics import MetricResult, Status
 from ragpulse.metrics.judge import JudgeContext, judge_batch
 from ragpulse.metrics.registry import build_judge_metrics, parse_metrics
 from ragpulse.tasks.core import types as run_types
@@ -61,15 +66,18 @@ async def judge_score_batch(
     options: dict[str, Any],
     sample_rate: float = 1.0,
     work_storage_options: dict[str, Any] | None = None,
+    rescore: str = "failed",
 ) -> ScoredBatch:
-    """Judge one staged batch. A failed call is a NaN with a reason on that score, never a failed task."""
+    """Judge one staged batch. A failed call is a NaN with a reason on that score, never a failed task; the
+    batch is then kept out of the task cache. ``rescore="all"`` bypasses the call cache (not part of the key)."""
     from ragpulse.tasks.judge.client import OpenAIJudge
 
     table = read_staged(batch, work_storage_options)
     traces = read_trace_batch(table)
     judge_metrics = build_judge_metrics(parse_metrics(metric_names), options)
     mask = sampled(traces.trace_ids, sample_rate)
-    client = OpenAIJudge(judge_settings) if any(m.uses_llm for m in judge_metrics) else None
+    uses_llm = any(m.uses_llm for m in judge_metrics)
+    client = OpenAIJudge(judge_settings, refresh_cache=rescore == "all") if uses_llm else None
     embedder = embedder_for(options, judge_metrics)
     subset = sample_batch(traces, mask)
     if embedder is not None:
@@ -88,11 +96,19 @@ async def judge_score_batch(
             await client.aclose()
     results = {name: expand_sample(result, mask) for name, result in raw.items()}
     usage = client.usage.snapshot() if client is not None else {}
-    get_run_logger().info(
-        "judged %d of %d traces x %d metrics: %d calls, %d from the call cache",
+    logger = get_run_logger()
+    logger.info(
+        "judged %d of %d traces x %d metrics: %d calls asked of the judge (new, failed before or rescored), "
+        "%d answered by the call cache",
         int(mask.sum()), len(traces), len(judge_metrics),
         sum(u["http_calls"] for u in usage.values()), sum(u["cache_hits"] for u in usage.values()),
     )  # fmt: skip
+    if failures := _failure_reasons(results):
+        await _keep_out_of_task_cache()
+        logger.warning(
+            "%d judge score(s) failed (%s): batch not cached, a re-run re-asks those calls",
+            sum(failures.values()), ", ".join(f"{reason} x{count}" for reason, count in sorted(failures.items())),
+        )  # fmt: skip
     return ScoredBatch(
         trace_ids=np.asarray(traces.trace_ids, dtype=object),
         source_files=np.asarray(table.column("source_file").to_pylist(), dtype=object),
@@ -103,3 +119,29 @@ async def judge_score_batch(
         judge_model=client.model if client is not None else None,
         usage=usage,
     )
+
+
+async def _keep_out_of_task_cache() -> None:
+    """Leave this batch without a task cache record, so the next run re-runs it and re-asks only the failed
+    calls (the others are in the call cache).
+
+    Prefect writes the record when the task's transaction commits, unless ``write_on_commit`` is off. A task run
+    with ``refresh_cache`` (``rescore="all"``) may have an older, valid record under the same key, which the next
+    run would serve: it is overwritten with one that has already expired, which Prefect treats as absent.
+    """
+    transaction = get_transaction()
+    if transaction is None or transaction.key is None:
+        return
+    transaction.write_on_commit = False
+    if transaction.overwrite and transaction.store is not None:
+        expired = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
+        await transaction.store.awrite(None, key=transaction.key, expiration=expired)
+
+
+def _failure_reasons(results: dict[str, MetricResult]) -> dict[str, int]:
+    """How many scores failed, by reason (not-applicable scores are final and do not count)."""
+    counts: dict[str, int] = {}
+    for result in results.values():
+        for reason in result.reasons[result.status == Status.FAILED]:
+            counts[str(reason)] = counts.get(str(reason), 0) + 1
+    return counts

@@ -39,6 +39,7 @@ __all__ = [
     "TableNames",
     "Warehouse",
     "open_warehouse",
+    "resolve_warehouse_url",
 ]
 
 SCORES_SCHEMA = pa.schema(
@@ -91,6 +92,14 @@ RUNS_SCHEMA = pa.schema(
         ("judge_model", pa.string()),
         ("judge_usage", pa.string()),
         ("estimated_cost_usd", pa.float64()),
+        # v6: where the records went (tasks.core.types.StagingCounts); n_records is the lines and rows read.
+        ("n_records_quarantined", pa.int64()),
+        ("n_traces_read", pa.int64()),
+        ("n_traces_quarantined", pa.int64()),
+        ("n_staged", pa.int64()),
+        ("n_other_days", pa.int64()),
+        ("n_spans_quarantined", pa.int64()),
+        ("n_duplicate_spans", pa.int64()),
     ]
 )
 
@@ -275,8 +284,7 @@ def open_warehouse(url: str, *, tables: TableNames | None = None) -> Warehouse:
     - ``s3://bucket/prefix``, ``file:///dir`` or any other plain path: a Hive-partitioned Parquet lake;
     - ``secret://block-name``: the URL stored in that Prefect Secret block, so it may carry a password.
     """
-    if url.startswith(_SECRET_SCHEME):
-        url = _secret_url(url.removeprefix(_SECRET_SCHEME))
+    url = resolve_warehouse_url(url)
     if not url.strip():
         raise ConfigError("empty warehouse URL; use duckdb:///path/to/file.duckdb, postgresql://... or s3://...")
     scheme = url.split("://", 1)[0].split("+", 1)[0].lower() if "://" in url else None
@@ -294,8 +302,12 @@ def open_warehouse(url: str, *, tables: TableNames | None = None) -> Warehouse:
     return backend(url, tables=tables or TableNames())
 
 
-def _secret_url(block_name: str) -> str:
-    """Resolve ``secret://name`` through a Prefect Secret block, so the credentials live in Prefect, not config."""
+def resolve_warehouse_url(url: str) -> str:
+    """``url`` itself, or for ``secret://name`` the URL in that Prefect Secret block (ConfigError naming the block
+    when there is none), so the credentials live in Prefect, not in configuration or flow parameters."""
+    if not url.startswith(_SECRET_SCHEME):
+        return url
+    block_name = url.removeprefix(_SECRET_SCHEME)
     return secret_text(
         block_name,
         used_for=f"warehouse URL secret://{block_name}",

@@ -31,6 +31,7 @@ __all__ = [
     "MIGRATIONS",
     "PUBLISHED_AT",
     "SCHEMA_VERSION",
+    "STAGING_RUN_COLUMNS",
     "STATUSES",
     "TABLES",
     "VERDICTS",
@@ -64,6 +65,16 @@ VERDICTS = (
 ALERT_STATUSES = ("sent", "failed")
 # Judge columns of runs: NULL for runs without judge metrics and for rows written before schema v3.
 JUDGE_RUN_COLUMNS = frozenset({"judge_model", "judge_usage", "estimated_cost_usd"})
+# Staging counts of runs (v6): NULL for rows written before, and the span counts for formats without spans.
+STAGING_RUN_COLUMNS = (
+    "n_records_quarantined",
+    "n_traces_read",
+    "n_traces_quarantined",
+    "n_staged",
+    "n_other_days",
+    "n_spans_quarantined",
+    "n_duplicate_spans",
+)
 
 
 @dataclass(frozen=True)
@@ -149,7 +160,7 @@ TABLES: dict[str, TableSpec] = {
     "runs": TableSpec(
         "runs",
         RUNS_SCHEMA.append(pa.field(PUBLISHED_AT, pa.timestamp("us", tz="UTC"))),
-        frozenset(RUNS_SCHEMA.names) - JUDGE_RUN_COLUMNS,
+        frozenset(RUNS_SCHEMA.names) - JUDGE_RUN_COLUMNS - set(STAGING_RUN_COLUMNS),
         stamped=(PUBLISHED_AT,),
     ),
     "validations": TableSpec(
@@ -211,6 +222,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     AddTable(4, "alerts"),
     # v5: each trace's language (given, the run's default or detected), to read scores and segment drift by.
     AddColumn(5, "traces", "language"),
+    # v6: where each record of the run went, so that records read = staged + quarantined + other days is checkable.
+    *(AddColumn(6, "runs", column) for column in STAGING_RUN_COLUMNS),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import datetime as dt
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -78,12 +79,20 @@ class SqlWarehouse(abc.ABC):
     # Errors the driver raises outside SQLAlchemy (bulk loads use the raw driver connection).
     driver_errors: tuple[type[Exception], ...] = ()
 
-    def __init__(self, url: sa.URL, *, display_url: str, tables: TableNames, schema: str | None) -> None:
+    def __init__(
+        self,
+        url: sa.URL,
+        *,
+        display_url: str,
+        tables: TableNames,
+        schema: str | None,
+        connect_args: dict[str, Any] | None = None,
+    ) -> None:
         self.url = display_url
         self.tables = tables
         self.schema = schema
         # One short transaction per publish: no pool to keep connections (and their temp tables) around.
-        self._engine = sa.create_engine(url, poolclass=NullPool, hide_parameters=True)
+        self._engine = sa.create_engine(url, poolclass=NullPool, hide_parameters=True, connect_args=connect_args or {})
         metadata = sa.MetaData(schema=schema)
         self._tables = {
             key: _table(spec, getattr(tables, key), metadata) for key, spec in {"meta": META, **TABLES}.items()
@@ -95,8 +104,9 @@ class SqlWarehouse(abc.ABC):
         """Append ``rows`` (columns in ``staging``'s order) to the empty staging table."""
 
     @abc.abstractmethod
-    def _lock(self, conn: sa.Connection, keys: list[str]) -> None:
-        """Block until this transaction holds a lock per key; released at commit or rollback."""
+    def _lock(self, conn: sa.Connection, keys: list[str], what: str) -> None:
+        """Block until this transaction holds a lock per key (released at commit or rollback), or raise
+        WarehouseLockedError naming ``what`` waited for the locks (e.g. ``publishing dt=2026-11-01``)."""
 
     def _now(self) -> sa.ColumnElement[Any]:
         """The publish time stamped on runs rows: when the rows become visible, so commit order orders re-runs."""
@@ -113,20 +123,30 @@ class SqlWarehouse(abc.ABC):
             "validations": conform(TABLES["validations"], publication.validations),
         }
         scores, quarantine, traces = self._tables["scores"], self._tables["quarantine"], self._tables["traces"]
-        with self._errors(f"publishing dt={day}"):
+        run_ids = sorted(set(rows["runs"]["run_id"].to_pylist()))
+        action = f"publishing dt={day}"
+        with self._errors(action):
             self._ensure_schema()
-            with self._engine.begin() as conn:
-                # The slow part, the bulk load, runs before the lock: publishers overlap there.
-                staged = {key: self._stage(conn, key, table) for key, table in rows.items()}
-                # Traces are replaced with quarantine, under its lock.
-                self._lock(conn, self._partition_keys(day))
-                conn.execute(
-                    scores.delete().where(scores.c.partition_date == day, scores.c.metric.in_(publication.metrics))
-                )
-                conn.execute(quarantine.delete().where(quarantine.c.partition_date == day))
-                conn.execute(traces.delete().where(traces.c.partition_date == day))
-                for key, stage in staged.items():
-                    self._insert(conn, key, stage)
+            runs_before: int | None = None
+            try:
+                with self._engine.begin() as conn:
+                    # The slow part, the bulk load, runs before the lock: publishers overlap there.
+                    staged = {key: self._stage(conn, key, table) for key, table in rows.items()}
+                    # Traces are replaced with quarantine, under its lock.
+                    self._lock(conn, self._partition_keys(day), action)
+                    conn.execute(
+                        scores.delete().where(scores.c.partition_date == day, scores.c.metric.in_(publication.metrics))
+                    )
+                    conn.execute(quarantine.delete().where(quarantine.c.partition_date == day))
+                    conn.execute(traces.delete().where(traces.c.partition_date == day))
+                    for key, stage in staged.items():
+                        self._insert(conn, key, stage)
+                    # Set last: an error from here on is the COMMIT's, and the commit may have happened.
+                    runs_before = self._count_runs(conn, day, run_ids) - publication.run.num_rows
+            except self._translated as exc:
+                if runs_before is None or not run_ids:
+                    raise
+                self._resolve_commit(day, run_ids, runs_before, exc)
 
     def record_validations(self, validations: pa.Table) -> None:
         self._append("validations", validations, "recording validations")
@@ -143,7 +163,9 @@ class SqlWarehouse(abc.ABC):
             self._ensure_schema()
             with self._engine.begin() as conn:
                 staged = self._stage(conn, "drift", rows)
-                self._lock(conn, [f"{self._qualified('drift')}/{partition_date}"])
+                self._lock(
+                    conn, [f"{self._qualified('drift')}/{partition_date}"], f"publishing drift of dt={partition_date}"
+                )
                 conn.execute(table.delete().where(table.c.partition_date == partition_date))
                 self._insert(conn, "drift", staged)
 
@@ -233,7 +255,7 @@ class SqlWarehouse(abc.ABC):
         """Create missing tables at the current shape and apply pending migrations, one publisher at a time."""
         meta = self._tables["meta"]
         with self._engine.begin() as conn:
-            self._lock(conn, [self._qualified("meta")])
+            self._lock(conn, [self._qualified("meta")], "checking the warehouse schema")
             if self.schema:
                 conn.execute(sa.schema.CreateSchema(self.schema, if_not_exists=True))
             self._metadata.create_all(conn)
@@ -260,15 +282,58 @@ class SqlWarehouse(abc.ABC):
                     )
                     _log.info("migrated warehouse %s to schema version %d", self.url, migration.version)
 
+    def _count_runs(self, conn: sa.Connection, day: dt.date, run_ids: list[str]) -> int:
+        runs = self._tables["runs"]
+        query = sa.select(sa.func.count()).where(runs.c.partition_date == day, runs.c.run_id.in_(run_ids))
+        return int(conn.execute(query).scalar_one())
+
+    def _resolve_commit(self, day: dt.date, run_ids: list[str], runs_before: int, exc: Exception) -> None:
+        """The COMMIT of ``day``'s publish failed, typically the connection dropped while it was in flight: it may
+        have committed. The run's runs rows, written in that transaction, tell which, read on a new connection:
+        committed is a success with a warning; otherwise the previous rows are in place and this is a failure."""
+        detail = _one_line(exc)
+        runs = ", ".join(run_ids)
+        for attempt in range(3):
+            try:
+                with self._engine.connect() as conn:
+                    committed = self._count_runs(conn, day, run_ids) > runs_before
+                break
+            except self._translated:
+                if attempt == 2:
+                    raise WarehouseError(
+                        f"publishing dt={day} on {self.url}: the connection was lost during COMMIT ({detail}) and "
+                        f"checking whether it committed failed too; look for run_id {runs} in table "
+                        f"{self.tables.runs} before re-running the date (a re-run replaces its rows either way)"
+                    ) from exc
+                time.sleep(1.0)
+        if committed:
+            _log.warning(
+                "dt=%s: connection to %s lost after COMMIT (%s); the rows of run %s are published", day, self.url,
+                detail, runs,
+            )  # fmt: skip
+            return
+        raise WarehouseError(
+            f"publishing dt={day} on {self.url} failed, previous rows kept: the connection was lost during COMMIT "
+            f"({detail}) and run {runs} is not in table {self.tables.runs}, so it was not committed"
+        ) from exc
+
+    @property
+    def _translated(self) -> tuple[type[Exception], ...]:
+        """The exceptions of the database client (not ours) that a warehouse operation can raise."""
+        return (sa.exc.SQLAlchemyError, OSError, *self.driver_errors)
+
     @contextmanager
     def _errors(self, action: str, *, writes: bool = True) -> Iterator[None]:
         """Driver errors become WarehouseError; messages carry the redacted URL and the driver's own words."""
-        translated: tuple[type[Exception], ...] = (sa.exc.SQLAlchemyError, OSError, *self.driver_errors)
         try:
             yield
         except RagpulseError:
             raise
-        except translated as exc:
-            detail = str(getattr(exc, "orig", None) or exc).strip()
+        except self._translated as exc:
             kept = ", previous rows kept" if writes else ""
-            raise WarehouseError(f"{action} on {self.url} failed{kept}: {redact_url(detail)}") from exc
+            raise WarehouseError(f"{action} on {self.url} failed{kept}: {_one_line(exc)}") from exc
+
+
+def _one_line(exc: BaseException) -> str:
+    """The driver's own words, redacted, on one line (libpq's messages span several)."""
+    return " ".join(redact_url(str(getattr(exc, "orig", None) or exc)).split())

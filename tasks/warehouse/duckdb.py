@@ -6,6 +6,7 @@ import datetime as dt
 import logging
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +17,7 @@ import pyarrow as pa
 
 from ragpulse.tasks.core.errors import ConfigError, WarehouseError, WarehouseLockedError
 from ragpulse.tasks.warehouse import Publication, TableNames
+from ragpulse.tasks.warehouse._locks import lock_timeout
 from ragpulse.tasks.warehouse._schema import (
     META,
     PUBLISHED_AT,
@@ -30,7 +32,7 @@ from ragpulse.tasks.warehouse._schema import (
     pending_migrations,
 )
 
-__all__ = ["DuckDBWarehouse", "duckdb_path"]
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "DuckDBWarehouse", "duckdb_path"]
 
 _log = logging.getLogger(__name__)
 
@@ -61,11 +63,27 @@ def _create_table(spec: TableSpec, name: str) -> str:
 # One writer per process; DuckDB's file lock keeps other processes out. Reads take it too: DuckDB refuses a
 # read-only connection to a file this process has open for writing.
 _WRITE_LOCK = threading.Lock()
-_LOCK_WAIT_SECONDS = 30.0
+# How long a publish waits for another process's file lock by default; ``?lock_timeout=<seconds>`` on the URL.
+DEFAULT_LOCK_TIMEOUT = 30.0
+
+
+def _split_query(url: str) -> tuple[str, float]:
+    """The URL without its query, and the ``lock_timeout`` the query sets (the only parameter DuckDB URLs take)."""
+    base, _, query = url.partition("?")
+    params = urllib.parse.parse_qs(query, keep_blank_values=True)
+    unknown = sorted(set(params) - {"lock_timeout"})
+    if unknown:
+        raise ConfigError(
+            f"unknown parameter {unknown[0]!r} in warehouse URL {url!r}; a DuckDB URL takes only lock_timeout=<seconds>"
+        )
+    value = params.get("lock_timeout", [None])[-1]
+    return base, lock_timeout(value, url, DEFAULT_LOCK_TIMEOUT)
 
 
 def duckdb_path(url: str) -> Path:
-    """``duckdb:///rel/x.duckdb`` is relative to the working directory, ``duckdb:////abs/x.duckdb`` absolute."""
+    """``duckdb:///rel/x.duckdb`` is relative to the working directory, ``duckdb:////abs/x.duckdb`` absolute; a
+    ``?lock_timeout=`` query is not part of the path."""
+    url = _split_query(url)[0]
     path = url.removeprefix("duckdb:///") if url.startswith("duckdb:///") else url
     if "://" in path or not path or path.endswith("/"):
         raise ConfigError(f"warehouse URL {url!r} names no file; use duckdb:///path/to/file.duckdb")
@@ -78,13 +96,14 @@ class DuckDBWarehouse:
     def __init__(self, url: str, *, tables: TableNames | None = None) -> None:
         self.url = url
         self.path = duckdb_path(url)
+        self.lock_timeout = _split_query(url)[1]
         self.tables = tables or TableNames()
 
     def connect(self, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
         """Open the file, waiting a little for another process's publish to finish."""
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        deadline = time.monotonic() + _LOCK_WAIT_SECONDS
+        deadline = time.monotonic() + self.lock_timeout
         while True:
             try:
                 return duckdb.connect(str(self.path), read_only=read_only)
@@ -93,8 +112,10 @@ class DuckDBWarehouse:
                     raise WarehouseError(f"cannot open warehouse {self.path}: {exc}") from exc
                 if time.monotonic() >= deadline:
                     raise WarehouseLockedError(
-                        f"warehouse {self.path} is locked by another process: {exc}. DuckDB allows one writing "
-                        "process; wait for it to finish or publish to PostgreSQL for concurrent writers."
+                        f"warehouse {self.path} is locked by another process (waited {self.lock_timeout:g} s): "
+                        f"{' '.join(str(exc).split())}. DuckDB allows one writing process; wait for it to finish, "
+                        "wait longer with ?lock_timeout=<seconds> on the warehouse URL, or publish to PostgreSQL "
+                        "for concurrent writers."
                     ) from exc
                 time.sleep(0.5)
 

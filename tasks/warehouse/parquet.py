@@ -22,7 +22,13 @@ so concurrent publishers of one partition serialise without a lock service and e
 up live. After the commit, the files the new manifest no longer names are deleted; older manifests and files
 no manifest names (a crashed publisher's) go once older than ``orphan_grace``, which must exceed the longest
 publish: younger ones may belong to a publish in flight. A publish that fails deletes its files, unless the
-manifest write itself failed: that PUT may still land, so its files are left to the sweep.
+manifest write itself failed: that PUT may still land. Its generation is then read back: our manifest there
+means the commit happened (the reply was lost, or a client retry of the PUT found it); another one means it
+cannot land any more; an empty slot is fenced by creating that generation with the unchanged previous state,
+after which it cannot land either. Only when that read-back fails too are the files left to the sweep.
+
+Every read lists afresh: another process may have republished since this one last listed (fsspec caches
+listings per filesystem instance, and a file absent from a cached listing reads as missing).
 
 Readers that glob instead (``read_parquet('scores/*/*.parquet', hive_partitioning=true)``, Athena, Spark)
 see no manifest: while a publish runs, from its first upload to its deletions, they can see the old and the
@@ -171,7 +177,7 @@ class ParquetLake:
 
                 replaced = self._commit(day, change, written)
             except BaseException:
-                self._remove(written)
+                self._discard(written)
                 raise
         self._clean_up(day, replaced)
 
@@ -198,7 +204,7 @@ class ParquetLake:
 
                 replaced = self._commit(partition_date, change, written)
             except BaseException:
-                self._remove(written)
+                self._discard(written)
                 raise
         self._clean_up(partition_date, replaced)
 
@@ -222,6 +228,8 @@ class ParquetLake:
             return self._read(query)
 
     def _read(self, query: Query) -> pa.Table:
+        # Each attempt: the listings cached by an earlier publish or read may predate another process's commit.
+        self._fs.invalidate_cache()
         paths = [
             self._abs(path)
             for day in self.partitions()
@@ -256,7 +264,7 @@ class ParquetLake:
 
                     replaced = self._commit(day, change, written)
                 except BaseException:
-                    self._remove(written)
+                    self._discard(written)
                     raise
                 self._clean_up(day, replaced)
 
@@ -313,12 +321,30 @@ class ParquetLake:
             base = self._manifest(day)
             files, metrics, own = change(base, attempt)
             manifest = _Manifest(base.generation + 1, files, metrics)
+            path, data = self._manifest_path(day, manifest.generation), manifest.to_json(day)
             try:
-                created = self._create(self._manifest_path(day, manifest.generation), manifest.to_json(day))
-            except Exception:
-                # A PUT that failed on our side may still land: keep the files it names for the orphan sweep.
-                written.clear()
-                raise
+                # Taken by this very manifest: a client retry of a PUT whose reply was lost.
+                created = self._create(path, data) or self._read_back(path) == data
+            except Exception as exc:
+                committed = self._resolve_commit(day, manifest, data, base)
+                if committed is None:
+                    # The PUT may still land: keep the files it names for the orphan sweep.
+                    written.clear()
+                    raise WarehouseError(
+                        f"publishing dt={day} on {self.url}: the manifest write failed "
+                        f"({_one_line(exc)}) and the store cannot tell yet whether it "
+                        "committed; re-run the date once the store answers (a re-run replaces its rows either way)"
+                    ) from exc
+                if not committed:
+                    raise WarehouseError(
+                        f"publishing dt={day} on {self.url} failed, previous rows kept: the manifest write failed "
+                        f"({_one_line(exc)}) and it did not commit; re-run the date"
+                    ) from exc
+                _log.warning(
+                    "dt=%s: the reply to the manifest write on %s was lost (%s); it is committed",
+                    day, self.url, _one_line(exc),
+                )  # fmt: skip
+                created = True
             if created:
                 return sorted(base.live() - manifest.live())
             _log.debug("dt=%s: generation %d taken by another publisher, retrying", day, manifest.generation)
@@ -326,6 +352,28 @@ class ParquetLake:
             written[:] = [p for p in written if p not in own]
             time.sleep(random.uniform(0, 0.02 * (attempt + 1)))
         raise WarehouseError(f"dt={day}: {_MAX_ATTEMPTS} other publishers committed first; try again")
+
+    def _read_back(self, path: str) -> bytes | None:
+        """The object at ``path`` as stored now, or None."""
+        self._fs.invalidate_cache(self._abs(path))
+        try:
+            return bytes(self._fs.cat_file(self._abs(path)))
+        except FileNotFoundError:
+            return None
+
+    def _resolve_commit(self, day: dt.date, manifest: _Manifest, data: bytes, base: _Manifest) -> bool | None:
+        """Whether the manifest write that failed on our side committed: True if ours holds its generation, False
+        if it provably cannot land any more (another manifest holds it, or the fence we put in the empty slot:
+        the previous state unchanged), None if the store cannot tell now (the PUT may still land)."""
+        path = self._manifest_path(day, manifest.generation)
+        try:
+            stored = self._read_back(path)
+            if stored is None:
+                fence = _Manifest(manifest.generation, base.files, base.metrics).to_json(day)
+                stored = fence if self._create(path, fence) else self._read_back(path)
+        except Exception:
+            return None
+        return stored == data
 
     def _manifest(self, day: dt.date) -> _Manifest:
         generations = self._generations(day)
@@ -427,7 +475,7 @@ class ParquetLake:
         try:
             replaced = self._commit(day, change, written)
         except BaseException:
-            self._remove(written)
+            self._discard(written)
             raise
         self._clean_up(day, replaced)
 
@@ -495,6 +543,19 @@ class ParquetLake:
             with suppress(FileNotFoundError):
                 self._fs.rm([self._abs(p) for p in paths])
 
+    def _discard(self, paths: list[str]) -> None:
+        """Delete a failed publish's files, best effort: the store may be what failed, and its error, not this
+        one, is the publish's; what stays is swept as orphans later."""
+        try:
+            self._remove(paths)
+        except Exception as exc:
+            _log.warning(
+                "%d file(s) of a failed publish left on %s for the orphan sweep: %s",
+                len(paths),
+                self.url,
+                _one_line(exc),
+            )
+
     @contextmanager
     def _errors(self, action: str, *, writes: bool = True) -> Iterator[None]:
         """Any failure before the commit leaves the previous manifest, hence the previous rows, in place."""
@@ -503,9 +564,14 @@ class ParquetLake:
         except RagpulseError:
             raise
         except Exception as exc:
-            detail = redact_url(str(exc) or type(exc).__name__)
+            detail = _one_line(exc)
             kept = ", previous rows kept" if writes else ""
             raise WarehouseError(f"{action} on {self.url} failed{kept}: {detail}") from exc
+
+
+def _one_line(exc: BaseException) -> str:
+    """The client's own words, redacted, on one line."""
+    return " ".join(redact_url(str(exc) or type(exc).__name__).split())
 
 
 def _transaction_id(rows: pa.Table) -> str:

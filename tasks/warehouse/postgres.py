@@ -3,6 +3,10 @@
 COPY runs at 190-400k rows/s where ``to_sql(method="multi")`` managed 1.2k; reads come back through COPY too.
 Two publishers of one partition deadlocked on overlapping keys; ``pg_advisory_xact_lock`` per (table, partition)
 makes them queue instead, while publishers of different partitions never wait for each other.
+
+A publisher that died holding those locks must not stall the next one forever: the wait is bounded
+(``lock_timeout`` in the URL, seconds), sessions idle inside a transaction are ended by the server
+(``idle_in_transaction_session_timeout``), and TCP keepalives notice a peer that vanished without a FIN.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import io
+import math
 import re
 from typing import Any
 
@@ -20,12 +25,13 @@ import pyarrow.csv as pacsv
 import sqlalchemy as sa
 from psycopg import sql
 
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.errors import ConfigError, WarehouseLockedError
 from ragpulse.tasks.core.storage import redact_url
 from ragpulse.tasks.warehouse import _IDENTIFIER, TableNames
+from ragpulse.tasks.warehouse._locks import lock_timeout
 from ragpulse.tasks.warehouse._sql import SqlWarehouse
 
-__all__ = ["PostgresWarehouse"]
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "PostgresWarehouse"]
 
 _DRIVERS = ("postgres", "postgresql", "postgresql+psycopg")
 _COPY_BATCH_ROWS = 100_000
@@ -33,10 +39,28 @@ _COPY_BATCH_ROWS = 100_000
 _CSV = pacsv.WriteOptions(include_header=False)
 # And back: only an unquoted empty field is NULL ("" is an empty string, NaN a double), booleans are t/f.
 _CSV_PARSE = pacsv.ParseOptions(newlines_in_values=True)
+# How long a publish waits for its date's lock (or the schema's) before giving up, by default: longer than any
+# healthy publish holds it (the delete + insert of 1M rows takes seconds), short enough to surface a stuck one.
+DEFAULT_LOCK_TIMEOUT = 300.0
+# libpq settings a URL query parameter overrides: a server that does not answer fails the connect after 30 s,
+# a peer that vanished without FIN is noticed in ~60 s.
+_CONNECT_DEFAULTS = {
+    "application_name": "ragpulse",
+    "connect_timeout": "30",
+    "keepalives": "1",
+    "keepalives_idle": "30",
+    "keepalives_interval": "10",
+    "keepalives_count": "3",
+}
+# A publish is never idle inside its transaction for more than moments (it is busy in COPY or a statement), so a
+# session idle that long belongs to a dead publisher: the server ends it and releases its locks. A value set for
+# the role, the database or in the URL's ``options`` (``-c idle_in_transaction_session_timeout=...``) is kept.
+_IDLE_IN_TRANSACTION = "60s"
 
 
 class PostgresWarehouse(SqlWarehouse):
-    """``postgresql://user@host:5432/db?schema=name``; other query parameters (``sslmode``...) go to libpq.
+    """``postgresql://user@host:5432/db?schema=name&lock_timeout=300``; other query parameters (``sslmode``,
+    ``keepalives_idle``, ``options``...) go to libpq.
 
     Passwords come from ``PGPASSWORD``, ``~/.pgpass`` or a ``secret://`` URL; ``url`` shows none.
     """
@@ -54,11 +78,13 @@ class PostgresWarehouse(SqlWarehouse):
         schema = parsed.query.get("schema")
         if schema is not None and (not isinstance(schema, str) or not _IDENTIFIER.match(schema)):
             raise ConfigError(f"invalid schema {schema!r} in warehouse URL {shown!r}")
+        self.lock_timeout = lock_timeout(parsed.query.get("lock_timeout"), shown, DEFAULT_LOCK_TIMEOUT)
         super().__init__(
-            parsed.set(drivername="postgresql+psycopg").difference_update_query(["schema"]),
+            parsed.set(drivername="postgresql+psycopg").difference_update_query(["schema", "lock_timeout"]),
             display_url=shown,
             tables=tables or TableNames(),
             schema=schema,
+            connect_args={k: v for k, v in _CONNECT_DEFAULTS.items() if k not in parsed.query},
         )
         sa.event.listen(self._engine, "connect", _configure_session)
 
@@ -104,10 +130,46 @@ class PostgresWarehouse(SqlWarehouse):
         """The ``pg_advisory_xact_lock`` keys a publish of ``day`` takes; holding them pauses its publishers."""
         return sorted(_lock_id(key) for key in self._partition_keys(day))
 
-    def _lock(self, conn: sa.Connection, keys: list[str]) -> None:
+    def _lock(self, conn: sa.Connection, keys: list[str], what: str) -> None:
         # Always in the same order, so two publishers never hold one lock each and wait for the other's.
-        for key in sorted(_lock_id(k) for k in keys):
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+        ids = sorted(_lock_id(k) for k in keys)
+        # For the rest of the transaction: the deletes and DDL after the lock are bounded the same way.
+        conn.execute(sa.text(f"SET LOCAL lock_timeout = '{math.ceil(self.lock_timeout * 1000)}ms'"))
+        try:
+            for key in ids:
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+        except sa.exc.OperationalError as exc:
+            if not isinstance(exc.orig, psycopg.errors.LockNotAvailable):
+                raise
+            raise WarehouseLockedError(
+                f"{what} on {self.url}: gave up after waiting {self.lock_timeout:g} s for its lock, held by "
+                f"{self._holders(ids)}; it is released when that session commits, rolls back or ends (the server "
+                "ends one idle in its transaction after idle_in_transaction_session_timeout); to wait longer add "
+                "lock_timeout=<seconds> to the warehouse URL"
+            ) from None
+
+    def _holders(self, ids: list[int]) -> str:
+        """The sessions holding any of the advisory locks ``ids``, described from a new connection (ours is
+        aborted): pid, application, state and since when, client address."""
+        query = sa.text(
+            "SELECT DISTINCT a.pid, a.application_name, a.state, a.state_change, a.client_addr "
+            "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+            "AND ((l.classid::bigint << 32) | l.objid::bigint) = ANY(:ids) ORDER BY a.pid"
+        )
+        try:
+            with self._engine.connect() as conn:
+                rows = conn.execute(query, {"ids": ids}).all()
+        except sa.exc.SQLAlchemyError:
+            return "another session (looking it up failed)"
+        if not rows:
+            return "another session, which has released it since"
+        return ", ".join(
+            f"PostgreSQL session pid {pid} (application_name {app!r}, {state or 'unknown state'}"
+            f"{f' since {since.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC' if since else ''}"
+            f"{f', client {client}' if client else ''})"
+            for pid, app, state, since, client in rows
+        )
 
     def _now(self) -> sa.ColumnElement[Any]:
         # now() is the transaction's start, before the lock wait; the clock orders publishers by commit.
@@ -115,12 +177,16 @@ class PostgresWarehouse(SqlWarehouse):
 
 
 def _configure_session(connection: psycopg.Connection[object], _record: object) -> None:
-    """Staging tables of a 1M-row publication (~100 MB) stay in memory instead of spilling from 8 MB of buffers.
+    """Staging tables of a 1M-row publication (~100 MB) stay in memory instead of spilling from 8 MB of buffers,
+    and a session left idle inside a transaction by a dead publisher is ended by the server.
 
     temp_buffers must be set before the session first touches a temporary table, hence at connect.
     """
     connection.autocommit = True
     connection.execute("SET temp_buffers = '256MB'")
+    # "0" is the server's default, off; any other value was chosen by someone and is kept.
+    if connection.execute("SHOW idle_in_transaction_session_timeout").fetchone() == ("0",):
+        connection.execute(f"SET idle_in_transaction_session_timeout = '{_IDLE_IN_TRANSACTION}'")
     connection.autocommit = False
 
 

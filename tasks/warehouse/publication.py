@@ -17,8 +17,16 @@ import pyarrow.parquet as pq
 
 from ragpulse.metrics import Status
 from ragpulse.tasks.core.storage import filesystem, storage_errors
-from ragpulse.tasks.core.types import TRACE_ROWS_SCHEMA, PartitionScores, QuarantinedRecord, RunInfo, StagedPartition
+from ragpulse.tasks.core.types import (
+    TRACE_ROWS_SCHEMA,
+    PartitionScores,
+    QuarantinedRecord,
+    RunInfo,
+    StagedPartition,
+    StagingCounts,
+)
 from ragpulse.tasks.warehouse import QUARANTINE_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, TRACES_SCHEMA, Publication
+from ragpulse.tasks.warehouse._schema import STAGING_RUN_COLUMNS
 
 __all__ = [
     "CONTEXT_EXCERPT_CHARS",
@@ -47,6 +55,21 @@ def _total_cost(usage: Mapping[str, Mapping[str, Any]] | None) -> float | None:
     """Estimated USD of the run's judge calls; None without calls or when any model is unpriced."""
     costs = [u.get("estimated_cost_usd") for u in (usage or {}).values()]
     return None if not costs or any(c is None for c in costs) else float(sum(costs))
+
+
+def _staging_columns(counts: StagingCounts | None) -> dict[str, int | None]:
+    """Where the run's records went, as runs columns; NULL for scores assembled without staging counts."""
+    if counts is None:
+        return dict.fromkeys(STAGING_RUN_COLUMNS)
+    return {
+        "n_records_quarantined": counts.records_quarantined,
+        "n_traces_read": counts.traces_read,
+        "n_traces_quarantined": counts.traces_quarantined,
+        "n_staged": counts.staged,
+        "n_other_days": counts.other_days,
+        "n_spans_quarantined": counts.spans_quarantined,
+        "n_duplicate_spans": counts.duplicate_spans,
+    }
 
 
 def build_publication(
@@ -117,7 +140,7 @@ def build_publication(
                 "config": json.dumps(run.config, sort_keys=True),
                 "metrics": ",".join(metrics),
                 "n_files": scores.n_files,
-                "n_records": scores.n_records,
+                "n_records": scores.records_read,
                 "n_traces": n,
                 "n_quarantined": len(scores.quarantined),
                 "n_batches": scores.n_batches,
@@ -128,6 +151,7 @@ def build_publication(
                 "judge_model": scores.judge_model,
                 "judge_usage": json.dumps(judge_usage, sort_keys=True) if judge_usage else None,
                 "estimated_cost_usd": _total_cost(judge_usage),
+                **_staging_columns(scores.staging),
             }
         ],
         schema=RUNS_SCHEMA,

@@ -17,7 +17,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ragpulse.metrics import Status, TraceBatch
-from ragpulse.metrics.judge import Embedder, JudgeClient, JudgeContext, JudgeMetric, JudgeRequest, Outcome, judge_batch
+from ragpulse.metrics.judge import (
+    Embedder,
+    JudgeClient,
+    JudgeContext,
+    JudgeMetric,
+    JudgeRequest,
+    Outcome,
+    VerdictParseError,
+    judge_batch,
+)
 
 __all__ = ["FakeEmbedder", "FakeJudge", "FakePairScorer", "prompt_chars", "reply", "run", "traces"]
 
@@ -39,7 +48,8 @@ class FakeJudge:
     repair request has its own key, ``(metric, "<step>:repair")``. ``responder`` answers requests the
     script has no key for (content-based replies for whole batches). With ``cache=True`` an identical
     request is answered from memory without consuming the script, as the real client's call cache
-    does; ``requests`` then still lists only the calls that reached the "server".
+    does (keeping only replies the metric's ``accept`` parser takes); ``requests`` then still lists only the
+    calls that reached the "server".
     """
 
     def __init__(
@@ -54,13 +64,13 @@ class FakeJudge:
         self.cache: dict[str, list[str]] | None = {} if cache else None
         self.requests: list[JudgeRequest] = []
 
-    async def complete(self, request: JudgeRequest) -> list[str]:
+    async def complete(self, request: JudgeRequest, *, accept: Callable[[str], object] | None = None) -> list[str]:
         key = json.dumps(request.cache_material(), sort_keys=True)
         if self.cache is not None and key in self.cache:
             return list(self.cache[key])
         self.requests.append(request)
         replies = self._take(request)
-        if self.cache is not None:
+        if self.cache is not None and _accepted(replies, accept):
             self.cache[key] = list(replies)
         return replies
 
@@ -87,6 +97,17 @@ class FakeJudge:
     def unused(self) -> dict[tuple[str, str], int]:
         """Scripted replies left over (a test expecting every reply to be used asserts this is empty)."""
         return {key: len(queue) for key, queue in self.script.items() if queue}
+
+
+def _accepted(replies: list[str], accept: Callable[[str], object] | None) -> bool:
+    """The real client's rule: keep replies only when the metric's parser takes every one."""
+    try:
+        for raw in replies:
+            if accept is not None:
+                accept(raw)
+    except VerdictParseError:
+        return False
+    return True
 
 
 def prompt_chars(requests: Iterable[JudgeRequest]) -> int:

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragpulse.flows.evaluate import evaluate_partition
+from ragpulse.metrics import context_recall, faithfulness
 from ragpulse.tasks.config import OutputConfig, QualityConfig, ScoringConfig, SourceConfig
 from ragpulse.tasks.demo.generate import generate_demo_traces
 from tests.doubles.judge_server import Fault, JudgeServer
@@ -112,9 +113,9 @@ def test_judge_metrics_are_scored_cached_and_never_leak_the_key(
     stamped = _rows(warehouse, "SELECT metric, judge_model, prompt_version FROM scores GROUP BY ALL ORDER BY 1")
     assert stamped == [
         ("aspect_critique:coherence", "judge-small", stamped[0][2]),
-        ("context_recall", "judge-small", "context_recall/2"),
+        ("context_recall", "judge-small", context_recall.PROMPT_VERSION),
         ("document_mrr", None, None),
-        ("faithfulness", "judge-small", "faithfulness/2"),
+        ("faithfulness", "judge-small", faithfulness.PROMPT_VERSION),
     ]
     run_usage = _rows(warehouse, "SELECT judge_model, judge_usage FROM runs")
     assert run_usage[0][0] == "judge-small" and json.loads(run_usage[0][1])["faithfulness"]["http_calls"] > 0

@@ -43,6 +43,7 @@ def reach_values(tmp_path: Path) -> dict[str, Any]:
         "metrics": ["document_mrr", "precision@3"],
         "batch_size": 77,
         "sample_rate": 0.5,
+        "rescore": "all",
         "judge_model": "reach-judge",
         "judge_base_url": "http://127.0.0.1:9/v1",
         "judge_config": str(tmp_path / "judge.toml"),
@@ -87,7 +88,11 @@ def toml_file(values: dict[str, Any], path: Path) -> Path:
 
 @pytest.fixture
 def reach(tmp_path: Path) -> tuple[dict[str, Any], Path, RunConfig]:
+    from prefect.blocks.system import Secret
+
     values = reach_values(tmp_path)
+    # Commands check the Secret blocks a run will read before they start it.
+    Secret(value="http://127.0.0.1:9/reach-hook").save(values["alert_webhook_block"], overwrite=True)
     config_file = toml_file(values, tmp_path / "ragpulse.toml")
     return values, config_file, load_config(config_file)
 

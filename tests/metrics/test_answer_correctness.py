@@ -58,10 +58,11 @@ def test_weighted_factual_f1_and_similarity() -> None:
     assert embedder.calls == [[ANSWER, REFERENCE]]
     classify = judge.requests[1]
     assert classify == build_classify_request(QUESTION, STATEMENTS, REFERENCE)
-    assert classify.messages[1][1] == (
-        f"Question: {QUESTION}\n\nReference answer: {REFERENCE}\n\n"
-        f"Answer statements:\n1. {STATEMENTS[0]}\n2. {STATEMENTS[1]}\n3. {STATEMENTS[2]}"
-    )
+    assert json.loads(classify.messages[1][1]) == {
+        "question": QUESTION,
+        "reference": REFERENCE,
+        "answer_statements": STATEMENTS,
+    }
 
 
 def test_statements_request_is_the_one_faithfulness_sends() -> None:
@@ -210,8 +211,7 @@ def test_a_chinese_trace_shares_the_statement_request_and_names_its_language() -
         "\nLanguage: Chinese (zh). Write the reasons and missing facts in that language, whatever the language of "
         "these instructions, the examples or the contexts, and keep the JSON keys as given."
     )
-    assert classify.messages[1][1] == (
-        f"Question: {question}\n\nReference answer: {reference}\n\n"
-        f"Answer statements:\n1. {statements[0]}\n2. {statements[1]}"
+    assert classify.messages[1][1] == json.dumps(
+        {"question": question, "reference": reference, "answer_statements": statements}, ensure_ascii=False
     )
-    assert (classify.prompt_version, AnswerCorrectness().prompt_version) == ("answer_correctness/2",) * 2
+    assert (classify.prompt_version, AnswerCorrectness().prompt_version) == ("answer_correctness/3",) * 2

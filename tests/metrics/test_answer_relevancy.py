@@ -7,7 +7,7 @@ import math
 import pytest
 
 from ragpulse.metrics import ShapeError, Status, TraceBatch
-from ragpulse.metrics._prompting import language_rule
+from ragpulse.metrics._prompting import DATA_RULE, data_json, language_rule
 from ragpulse.metrics.answer_relevancy import (
     INSTRUCTIONS,
     PROMPT_VERSION,
@@ -44,7 +44,10 @@ def test_mean_cosine_of_generated_questions() -> None:
     (request,) = judge.requests
     assert request.n == 3
     unknown = language_rule(None, "the question", fallback="the answer")
-    assert request.messages == (("system", f"{INSTRUCTIONS}\n{unknown}"), ("user", f"Answer: {ANSWER}"))
+    assert request.messages == (
+        ("system", f"{INSTRUCTIONS}\n{DATA_RULE}\n{unknown}"),
+        ("user", data_json({"answer": ANSWER})),
+    )
     assert unknown.startswith("Write the question in the language of the answer,")
     assert QUESTION not in request.messages[1][1]
     assert embedder.calls == [[QUESTION, *GENERATED]]
@@ -145,12 +148,12 @@ def test_a_japanese_trace_asks_for_a_japanese_question_and_scores_it() -> None:
         "\nLanguage: Japanese (ja). Write the question in that language, whatever the language "
         "of these instructions, the examples or the contexts, and keep the JSON keys as given."
     )
-    assert user == f"Answer: {answer}"
-    assert request.prompt_version == PROMPT_VERSION == "answer_relevancy/2"
+    assert user == f'{{"answer": "{answer}"}}'
+    assert request.prompt_version == PROMPT_VERSION == "answer_relevancy/3"
 
 
 def test_the_language_changes_the_request_and_only_the_system_message() -> None:
     chinese, unknown = build_request("埃菲尔铁塔位于巴黎。", language="zh"), build_request("埃菲尔铁塔位于巴黎。")
     assert "Language: Chinese (zh)." in chinese.messages[0][1] and "Chinese" not in unknown.messages[0][1]
-    assert chinese.messages[1] == unknown.messages[1] == ("user", "Answer: 埃菲尔铁塔位于巴黎。")
+    assert chinese.messages[1] == unknown.messages[1] == ("user", '{"answer": "埃菲尔铁塔位于巴黎。"}')
     assert chinese.cache_material() != unknown.cache_material()

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import pytest
 
 from ragpulse.metrics import RagpulseError, ShapeError, Status, TraceBatch, UnknownMetricError
-from ragpulse.metrics._prompting import language_rule
+from ragpulse.metrics._prompting import DATA_RULE, data_json, language_rule
 from ragpulse.metrics.aspect_critique import (
     BUILTIN_ASPECTS,
     INSTRUCTIONS_TEMPLATE,
@@ -52,9 +52,9 @@ def test_majority_of_three_sampled_verdicts_in_one_request(votes: tuple[int, ...
         (
             "system",
             f"{INSTRUCTIONS_TEMPLATE.format(name='coherence', definition=coherence.definition)}\n"
-            f"{language_rule(None, 'the reason')}",
+            f"{DATA_RULE}\n{language_rule(None, 'the reason')}",
         ),
-        ("user", f"Question: {QUESTION}\n\nAnswer: {ANSWER}"),
+        ("user", data_json({"question": QUESTION, "answer": ANSWER})),
     )
 
 
@@ -108,7 +108,7 @@ def test_prompt_version_follows_the_definition() -> None:
     again = _metric("politeness", {"aspects": {"politeness": "Is it polite?"}})
     edited = _metric("politeness", {"aspects": {"politeness": "Is it polite and warm?"}})
     assert first.prompt_version == again.prompt_version != edited.prompt_version
-    assert first.prompt_version.startswith("aspect_critique/2:politeness:")
+    assert first.prompt_version.startswith("aspect_critique/3:politeness:")
     overridden = _metric("coherence", {"aspects": {"coherence": "Does it hang together?"}})
     assert overridden.prompt_version != _metric("coherence").prompt_version
     assert build_request(first.aspect, QUESTION, ANSWER) == build_request(again.aspect, QUESTION, ANSWER)
@@ -171,4 +171,4 @@ def test_a_chinese_trace_names_its_language_and_keeps_the_text_intact() -> None:
         "\nLanguage: Chinese (zh-CN). Write the reason in that language, whatever the language of these "
         "instructions, the examples or the contexts, and keep the JSON keys as given."
     )
-    assert request.messages[1][1] == f"Question: {question}\n\nAnswer: {answer}"
+    assert request.messages[1][1] == f'{{"question": "{question}", "answer": "{answer}"}}'

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -47,11 +49,8 @@ def test_average_precision_of_the_verdicts_in_one_call() -> None:
     assert outcome == outcome.ok((1 / 1 + 2 / 3) / 2)
     assert judge.steps() == [WITH]
     (request,) = judge.requests
-    assert request.messages[1][1] == (
-        f"Question: {QUESTION}\n\nReference answer: {REFERENCE}\n\n"
-        f"Contexts:\n[1] {CONTEXTS[0]}\n[2] {CONTEXTS[1]}\n[3] {CONTEXTS[2]}"
-    )
-    assert "reference answer" in request.messages[0][1]
+    assert json.loads(request.messages[1][1]) == {"question": QUESTION, "reference": REFERENCE, "contexts": CONTEXTS}
+    assert 'reference answer ("reference")' in request.messages[0][1]
     assert request.schema["properties"]["verdicts"]["maxItems"] == 3
 
 
@@ -59,8 +58,11 @@ def test_without_reference_judges_against_the_answer() -> None:
     judge = FakeJudge({WITHOUT: [_verdicts(0, 1, 1)]})
     (outcome,) = run(ContextPrecision(with_reference=False), _batch(reference=None), judge)
     assert outcome == outcome.ok((1 / 2 + 2 / 3) / 2)
-    text = judge.requests[0].messages[1][1]
-    assert f"Answer: {ANSWER}" in text and "Reference answer" not in text
+    assert json.loads(judge.requests[0].messages[1][1]) == {
+        "question": QUESTION,
+        "answer": ANSWER,
+        "contexts": CONTEXTS,
+    }
     assert "reference" not in judge.requests[0].messages[0][1]
 
 
@@ -120,7 +122,7 @@ def test_deterministic_requests_and_factories() -> None:
     with_ref = create_with_reference(MetricRequest("context_precision"), {})
     without = create_without_reference(MetricRequest("context_precision_without_reference"), {})
     assert (with_ref.name, without.name) == ("context_precision", "context_precision_without_reference")
-    assert with_ref.prompt_version == without.prompt_version == "context_precision/2"
+    assert with_ref.prompt_version == without.prompt_version == "context_precision/3"
     assert with_ref.spec.version == without.spec.version == "2.0.0"
 
 
@@ -138,5 +140,5 @@ def test_a_japanese_trace_names_its_language_and_keeps_the_text_intact() -> None
         "instructions, the examples or the contexts, and keep the JSON keys as given."
     )
     assert request.messages[1][1] == (
-        f"Question: {question}\n\nReference answer: {reference}\n\nContexts:\n[1] {contexts[0]}\n[2] {contexts[1]}"
+        f'{{"question": "{question}", "reference": "{reference}", "contexts": ["{contexts[0]}", "{contexts[1]}"]}}'
     )

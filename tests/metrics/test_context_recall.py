@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ragpulse.metrics import Status, TraceBatch
-from ragpulse.metrics._prompting import language_rule
+from ragpulse.metrics._prompting import DATA_RULE, language_rule
 from ragpulse.metrics.context_recall import INSTRUCTIONS, ContextRecall, build_request, create, parse_claims
 from ragpulse.metrics.judge import PARSE_ERROR, VerdictParseError
 from ragpulse.metrics.registry import MetricRequest
@@ -33,11 +33,12 @@ def test_attributed_over_total_in_one_call() -> None:
     assert outcome == outcome.ok(0.5)
     (request,) = judge.requests
     assert request.messages == (
-        ("system", f"{INSTRUCTIONS}\n{language_rule(None, 'the claims and reasons', fallback='the reference answer')}"),
         (
-            "user",
-            f"Question: {QUESTION}\n\nReference answer: {REFERENCE}\n\nContexts:\n[1] {CONTEXTS[0]}\n[2] {CONTEXTS[1]}",
+            "system",
+            f"{INSTRUCTIONS}\n{DATA_RULE}\n"
+            f"{language_rule(None, 'the claims and reasons', fallback='the reference answer')}",
         ),
+        ("user", json.dumps({"question": QUESTION, "reference": REFERENCE, "contexts": CONTEXTS})),
     )
     assert request == build_request(QUESTION, REFERENCE, CONTEXTS)
 
@@ -46,7 +47,7 @@ def test_the_first_reference_is_used() -> None:
     judge = FakeJudge({KEY: [_claims(1, 0, 1)]})
     (outcome,) = run(ContextRecall(), _batch(reference="  ", reference_answers=["Curie won two Nobels.", "x"]), judge)
     assert outcome.value == pytest.approx(2 / 3, rel=1e-15)
-    assert "Reference answer: Curie won two Nobels." in judge.requests[0].messages[1][1]
+    assert json.loads(judge.requests[0].messages[1][1])["reference"] == "Curie won two Nobels."
 
 
 def test_no_claims_is_not_applicable() -> None:
@@ -80,7 +81,7 @@ def test_parse_claims_and_factory() -> None:
     assert parse_claims(_claims(0, 1), "q1") == [0, 1]
     with pytest.raises(VerdictParseError, match=r"record 'q1', field 'claims\[0\]': claims\[0\] must be an object"):
         parse_claims(reply(claims=["a"]), "q1")
-    assert create(MetricRequest("context_recall"), {}).prompt_version == "context_recall/2"
+    assert create(MetricRequest("context_recall"), {}).prompt_version == "context_recall/3"
 
 
 def test_a_japanese_reference_is_sent_whole_and_split_by_the_judge() -> None:
@@ -95,7 +96,7 @@ def test_a_japanese_reference_is_sent_whole_and_split_by_the_judge() -> None:
     (outcome,) = run(ContextRecall(), batch, judge)
     assert outcome == outcome.ok(0.5)
     (request,) = judge.requests
-    assert f"Reference answer: {reference}\n\n" in request.messages[1][1]  # one block, not cut at "。"
+    assert f'"reference": "{reference}", ' in request.messages[1][1]  # one string, not cut at "。"
     assert request.messages[0][1].endswith(
         "\nLanguage: Japanese (ja). Write the claims and reasons in that language, whatever the language of these "
         "instructions, the examples or the contexts, and keep the JSON keys as given."

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ragpulse.metrics import Status
+from ragpulse.metrics._prompting import DATA_RULE, data_json
 from ragpulse.metrics.context_relevance import (
     INSTRUCTIONS,
     ContextRelevance,
@@ -31,8 +32,8 @@ def test_one_if_any_relevant_statement(statements: list[str], expected: float) -
     assert outcome == outcome.ok(expected)
     (request,) = judge.requests
     assert request.messages == (
-        ("system", f"{INSTRUCTIONS}\n{language_line(None)}"),
-        ("user", f"Question: {QUESTION}\n\nContexts:\n[1] {CONTEXTS[0]}\n[2] {CONTEXTS[1]}"),
+        ("system", f"{INSTRUCTIONS}\n{DATA_RULE}\n{language_line(None)}"),
+        ("user", data_json({"question": QUESTION, "contexts": CONTEXTS})),
     )
     assert request == build_request(QUESTION, CONTEXTS)
 
@@ -67,7 +68,7 @@ def test_parser_and_factory() -> None:
     metric = create(MetricRequest("context_relevance"), {})
     assert (metric.name, metric.prompt_version, metric.spec.version) == (
         "context_relevance",
-        "context_relevance/2",
+        "context_relevance/3",
         "2.0.0",
     )
 
@@ -80,8 +81,8 @@ def test_a_chinese_question_names_its_language_but_the_copies_are_not_translated
     assert outcome == outcome.ok(1.0)
     (request,) = judge.requests
     assert request.messages[0][1] == (
-        f"{INSTRUCTIONS}\nLanguage: Chinese (zh). Copy the sentences in the language of the contexts, without "
-        "translating them, and keep the JSON keys as given."
+        f"{INSTRUCTIONS}\n{DATA_RULE}\nLanguage: Chinese (zh). Copy the sentences in the language of the "
+        "contexts, without translating them, and keep the JSON keys as given."
     )
-    assert request.messages[1][1] == f"Question: {question}\n\nContexts:\n[1] {contexts[0]}\n[2] {contexts[1]}"
+    assert request.messages[1][1] == f'{{"question": "{question}", "contexts": ["{contexts[0]}", "{contexts[1]}"]}}'
     assert language_line(None).startswith("Copy the sentences in the language of the contexts")

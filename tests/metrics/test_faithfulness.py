@@ -8,7 +8,7 @@ import math
 import pytest
 
 from ragpulse.metrics import Status, TraceBatch
-from ragpulse.metrics._prompting import language_rule
+from ragpulse.metrics._prompting import DATA_RULE, language_rule
 from ragpulse.metrics._statements import STATEMENTS_INSTRUCTIONS, build_statements_request, parse_statements
 from ragpulse.metrics.faithfulness import (
     VERDICTS_INSTRUCTIONS,
@@ -64,19 +64,17 @@ def test_requests_hold_the_inputs_once() -> None:
     run(Faithfulness(), _batch(), judge)
     statements, verdicts = judge.requests
     assert statements == build_statements_request(QUESTION, ANSWER)
+    statements_rule = language_rule(None, "the statements", fallback="the answer")
     assert statements.messages == (
-        ("system", f"{STATEMENTS_INSTRUCTIONS}\n{language_rule(None, 'the statements', fallback='the answer')}"),
-        ("user", f"Question: {QUESTION}\n\nAnswer: {ANSWER}"),
+        ("system", f"{STATEMENTS_INSTRUCTIONS}\n{DATA_RULE}\n{statements_rule}"),
+        ("user", json.dumps({"question": QUESTION, "answer": ANSWER})),
     )
     verdicts_rule = language_rule(None, "the reasons", fallback="the statements")
-    assert verdicts.messages[0] == ("system", f"{VERDICTS_INSTRUCTIONS}\n{verdicts_rule}")
-    assert verdicts.messages[1][1] == (
-        f"Contexts:\n[1] {CONTEXTS[0]}\n[2] {CONTEXTS[1]}\n\n"
-        f"Statements:\n1. {STATEMENTS[0]}\n2. {STATEMENTS[1]}\n3. {STATEMENTS[2]}\n4. {STATEMENTS[3]}"
-    )
+    assert verdicts.messages[0] == ("system", f"{VERDICTS_INSTRUCTIONS}\n{DATA_RULE}\n{verdicts_rule}")
+    assert json.loads(verdicts.messages[1][1]) == {"contexts": CONTEXTS, "statements": STATEMENTS}
     assert verdicts.schema["properties"]["verdicts"]["minItems"] == 4
     assert verdicts.schema["properties"]["verdicts"]["maxItems"] == 4
-    assert (verdicts.prompt_version, statements.prompt_version) == ("faithfulness/2", "answer_statements/2")
+    assert (verdicts.prompt_version, statements.prompt_version) == ("faithfulness/3", "answer_statements/3")
 
 
 def test_requests_are_deterministic() -> None:
@@ -172,7 +170,7 @@ def test_a_judge_call_error_fails_one_trace_and_the_batch_completes() -> None:
     )
 
     def responder(request: JudgeRequest) -> list[str | BaseException]:
-        if "Who designed it?" in request.messages[1][1]:
+        if json.loads(request.messages[1][1]).get("question") == "Who designed it?":
             return [JudgeCallError("rate_limited_after_6_retries", "429 Too Many Requests")]
         if request.step == "statements":
             return [reply(statements=STATEMENTS[:2])]
@@ -202,7 +200,7 @@ def test_parsers_name_the_field() -> None:
 
 def test_factory() -> None:
     metric = create(MetricRequest("faithfulness"), {})
-    assert (metric.name, metric.prompt_version, metric.uses_llm) == ("faithfulness", "faithfulness/2", True)
+    assert (metric.name, metric.prompt_version, metric.uses_llm) == ("faithfulness", "faithfulness/3", True)
     assert metric.spec.version == "2.0.0"
 
 
@@ -230,10 +228,8 @@ def test_a_japanese_trace_end_to_end() -> None:
     (outcome,) = run(Faithfulness(), batch, judge)
     assert outcome == outcome.ok(0.5)
     statements, checked = judge.requests
-    assert statements.messages[1][1] == f"Question: 日本の首都はどこですか？\n\nAnswer: {JA_ANSWER}"
-    assert checked.messages[1][1] == (
-        f"Contexts:\n[1] {contexts[0]}\n[2] {contexts[1]}\n\nStatements:\n1. {JA_STATEMENTS[0]}\n2. {JA_STATEMENTS[1]}"
-    )
+    assert statements.messages[1][1] == f'{{"question": "日本の首都はどこですか？", "answer": "{JA_ANSWER}"}}'
+    assert checked.messages[1][1] == json.dumps({"contexts": contexts, "statements": JA_STATEMENTS}, ensure_ascii=False)
     assert statements.messages[0][1].endswith(
         "\nLanguage: Japanese (ja). Write the statements in that language, whatever the language of these "
         "instructions, the examples or the contexts, and keep the JSON keys as given."
@@ -261,4 +257,4 @@ def test_the_statement_prompt_shows_a_japanese_example_for_every_language() -> N
                                            "the language of these instructions, the examples or the contexts, and "
                                            "keep the JSON keys as given.")  # fmt: skip
     assert "\nLanguage: Chinese (zh-TW). Write the statements in that language" in chinese.messages[0][1]
-    assert chinese.messages[1] == ("user", "Question: 谁写了？\n\nAnswer: 他。")
+    assert chinese.messages[1] == ("user", '{"question": "谁写了？", "answer": "他。"}')

@@ -188,12 +188,13 @@ def test_failures_stay_with_their_trace() -> None:
 
     def responder(request: JudgeRequest) -> list[str | BaseException]:
         text = request.messages[1][1]
+        inputs = json.loads(text)
         if "France?" in text and request.metric == "context_recall":
             return [JudgeCallError("timeout_after_3_retries")]
         if "Spain?" in text and request.metric == "context_recall":
             return ["not json", "still not json"]
         if request.step == "statements":
-            answer = text.rsplit("Answer: ", 1)[1]
+            answer = inputs["answer"]
             return [reply(statements=[f"The capital is {answer}"])]
         if request.metric == "faithfulness":
             return [reply(verdicts=[{"statement": "s", "reason": "r", "supported": "capital is Rome" in text}])]
@@ -220,7 +221,7 @@ def test_docs_quote_the_prompts_verbatim() -> None:
         _statements.STATEMENTS_INSTRUCTIONS,
         faithfulness.VERDICTS_INSTRUCTIONS,
         answer_relevancy.INSTRUCTIONS,
-        context_precision.INSTRUCTIONS_TEMPLATE.format(target="reference answer"),
+        context_precision.INSTRUCTIONS_TEMPLATE.format(target="reference answer", key="reference"),
         context_recall.INSTRUCTIONS,
         context_relevance.INSTRUCTIONS,
         answer_correctness.CLASSIFY_INSTRUCTIONS,

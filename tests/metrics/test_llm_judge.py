@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from ragpulse.metrics import ShapeError, Status, TraceBatch, UnknownMetricError
+from ragpulse.metrics._prompting import DATA_RULE
 from ragpulse.metrics.judge import PARSE_ERROR
 from ragpulse.metrics.llm_judge import JudgeDefinition, LLMJudge, UnknownJudgeError, build_request, create
 from ragpulse.metrics.registry import MetricRequest
@@ -49,10 +50,11 @@ def test_prompt_is_built_from_the_definition() -> None:
             "Examples:\n"
             'Inputs: {"answer": "Rome is in Italy.", "contexts": ["Rome is in Italy."]}\n'
             'Outputs: {"reason": "Stated in the context.", "score": 5}\n\n'
+            f"{DATA_RULE}\n"
             "Write any text of the reply in the language of the answer, whatever the language of these "
             "instructions, the examples or the contexts, and keep the JSON keys as given.",
         ),
-        ("user", 'Inputs: {"answer": "In Italy.", "contexts": ["Rome is in Italy."]}'),
+        ("user", '{"answer": "In Italy.", "contexts": ["Rome is in Italy."]}'),
     )
     assert request.schema["properties"]["score"] == {"type": "number", "minimum": 1.0, "maximum": 5.0}
     assert request.schema["required"] == ["reason", "score"]
@@ -69,7 +71,7 @@ def test_key_order_in_the_config_does_not_change_the_request() -> None:
 
 def test_prompt_version_hashes_the_definition() -> None:
     metric = _judge()
-    assert metric.prompt_version.startswith("llm_judge/2:grounded/") and len(metric.prompt_version) == 21 + 12
+    assert metric.prompt_version.startswith("llm_judge/3:grounded/") and len(metric.prompt_version) == 21 + 12
     assert metric.spec.version == "2.0.0"
     edited = _judge({**GROUNDED, "instructions": GROUNDED["instructions"] + " Be strict."})
     assert edited.prompt_version != metric.prompt_version
@@ -90,7 +92,7 @@ def test_custom_score_key() -> None:
     judge = FakeJudge({("llm_judge:g", "outputs"): [reply(grade=0.25)]})
     (outcome,) = run(_judge(definition, "g"), _batch(), judge)
     assert outcome == outcome.ok(0.25)
-    assert judge.requests[0].messages[1][1] == 'Inputs: {"question": "Where is Rome?", "answer": "In Italy."}'
+    assert judge.requests[0].messages[1][1] == '{"question": "Where is Rome?", "answer": "In Italy."}'
 
 
 @pytest.mark.parametrize(
@@ -182,11 +184,11 @@ def test_a_japanese_trace_names_its_language_and_sends_the_inputs_unescaped() ->
     (request,) = judge.requests
     assert request.messages[1] == (
         "user",
-        'Inputs: {"contexts": ["ローマはイタリアの首都。"], "reference": "イタリアです。"}',
+        '{"contexts": ["ローマはイタリアの首都。"], "reference": "イタリアです。"}',
     )
     assert request.messages[0][1].endswith(
-        "\n\nLanguage: Japanese (ja). Write any text of the reply in that language, whatever the language of these "
-        "instructions, the examples or the contexts, and keep the JSON keys as given."
+        f"\n\n{DATA_RULE}\nLanguage: Japanese (ja). Write any text of the reply in that language, whatever the "
+        "language of these instructions, the examples or the contexts, and keep the JSON keys as given."
     )
     unknown = build_request(_judge(definition, "ja").definition, {"contexts": ["x"], "reference": "y"})
     assert "in the language of the reference answer," in unknown.messages[0][1]

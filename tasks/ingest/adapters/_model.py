@@ -10,13 +10,13 @@ goes through ``parse_record`` like any JSONL line.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ragpulse.metrics.errors import InvalidRecordError
+from ragpulse.tasks.ingest import limits
 from ragpulse.tasks.ingest.language import normalize_language_tag
 
 __all__ = [
@@ -268,11 +268,12 @@ def dig(value: Any, path: str, *, decode: bool = True) -> Any:
 
 
 def _decoded(value: Any) -> Any:
-    """JSON object/array text as the object (sources store nested inputs and outputs as JSON strings)."""
+    """JSON object/array text as the object (sources store nested inputs and outputs as JSON strings); text that
+    is not JSON, or nested past limits.MAX_DEPTH, stays text."""
     if isinstance(value, str) and value[:1] in ("{", "["):
         try:
-            return json.loads(value)
-        except json.JSONDecodeError:
+            return limits.loads(value)
+        except ValueError:
             return value
     return value
 

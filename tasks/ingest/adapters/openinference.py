@@ -12,13 +12,13 @@ span JSON lines (nested ``attributes`` object).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ragpulse.metrics.errors import InvalidRecordError
+from ragpulse.tasks.ingest import limits
 from ragpulse.tasks.ingest.adapters._model import AdapterOptions, Document, Kind, Span, dig, parse_time, text_of
 
 __all__ = ["flatten_attributes", "spans"]
@@ -89,8 +89,8 @@ def flatten_attributes(record: Mapping[str, Any]) -> dict[str, Any]:
         if key == "attributes":
             if isinstance(value, str):
                 try:
-                    value = json.loads(value)
-                except json.JSONDecodeError:
+                    value = limits.loads(value)
+                except ValueError:  # not JSON, or nested past limits.MAX_DEPTH
                     continue
             _flatten(value, "", flat)
         elif key.startswith("attributes."):
@@ -143,8 +143,8 @@ def _metadata(fields: Mapping[str, Any]) -> dict[str, Any]:
     metadata = fields.get("metadata")
     if isinstance(metadata, str):
         try:
-            metadata = json.loads(metadata)
-        except json.JSONDecodeError:
+            metadata = limits.loads(metadata)
+        except ValueError:  # not JSON, or nested past limits.MAX_DEPTH
             metadata = None
     out = dict(metadata) if isinstance(metadata, Mapping) else {}
     out.update({key.removeprefix("metadata."): v for key, v in fields.items() if key.startswith("metadata.")})

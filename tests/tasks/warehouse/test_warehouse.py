@@ -116,7 +116,7 @@ def test_failed_publish_rolls_back_and_keeps_previous_rows(tmp_path: Path) -> No
     assert _rows(warehouse.path, "SELECT run_id FROM runs") == [("r1",)]
 
 
-def test_locked_file_gives_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_locked_file_gives_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "w.duckdb"
     DuckDBWarehouse(f"duckdb:///{path}").publish(
         build_publication(_scores(2), _run("r1"), ["m1", "m2"], n_batches_cached=0)
@@ -137,10 +137,9 @@ def test_locked_file_gives_a_clear_error(tmp_path: Path, monkeypatch: pytest.Mon
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        monkeypatch.setattr("ragpulse.tasks.warehouse.duckdb._LOCK_WAIT_SECONDS", 1.0)
         started = time.monotonic()
-        with pytest.raises(WarehouseLockedError, match="locked by another process"):
-            _publish(DuckDBWarehouse(f"duckdb:///{path}"), _scores(2), "r2", ["m1", "m2"])
+        with pytest.raises(WarehouseLockedError, match=r"locked by another process \(waited 1 s\).*lock_timeout="):
+            _publish(DuckDBWarehouse(f"duckdb:///{path}?lock_timeout=1"), _scores(2), "r2", ["m1", "m2"])
         assert time.monotonic() - started < 10
     finally:
         holder.kill()
@@ -154,10 +153,24 @@ def test_locked_file_gives_a_clear_error(tmp_path: Path, monkeypatch: pytest.Mon
         ("duckdb:///rel/x.duckdb", Path("rel/x.duckdb")),
         ("duckdb:////abs/x.duckdb", Path("/abs/x.duckdb")),
         ("x.duckdb", Path("x.duckdb")),
+        ("duckdb:///rel/x.duckdb?lock_timeout=5", Path("rel/x.duckdb")),
     ],
 )
 def test_duckdb_urls(url: str, expected: Path) -> None:
     assert duckdb_path(url) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("duckdb:///x.duckdb?lock_timeout=0", "lock_timeout='0' in warehouse URL"),
+        ("duckdb:///x.duckdb?lock_timeout=soon", "must be a positive number of seconds"),
+        ("duckdb:///x.duckdb?mode=ro", "unknown parameter 'mode'.*only lock_timeout=<seconds>"),
+    ],
+)
+def test_bad_duckdb_url_parameters_are_config_errors(url: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        DuckDBWarehouse(url)
 
 
 @pytest.mark.parametrize(
@@ -223,7 +236,7 @@ def test_a_file_from_the_first_release_is_migrated_in_place(tmp_path: Path) -> N
     after = "SELECT * EXCLUDE (judge_model, prompt_version) FROM scores WHERE run_id = 'r1' ORDER BY ALL"
     assert _rows(path, after) == before
     assert _rows(path, "SELECT run_id, published_at IS NULL FROM runs ORDER BY 1") == [("r1", True), ("r2", False)]
-    assert _rows(path, "SELECT version FROM ragpulse_schema ORDER BY 1") == [(1,), (2,), (3,), (4,), (5,)]
+    assert _rows(path, "SELECT version FROM ragpulse_schema ORDER BY 1") == [(1,), (2,), (3,), (4,), (5,), (6,)]
     assert _rows(path, "SELECT DISTINCT judge_model, prompt_version FROM scores") == [(None, None)]
     assert _rows(path, "SELECT count(*) FROM validations") == [(0,)]
 

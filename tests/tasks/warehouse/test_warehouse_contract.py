@@ -29,7 +29,7 @@ from psycopg.rows import dict_row
 
 from ragpulse.metrics import Status
 from ragpulse.tasks.core.errors import ConfigError, WarehouseError
-from ragpulse.tasks.core.types import TRACE_ROWS_SCHEMA, PartitionScores, QuarantinedRecord, RunInfo
+from ragpulse.tasks.core.types import TRACE_ROWS_SCHEMA, PartitionScores, QuarantinedRecord, RunInfo, StagingCounts
 from ragpulse.tasks.warehouse import (
     ALERTS_SCHEMA,
     DRIFT_SCHEMA,
@@ -39,7 +39,15 @@ from ragpulse.tasks.warehouse import (
     Warehouse,
     open_warehouse,
 )
-from ragpulse.tasks.warehouse._schema import MIGRATIONS, SCHEMA_VERSION, STATUSES, TABLES, AddColumn, AddTable
+from ragpulse.tasks.warehouse._schema import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    STAGING_RUN_COLUMNS,
+    STATUSES,
+    TABLES,
+    AddColumn,
+    AddTable,
+)
 from ragpulse.tasks.warehouse.parquet import ParquetLake
 from ragpulse.tasks.warehouse.publication import build_publication
 
@@ -78,6 +86,10 @@ def publication(
         n_files=1,
         n_batches=1,
         traces=traces(day, n),
+        # Lines 3 and 9 of n + 2: one not JSON, one not a trace; n staged.
+        staging=StagingCounts(
+            records_read=n + 2, records_quarantined=1, traces_read=n + 1, traces_quarantined=1, staged=n
+        ),
     )
     run = RunInfo(run_id, "s3://logs", "cfg", {"batch_size": 10}, dt.datetime(2026, 11, 2, tzinfo=dt.UTC))
     built = build_publication(scores, run, list(metrics), n_batches_cached=0)
@@ -218,6 +230,8 @@ def _duckdb(tmp_path: Path) -> Backend:
                     con.execute(f"DROP TABLE {key}")
             elif version < 5:
                 con.execute("ALTER TABLE traces DROP COLUMN language")
+            for column in STAGING_RUN_COLUMNS if version < 6 else ():
+                con.execute(f"ALTER TABLE runs DROP COLUMN {column}")
             con.execute("DELETE FROM ragpulse_schema")
             con.execute("INSERT INTO ragpulse_schema VALUES (?, now())", [version])
 
@@ -263,6 +277,8 @@ def _postgres(schema: str) -> Backend:
                     con.execute(sql.SQL("DROP TABLE {}").format(table(key)))
             elif version < 5:
                 con.execute(sql.SQL("ALTER TABLE {} DROP COLUMN language").format(table("traces")))
+            for column in STAGING_RUN_COLUMNS if version < 6 else ():
+                con.execute(sql.SQL("ALTER TABLE {} DROP COLUMN {}").format(table("runs"), sql.Identifier(column)))
             con.execute(sql.SQL("DELETE FROM {}").format(table("meta")))
             con.execute(sql.SQL("INSERT INTO {} VALUES (%s, now())").format(table("meta")), (version,))
 
@@ -317,6 +333,8 @@ def _lake(url: str, fs: Any, root: str) -> Backend:
             drop_column("runs", "published_at")
         if 4 <= version < 5:
             drop_column("traces", "language")
+        for column in STAGING_RUN_COLUMNS if version < 6 else ():
+            drop_column("runs", column)
         if version < 4:
             # A v3 manifest names no files of the v4 tables, which have no folders.
             for key in V4_KEYS:
@@ -488,7 +506,8 @@ def test_a_v1_warehouse_is_migrated_without_losing_rows(backend: Backend) -> Non
     assert backend.version() == SCHEMA_VERSION
     runs = {r["run_id"]: r for r in backend.rows("runs")}
     assert runs["r1"]["published_at"] is None and runs["r2"]["published_at"] is not None
-    assert [r for r in backend.rows("runs", without=("published_at",)) if r["run_id"] == "r1"] == old["runs"]
+    old_runs = backend.rows("runs", without=("published_at", *STAGING_RUN_COLUMNS))
+    assert [r for r in old_runs if r["run_id"] == "r1"] == old["runs"]
     assert [r for r in backend.rows("scores") if r["run_id"] == "r1"] == old["scores"]
     assert backend.leftovers() == []
 
@@ -651,8 +670,11 @@ def test_a_v3_warehouse_gains_the_v4_tables_on_first_use(backend: Backend) -> No
     assert backend.version() == 3
     later = publication(DAY + dt.timedelta(days=1), "r2")
     backend.open().publish(later)
-    assert backend.version() == SCHEMA_VERSION == 5
-    assert {key: [r for r in backend.rows(key) if r["run_id"] == "r1"] for key in V3_KEYS} == old
+    assert backend.version() == SCHEMA_VERSION == 6
+    without = {"runs": STAGING_RUN_COLUMNS}
+    assert {
+        key: [r for r in backend.rows(key, without=without.get(key, ())) if r["run_id"] == "r1"] for key in V3_KEYS
+    } == old
     assert backend.rows("traces") == _expected(later.traces)
     backend.open().publish_drift(DAY, drift(DAY, "d1"))
     backend.open().record_alerts(alerts(DAY, "a1"))
@@ -682,4 +704,25 @@ def test_a_v4_warehouse_gains_the_traces_language_column_and_keeps_its_rows(back
         ("r1", t): None for t in first.traces["trace_id"].to_pylist()
     }
     assert [by_run[("r2", t)] for t in later.traces["trace_id"].to_pylist()] == later.traces["language"].to_pylist()
+    assert backend.leftovers() == []
+
+
+def test_a_v5_warehouse_gains_the_runs_staging_counts_and_keeps_its_rows(backend: Backend) -> None:
+    backend.open().publish(publication(DAY, "r1"))
+    backend.rewind(5)
+    assert backend.version() == 5 and "n_staged" not in backend.rows("runs")[0]
+    old = {key: backend.rows(key) for key in V3_KEYS}
+    later = publication(DAY + dt.timedelta(days=1), "r2")
+    backend.open().publish(later)
+    assert backend.version() == SCHEMA_VERSION
+    runs = {r["run_id"]: r for r in backend.rows("runs")}
+    assert {c: runs["r1"][c] for c in STAGING_RUN_COLUMNS} == dict.fromkeys(STAGING_RUN_COLUMNS)
+    assert [r for r in backend.rows("runs", without=STAGING_RUN_COLUMNS) if r["run_id"] == "r1"] == old["runs"]
+    new = runs["r2"]
+    assert new["n_records"] == new["n_records_quarantined"] + new["n_traces_read"] == 8
+    assert new["n_traces_read"] == new["n_staged"] + new["n_traces_quarantined"] + new["n_other_days"] == 7
+    assert new["n_spans_quarantined"] is None and new["n_duplicate_spans"] is None
+    assert {key: [r for r in backend.rows(key) if r["run_id"] == "r1"] for key in ("scores", "quarantine")} == {
+        key: old[key] for key in ("scores", "quarantine")
+    }
     assert backend.leftovers() == []
