@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+
 from ragpulse.flows.evaluate import evaluate_partition
 from ragpulse.tasks.config import OutputConfig, ScoringConfig, SourceConfig
 from ragpulse.tasks.demo.generate import generate_demo_traces
