@@ -10,6 +10,9 @@ TORCH_INDEX_URL ?=
 
 .PHONY: setup demo test lint bench wheel clean
 
+# Traces in bench_floor's day (issue 17): 100k takes about 1.5 minutes here; FLOOR_N=1000000 for the 1M figure.
+FLOOR_N ?= 100000
+
 setup: $(VENV)/.installed
 
 # infra/install.sh is the one install recipe: the flow image (infra/Dockerfile) runs it too, without the test extras.
@@ -33,6 +36,7 @@ bench: setup
 	$(BIN)/python bench/bench_validation.py
 	$(BIN)/python bench/bench_publish.py
 	$(BIN)/python bench/bench_drift.py
+	$(BIN)/python bench/bench_floor.py --n $(FLOOR_N)
 
 # The wheel, built from a fresh copy of the files git tracks or would track (uncommitted work included), so
 # setuptools' build/ and ragpulse.egg-info land in the copy, not here, and no stale build/lib file can reach the

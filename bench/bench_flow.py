@@ -553,11 +553,11 @@ def time_startup(n_tasks: int) -> dict[str, float]:
     return timings
 
 
-def generate(root: Path, traces: int, seed: int) -> dict[str, Any]:
+def generate(root: Path, traces: int, seed: int, malformed: int = 5) -> dict[str, Any]:
     """Write the partition in a child process (its memory is not ours); returns its size and the time taken."""
     start = time.perf_counter()
     with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
-        pool.submit(_generate, str(root), traces, seed).result()
+        pool.submit(_generate, str(root), traces, seed, malformed).result()
     return describe_partition(root, time.perf_counter() - start)
 
 
@@ -570,10 +570,10 @@ def describe_partition(root: Path, seconds: float | None) -> dict[str, Any]:
     }
 
 
-def _generate(root: str, traces: int, seed: int) -> None:
+def _generate(root: str, traces: int, seed: int, malformed: int) -> None:
     from ragpulse.tasks.demo.generate import generate_demo_traces
 
-    generate_demo_traces(root, start=DAY, days=1, traces_per_day=traces, seed=seed, malformed_per_day=5)
+    generate_demo_traces(root, start=DAY, days=1, traces_per_day=traces, seed=seed, malformed_per_day=malformed)
 
 
 def profile_report(profile: cProfile.Profile, top: int) -> tuple[str, list[dict[str, Any]]]:

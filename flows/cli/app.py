@@ -7,9 +7,11 @@ and hands the flow its groups, so a setting reaches ``evaluate``, ``monitor``, `
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -118,6 +120,39 @@ def _announce_api() -> None:
         )
 
 
+def _warm_up(run_config: RunConfig) -> None:
+    """Overlap two fixed costs that a flow run in this process would otherwise pay one after the other: the start
+    of Prefect's ephemeral API server (a subprocess that boots for seconds while this process waits) and the Great
+    Expectations import (about 2 CPU-s, paid by the input suite's task). The server is started as Prefect's client
+    starts it, as the process-wide instance that the flow then finds running (and that stops at exit as before),
+    and GX is imported while the subprocess boots. With an API URL there is nothing to overlap, and with Dask the
+    suites run in the workers' processes."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED
+
+    if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
+        return
+    # Imported here, not in the thread: the two threads below then import nothing in common.
+    from prefect.server.api.server import SubprocessASGIServer
+
+    failed: list[Exception] = []
+
+    def start() -> None:
+        try:
+            SubprocessASGIServer().start()
+        except Exception as exc:  # raised below, where the flow's own start would have raised it
+            failed.append(exc)
+
+    starter = threading.Thread(target=start, name="ragpulse-api-start")
+    starter.start()
+    if run_config.runner.kind == "thread":
+        # An import error is left for the suite's task to raise, as it did before.
+        with contextlib.suppress(Exception):
+            import great_expectations  # noqa: F401
+    starter.join()
+    if failed:
+        raise failed[0]
+
+
 def _date(value: str, option: str) -> dt.date:
     try:
         return dt.date.fromisoformat(value)
@@ -173,6 +208,7 @@ def evaluate(
     _terminal_logs(ctx)
     from ragpulse.flows.evaluate import evaluate_partition
 
+    _warm_up(run_config)
     try:
         summary = evaluate_partition(date=partition, **run_config.groups(*PARTITION_GROUPS))
     except RagpulseError as exc:
@@ -207,6 +243,7 @@ def monitor(
     from ragpulse.flows.monitor import monitor as monitor_flow
     from ragpulse.metrics.drift import ALERTING
 
+    _warm_up(run_config)
     try:
         result = monitor_flow(date=day, timezone=timezone, lag_days=lag_days, **run_config.groups())
     except RagpulseError as exc:
@@ -273,6 +310,7 @@ def _run_backfill(run_config: RunConfig, first: dt.date, last: dt.date, **option
     from ragpulse.flows.backfill import BackfillResult, progress_listener
     from ragpulse.flows.backfill import backfill as backfill_flow
 
+    _warm_up(run_config)
     display = progress()
     try:
         with display, progress_listener(BackfillBar(display)):

@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import posixpath
 from collections.abc import Mapping, Sequence
+from itertools import pairwise
 from typing import Any
 
 import duckdb
@@ -31,8 +32,10 @@ from ragpulse.tasks.warehouse._schema import STAGING_RUN_COLUMNS
 __all__ = [
     "CONTEXT_EXCERPT_CHARS",
     "EXCERPT_CHARS",
+    "MAX_CHUNK_BYTES",
     "build_publication",
     "read_trace_excerpts",
+    "take_in_chunks",
     "write_quarantine_copy",
 ]
 
@@ -187,7 +190,45 @@ def read_trace_excerpts(
             f"dt={scores.date}: {positions.null_count} scored trace(s) are missing from the staged batches, "
             "which do not belong to these scores"
         )
-    return excerpts.take(positions)
+    return take_in_chunks(excerpts, positions)
+
+
+MAX_CHUNK_BYTES = 2**30
+"""Most string bytes one output chunk of :func:`take_in_chunks` holds: Arrow's ``string`` offsets are 32-bit."""
+
+
+def take_in_chunks(table: pa.Table, positions: pa.Array, max_chunk_bytes: int = MAX_CHUNK_BYTES) -> pa.Table:
+    """``table.take(positions)`` as a table of chunks of at most ``max_chunk_bytes`` of string data each.
+
+    Arrow's take over a chunked column first concatenates its chunks into one array, and a day's excerpts pass
+    2 GiB of text near a million traces (``ArrowInvalid: offset overflow``). So the positions are cut into slices
+    by the cumulative size of the rows they pick; each slice takes from every source chunk on its own, joins the
+    pieces (under the bound) and puts them back in the order asked."""
+    batches = table.to_batches()
+    wanted = np.asarray(positions, dtype=np.int64)
+    if len(batches) <= 1 or not len(wanted):
+        return table.take(positions)
+    starts = np.cumsum([0, *(batch.num_rows for batch in batches)])
+    strings = [name for name, kind in zip(table.column_names, table.schema.types, strict=True) if kind == pa.string()]
+    row_bytes = sum(
+        (pc.fill_null(pc.binary_length(table[name]), 0).to_numpy().astype(np.int64) for name in strings),
+        start=np.zeros(table.num_rows, dtype=np.int64),
+    )
+    cumulative = np.cumsum(row_bytes[wanted])
+    cuts = np.searchsorted(cumulative, np.arange(max_chunk_bytes, cumulative[-1], max_chunk_bytes))
+    parts = []
+    # A slice holds at most max_chunk_bytes plus one row (records are at most 16 MiB): under 2 GiB.
+    for first, last in pairwise([0, *cuts.tolist(), len(wanted)]):
+        rows = wanted[first:last]
+        source = np.searchsorted(starts, rows, side="right") - 1
+        order = np.argsort(source, kind="stable")
+        pieces = [
+            batches[chunk].take(pa.array(rows[order][source[order] == chunk] - starts[chunk]))
+            for chunk in np.unique(source)
+        ]
+        grouped = pa.Table.from_batches(pieces, schema=table.schema).combine_chunks()
+        parts.append(grouped.take(pa.array(np.argsort(order, kind="stable"))))
+    return pa.concat_tables(parts)
 
 
 def _excerpts(rows: pa.Table) -> pa.Table:

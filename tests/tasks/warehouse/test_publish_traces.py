@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -24,6 +26,7 @@ from ragpulse.tasks.warehouse.publication import (
     EXCERPT_CHARS,
     build_publication,
     read_trace_excerpts,
+    take_in_chunks,
 )
 
 DAY = dt.date(2026, 11, 1)
@@ -113,6 +116,25 @@ def test_traces_follow_the_score_order_whatever_the_batch_order(staged: StagedPa
     assert traces["trace_id"].to_pylist() == list(scores.trace_ids) == ["t4", "t1", "t3", "t2"]
     assert traces["source_line"].to_pylist() == [6, 4, 5, 3]
     assert traces["question"].to_pylist()[1] == "the repeated t1"
+
+
+def test_a_take_past_the_string_offset_limit_is_cut_into_bounded_chunks() -> None:
+    """A million traces' excerpts pass 2 GiB of text, more than one Arrow ``string`` array can hold; the take keeps
+    every chunk under the bound (shown here with a bound of 10 kB) and gives the rows of a plain take."""
+    rng = np.random.default_rng(3)
+    table = pa.concat_tables(
+        pa.table({"trace_id": [f"t{b}-{i}" for i in range(50)], "text": ["é" * n for n in rng.integers(0, 400, 50)],
+                  "n": pa.array(range(50), pa.int64())})
+        for b in range(6)
+    )  # fmt: skip
+    positions = pa.array(rng.permutation(table.num_rows), pa.int32())
+    taken = take_in_chunks(table, positions, max_chunk_bytes=10_000)
+    assert taken.equals(table.take(positions))
+    chunks = taken["text"].chunks
+    assert len(chunks) > 5
+    # Each chunk stays under the bound plus one row (at most 800 bytes here).
+    assert max(pc.sum(pc.binary_length(c)).as_py() or 0 for c in chunks) <= 10_000 + 800
+    assert take_in_chunks(table, pa.array([], pa.int32())).num_rows == 0
 
 
 def test_scores_of_other_batches_are_refused(staged: StagedPartition, tmp_path: Path) -> None:
