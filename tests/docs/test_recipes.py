@@ -136,11 +136,18 @@ def deployment_runs(stack: Stack, full_name: str, *, scheduled: bool = False) ->
     return [run for run in runs if run.auto_scheduled == scheduled]
 
 
-def run_logs(stack: Stack, run_id: UUID) -> list[Any]:
+def run_logs(stack: Stack, run_id: UUID, *, until: str | None = None, timeout: float = 30.0) -> list[Any]:
+    """The run's logs on the server; with ``until``, polled until a message holds it: a run process ships its logs
+    in batches, and the last ones can reach the server after the run's final state."""
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
 
-    with stack.client() as client:
-        return client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id])))
+    deadline = time.monotonic() + timeout
+    while True:
+        with stack.client() as client:
+            logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id])))
+        if until is None or any(until in log.message for log in logs) or time.monotonic() > deadline:
+            return logs
+        time.sleep(1)
 
 
 @dataclass(frozen=True)
@@ -195,7 +202,7 @@ def test_the_worker_runs_monitor_daily_and_publishes(stack: Stack) -> None:
     run = runs[0]
     assert (run.state_name, run.name, run.work_pool_name) == ("Completed", f"monitor dt={stack.yesterday}", "ragpulse")
     check_published(stack.home / "ragpulse" / "scores.duckdb", stack.yesterday, demo_day(stack, stack.yesterday))
-    messages = [log.message for log in run_logs(stack, run.id) if log.level >= 20]
+    messages = [log.message for log in run_logs(stack, run.id, until="drift against") if log.level >= 20]
     assert any(f"Beginning flow run 'monitor dt={stack.yesterday}'" in m for m in messages), messages
     assert any("drift against" in m for m in messages), messages  # ragpulse's own INFO line, from a task
 
@@ -209,7 +216,7 @@ def test_serve_runs_its_own_deployment_and_publishes(stack: Stack) -> None:
     (run,) = deployment_runs(stack, "monitor/monitor-served")
     assert (run.state_name, run.name) == ("Completed", f"monitor dt={stack.yesterday}")
     check_published(stack.home / "ragpulse" / "served.duckdb", stack.yesterday, demo_day(stack, stack.yesterday))
-    assert any("drift against" in log.message for log in run_logs(stack, run.id))
+    assert any("drift against" in log.message for log in run_logs(stack, run.id, until="drift against"))
 
 
 def test_a_served_schedule_runs_by_itself(stack: Stack, tmp_path: Path) -> None:
@@ -230,7 +237,7 @@ def test_a_served_schedule_runs_by_itself(stack: Stack, tmp_path: Path) -> None:
             time.sleep(3)
         assert done[0].state_name == "Completed", done[0].state.message
         check_published(warehouse, stack.yesterday, demo_day(stack, stack.yesterday))
-        messages = [log.message for log in run_logs(stack, done[0].id) if log.level >= 20]
+        messages = [log.message for log in run_logs(stack, done[0].id, until="drift against") if log.level >= 20]
         assert any(f"Beginning flow run 'monitor dt={stack.yesterday}'" in m for m in messages), messages
         assert any("drift against" in m for m in messages), messages
     finally:
