@@ -15,7 +15,6 @@ import datetime as dt
 import hashlib
 import io
 import math
-import re
 from typing import Any
 
 import psycopg
@@ -68,7 +67,7 @@ class PostgresWarehouse(SqlWarehouse):
     driver_errors = (psycopg.Error,)
 
     def __init__(self, url: str, *, tables: TableNames | None = None) -> None:
-        shown = _redact(url)
+        shown = redact_url(url)
         try:
             parsed = sa.make_url(url)
         except (sa.exc.ArgumentError, ValueError):
@@ -188,11 +187,6 @@ def _configure_session(connection: psycopg.Connection[object], _record: object) 
     if connection.execute("SHOW idle_in_transaction_session_timeout").fetchone() == ("0",):
         connection.execute(f"SET idle_in_transaction_session_timeout = '{_IDLE_IN_TRANSACTION}'")
     connection.autocommit = False
-
-
-def _redact(url: str) -> str:
-    """``redact_url``, and libpq's ``password``/``sslpassword`` query parameters masked too."""
-    return re.sub(r"(?i)([?&](?:ssl)?password=)[^&]*", r"\1***", redact_url(url))
 
 
 def _lock_id(key: str) -> int:

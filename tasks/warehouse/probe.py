@@ -67,7 +67,8 @@ def _probe_directory(path: Path) -> None:
 def _probe_schema(store: PostgresWarehouse) -> None:
     """Connect, create the schema if absent (as the first publish would) and check that tables can be created in
     it. ``CREATE SCHEMA IF NOT EXISTS`` needs the right to create schemas even when it exists, hence the lookup."""
-    # The backend's engine has no connect timeout; the probe's own engine, on the same URL, has one.
+    # Its own engine on the same URL with a shorter connect timeout than the publisher's 30 s: a check before any
+    # work should fail fast.
     engine = sa.create_engine(
         store._engine.url, poolclass=NullPool, connect_args={"connect_timeout": CONNECT_TIMEOUT_SECONDS}
     )
