@@ -136,11 +136,12 @@ FULL OUTER JOIN floor_scores AS f ON r.trace_id = f.trace_id AND r.metric = f.me
 STAGES = {
     "imports": ("_find_and_load",),
     "Prefect start-up (ephemeral API)": ("start",),
-    "staging": ("stage_records",),
+    "staging": ("stage_slice", "stage_records"),
     "read_trace_batch": ("read_trace_batch",),
     "metrics.compute": ("compute",),
-    "input and output suites (incl. trace_profile)": ("check_traces", "check_scores"),
-    "traces excerpts": ("read_trace_excerpts",),
+    "input profile (per batch)": ("batch_profile", "trace_profile"),
+    "input and output suites": ("check_traces", "check_scores"),
+    "traces excerpts (read while publishing)": ("_excerpt_batches",),
     "publish": ("publish",),
 }
 STAGE_FILES = {
@@ -372,6 +373,35 @@ def _relative(filename: str, roots: list[str]) -> str:
 # ------------------------------------------------------------------------------------------ main
 
 
+def cold_and_warm(
+    source: Path, scratch: Path, floor_db: Path, env: dict[str, str], interval: float
+) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]:
+    """A cold and a warm run on a fresh work dir and warehouse, and their values compared with the floor's. A failed
+    cold run is recorded as far as it went, and nothing else is run."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    warehouse = scratch / "warehouse.duckdb"
+    command = evaluate_command(source, scratch / "work", warehouse)
+    cold = run_ragpulse(command, env, scratch / "cold.log", interval)
+    print(f"cold: {cold}")
+    ok = cold["exit_code"] == 0
+    warm = run_ragpulse(command, env, scratch / "warm.log", interval) if ok else None
+    print(f"warm: {warm}")
+    values = compare(floor_db, warehouse) if ok else None
+    print(f"values: {values}")
+    return cold, warm, values
+
+
+def ratios(floor_run: dict[str, Any], cold: dict[str, Any], warm: dict[str, Any] | None) -> dict[str, float]:
+    found = {
+        "cold_over_floor_wall": round(cold["wall_s"] / floor_run["wall_s"], 1),
+        "cold_over_floor_cpu": round(cold["cpu_s"] / floor_run["cpu_s"], 1),
+    }
+    if warm:
+        found["warm_over_cold_wall"] = round(warm["wall_s"] / cold["wall_s"], 3)
+        found["warm_over_cold_cpu"] = round(warm["cpu_s"] / cold["cpu_s"], 3)
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=100_000, help="traces in the day")
@@ -382,6 +412,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--profile-out", type=Path, help="keep the merged cProfile stats here")
     parser.add_argument("--out", type=Path, help="default bench/results/floor-<n>.json")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="a PYTHONPATH root holding another ragpulse (e.g. an exported commit): its cold and warm runs are "
+        "measured in the same run, before this checkout's, on the same day and the same floor",
+    )
     args = parser.parse_args(argv)
     out = args.out or RESULTS / f"floor-{args.n}.json"
 
@@ -407,18 +443,18 @@ def main(argv: list[str] | None = None) -> int:
         roots = package_roots(env, scratch)
         print(f"ragpulse code: {roots[0]}")
         load_before = os.getloadavg()
-        work, warehouse = scratch / "work", scratch / "warehouse.duckdb"
-        command = evaluate_command(source, work, warehouse)
         floor_db = scratch / "floor.duckdb"
         floor_run = floor(source / f"dt={DAY}", floor_db)
         print(f"floor: {floor_run}")
-        cold = run_ragpulse(command, env, scratch / "cold.log", args.interval)
-        print(f"cold: {cold}")
-        ok = cold["exit_code"] == 0  # a failed cold run is recorded as far as it went; nothing else is run
-        warm = run_ragpulse(command, env, scratch / "warm.log", args.interval) if ok else None
-        print(f"warm: {warm}")
-        values = compare(floor_db, warehouse) if ok else None
-        print(f"values: {values}")
+        before = None
+        if args.before is not None:
+            before_env = {**env, "PYTHONPATH": str(args.before)}
+            before = {"packages": package_roots(before_env, scratch)}
+            print(f"before: ragpulse code {before['packages'][0]}")
+            cold, warm, values = cold_and_warm(source, scratch / "before", floor_db, before_env, args.interval)
+            before.update(cold=cold, warm=warm, values=values, ratios=ratios(floor_run, cold, warm))
+        cold, warm, values = cold_and_warm(source, scratch / "after", floor_db, env, args.interval)
+        ok = cold["exit_code"] == 0
         profile = None
         if args.profile and ok:
             profiled = evaluate_command(source, scratch / "work-profile", scratch / "warehouse-profile.duckdb")
@@ -434,19 +470,9 @@ def main(argv: list[str] | None = None) -> int:
             "floor": floor_run,
             "cold": cold,
             "warm": warm,
-            "ratios": {
-                "cold_over_floor_wall": round(cold["wall_s"] / floor_run["wall_s"], 1),
-                "cold_over_floor_cpu": round(cold["cpu_s"] / floor_run["cpu_s"], 1),
-                **(
-                    {
-                        "warm_over_cold_wall": round(warm["wall_s"] / cold["wall_s"], 3),
-                        "warm_over_cold_cpu": round(warm["cpu_s"] / cold["cpu_s"], 3),
-                    }
-                    if warm
-                    else {}
-                ),
-            },
+            "ratios": ratios(floor_run, cold, warm),
             "values": values,
+            "before": before,
             "profile": profile,
             "machine": {
                 "cpu_model": cpu_model(),

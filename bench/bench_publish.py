@@ -16,6 +16,15 @@ checked.
 
     python bench/bench_publish.py                                   # N = 1,000,000, every backend
     python bench/bench_publish.py --n 100000 --repeat 1 --backends duckdb,parquet-file
+
+``--memory`` measures peak memory instead (issue 17): a child process per backend publishes a lazily generated
+day of ``--traces`` traces x 5 metrics with ~2.5 kB excerpts per trace, batch by batch (5,000 traces a batch, as
+a run stages them), and reports its peak RSS above its RSS just before the publish (``VmHWM`` after resetting
+it through ``/proc/self/clear_refs``). ``--baseline DIR`` runs the same children against another revision's
+package (``PYTHONPATH``; see bench/README.md); a revision whose ``Publication`` takes tables gets the same rows
+materialised as tables first, which is what publishing cost there.
+
+    python bench/bench_publish.py --memory --traces 1000000 --backends duckdb,parquet-file --baseline /tmp/base-pkg
 """
 
 from __future__ import annotations
@@ -40,10 +49,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import sqlalchemy as sa
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# Appended, not prepended: a PYTHONPATH package (another revision, --baseline) must win over this checkout.
+sys.path.append(str(Path(__file__).resolve().parents[1]))
 
 from bench._common import cpu_model
 from ragpulse.metrics import Status
@@ -58,6 +69,175 @@ DAY = dt.date(2026, 11, 1)
 METRICS = [f"metric_{i}" for i in range(10)]
 PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
 BACKENDS = ("duckdb", "postgresql", "parquet-file", "parquet-s3")
+
+
+MEMORY_METRICS = [f"metric_{i}" for i in range(5)]
+MEMORY_BATCH_TRACES = 5_000
+
+
+def lazy_batches(n_traces: int, table: str) -> Iterator[pa.RecordBatch]:
+    """The day's score rows or trace excerpts, made a batch of MEMORY_BATCH_TRACES traces at a time, each batch
+    new (as a run reads each staged batch): only the batch being made exists."""
+    from ragpulse.tasks.warehouse import SCORES_SCHEMA, TRACES_SCHEMA
+
+    now = dt.datetime(2026, 11, 2, tzinfo=dt.UTC)
+    for start in range(0, n_traces, MEMORY_BATCH_TRACES):
+        size = min(MEMORY_BATCH_TRACES, n_traces - start)
+        ids = pa.array([f"req-{i:08x}" for i in range(start, start + size)], pa.string())
+        if table == "scores":
+            rng = np.random.default_rng(start)
+            for metric in MEMORY_METRICS:
+                yield pa.record_batch(
+                    {
+                        "partition_date": pa.array([DAY] * size, pa.date32()),
+                        "trace_id": ids,
+                        "metric": pa.array([metric] * size),
+                        "value": pa.array(rng.random(size)),
+                        "status": pa.array(["ok"] * size),
+                        "reason": pa.nulls(size, pa.string()),
+                        "metric_version": pa.array(["1.0.0"] * size),
+                        "run_id": pa.array(["bench-run"] * size),
+                        "computed_at": pa.array([now] * size, pa.timestamp("us", tz="UTC")),
+                        "judge_model": pa.nulls(size, pa.string()),
+                        "prompt_version": pa.nulls(size, pa.string()),
+                    },
+                    schema=SCORES_SCHEMA,
+                )
+            continue
+        # ~2.5 kB of text a trace, like the excerpts of a real day (bench/README.md, issue 17).
+        text = [f"{i:08x} " + "x" * 991 for i in range(start, start + size)]
+        yield pa.record_batch(
+            {
+                "partition_date": pa.array([DAY] * size, pa.date32()),
+                "trace_id": ids,
+                "run_id": pa.array(["bench-run"] * size),
+                "timestamp": pa.array([now] * size, pa.timestamp("us", tz="UTC")),
+                "question": pa.array(text),
+                "answer": pa.array(text),
+                "contexts": pa.array([f'[{{"id": "d{i}", "text": "{"y" * 400}", "score": 0.5}}]' for i in range(size)]),
+                "metadata": pa.array(['{"app": "support-bot"}'] * size),
+                "source_file": pa.array([f"s3://logs/dt={DAY}/part-{start // MEMORY_BATCH_TRACES}.jsonl"] * size),
+                "source_line": pa.array(range(1, size + 1), pa.int64()),
+                "language": pa.array(["en"] * size),
+            },
+            schema=TRACES_SCHEMA,
+        )
+
+
+def lazy_publication(n_traces: int) -> Publication:
+    """A day of ``n_traces`` traces x 5 metrics: row sources where this revision has them, else materialised."""
+    from ragpulse.tasks import warehouse
+    from ragpulse.tasks.warehouse import QUARANTINE_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, TRACES_SCHEMA
+
+    run: dict[str, Any] = dict.fromkeys((name for name in RUNS_SCHEMA.names if name.startswith("n_")), 0)
+    run.update(n_traces=n_traces, n_records=n_traces, n_scores=n_traces * len(MEMORY_METRICS))
+    now = dt.datetime(2026, 11, 2, tzinfo=dt.UTC)
+    run.update(run_id="bench-run", partition_date=DAY, source="s3://logs", config_hash="h", config="{}")
+    run.update(metrics=",".join(MEMORY_METRICS), started_at=now, finished_at=now)
+    tables: dict[str, Any] = {}
+    for key, schema, rows in (
+        ("scores", SCORES_SCHEMA, n_traces * len(MEMORY_METRICS)),
+        ("traces", TRACES_SCHEMA, n_traces),
+    ):
+        if hasattr(warehouse, "RowSource"):
+            tables[key] = warehouse.RowSource(schema, rows, lambda key=key: lazy_batches(n_traces, key))
+        else:
+            tables[key] = pa.Table.from_batches(list(lazy_batches(n_traces, key)), schema=schema)
+    return Publication(
+        DAY,
+        MEMORY_METRICS,
+        tables["scores"],
+        QUARANTINE_SCHEMA.empty_table(),
+        pa.Table.from_pylist([run], schema=RUNS_SCHEMA),
+        traces=tables["traces"],
+    )
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def memory_child(backend: str, n_traces: int, pg_url: str) -> None:
+    """One publish of the lazy day into an empty ``backend``; prints its peak RSS growth as JSON."""
+    with tempfile.TemporaryDirectory() as tmp, target(backend, Path(tmp), pg_url) as (url, count):
+        warehouse = open_warehouse(url)
+        gc.collect()
+        Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
+        before = _status_kib("VmRSS")
+        wall, cpu = time.perf_counter(), time.process_time()
+        publication = lazy_publication(n_traces)  # inside the measurement: at a table revision, building is the cost
+        warehouse.publish(publication)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        peak = _status_kib("VmHWM")
+        stored = count()
+    expected = n_traces * len(MEMORY_METRICS)
+    if stored != expected:
+        raise SystemExit(f"{backend}: {stored:,} score rows stored, {expected:,} published")
+    print(
+        json.dumps(
+            {
+                "backend": backend,
+                "ragpulse": str(Path(sys.modules["ragpulse.tasks.warehouse"].__file__ or "").parent),
+                "wall_s": round(wall, 2),
+                "cpu_s": round(cpu, 2),
+                "rss_before_mib": round(before / 1024),
+                "peak_growth_mib": round((peak - before) / 1024),
+                "score_rows": stored,
+            }
+        )
+    )
+
+
+def memory_main(args: argparse.Namespace, backends: list[str]) -> None:
+    """Peak RSS of publishing the lazy day, per backend, at this revision and (``--baseline``) another one."""
+    import subprocess
+
+    sides = {"after": os.environ.get("PYTHONPATH", "")}
+    if args.baseline:
+        sides = {"before": str(args.baseline), **sides}
+    # Bytes of the rows published: one batch of each table, times the number of batches.
+    batches = -(-args.traces // MEMORY_BATCH_TRACES)
+    sample = {key: list(lazy_batches(min(args.traces, MEMORY_BATCH_TRACES), key)) for key in ("scores", "traces")}
+    total = batches * sum(b.nbytes for rows in sample.values() for b in rows)
+    results = []
+    for backend in backends:
+        row: dict[str, Any] = {"backend": backend}
+        # Side by side: before and after for one backend, then the next.
+        for side, path in sides.items():
+            env = {**os.environ, "PYTHONPATH": path}
+            command = [sys.executable, __file__, "--memory-child", backend, "--traces", str(args.traces)]
+            done = subprocess.run([*command, "--pg-url", args.pg_url], env=env, capture_output=True, text=True)
+            if done.returncode:
+                raise SystemExit(f"{backend} ({side}) failed:\n{done.stderr[-3000:]}")
+            row[side] = json.loads(done.stdout.strip().splitlines()[-1])
+            print(f"{backend:>13} {side:>6}: {row[side]}", flush=True)
+        if "before" in row:
+            row["peak_growth_ratio_before_to_after"] = round(
+                row["before"]["peak_growth_mib"] / max(row["after"]["peak_growth_mib"], 1), 1
+            )
+        results.append(row)
+    result = {
+        "benchmark": "publish-memory",
+        "n_traces": args.traces,
+        "metrics": len(MEMORY_METRICS),
+        "batch_traces": MEMORY_BATCH_TRACES,
+        "arrow_mib_published": round(total / 2**20),
+        "results": results,
+        "environment": {
+            "python": platform.python_version(),
+            **{name: version(name) for name in ("duckdb", "pyarrow", "psycopg", "s3fs")},
+            "cpu": cpu_model(),
+            "cpu_count": os.cpu_count(),
+            "load_average_1min": os.getloadavg()[0],
+        },
+    }
+    existing = json.loads(args.out.read_text()) if args.out.exists() else {}
+    existing["memory"] = result
+    args.out.write_text(json.dumps(existing, indent=2) + "\n")
+    print(f"wrote the memory results into {args.out}")
 
 
 def make_publication(n_rows: int, seed: int) -> Publication:
@@ -225,11 +405,21 @@ def main() -> None:
     parser.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "publish.json")
+    parser.add_argument("--memory", action="store_true", help="measure peak RSS of a lazily generated day instead")
+    parser.add_argument("--traces", type=int, default=1_000_000, help="traces of the --memory day (default 1M)")
+    parser.add_argument("--baseline", type=Path, help="--memory: also run against this revision's package")
+    parser.add_argument("--memory-child", choices=BACKENDS, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.memory_child:
+        memory_child(args.memory_child, args.traces, args.pg_url)
+        return
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     unknown = sorted(set(backends) - set(BACKENDS))
     if unknown:
         parser.error(f"unknown backends {unknown}; choose from {BACKENDS}")
+    if args.memory:
+        memory_main(args, backends)
+        return
 
     started = time.perf_counter()
     publication = make_publication(args.n, args.seed)

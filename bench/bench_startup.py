@@ -15,10 +15,13 @@ includes the ephemeral server it started and reaped):
 5. **One-day evaluate** of a demo day (``tasks/demo/generate.py``, 300 traces) with ephemeral Prefect, fresh
    work dir and warehouse each time, on a fresh ``PREFECT_HOME`` ("cold home") and on a reused one ("warm home",
    as ``~/.prefect`` is between calls). Phases come from the arrival time of Prefect's log lines.
+6. **``ragpulse demo``** (what ``make demo`` runs after the install) into a fresh directory: a week of 300-trace
+   days generated, backfilled and reported, with the demo's own fresh ``PREFECT_HOME``.
 
 ``--baseline DIR`` runs every ragpulse measurement also against another copy of the package (``DIR/ragpulse``
 with ``flows``, ``tasks`` and ``metrics`` inside, put first on ``PYTHONPATH``), interleaved with the working tree,
-so that before and after are compared side by side in one run.
+so that before and after are compared side by side in one run; ``--current DIR`` measures such a copy instead of
+the working tree (e.g. git HEAD with only the files of one change laid over it, while others edit the tree).
 
 Usage::
 
@@ -74,7 +77,7 @@ MODULES = [
     "ragpulse.flows.runners",
     "ragpulse.tasks.quality.validate",
 ]
-COMMANDS = [["--version"], ["metrics"], ["settings"]]
+COMMANDS = [["--help"], ["--version"], ["metrics"], ["settings"]]
 LOADED = f"import json, sys; print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]), file=sys.stderr)"
 COMMAND_PROBE = f"""
 import sys
@@ -234,7 +237,10 @@ def server_section(repeat: int, scratch: Path) -> dict[str, Any]:
             ("reused_home", {}),
             ("reused_home_no_migrate", {"PREFECT_API_DATABASE_MIGRATE_ON_START": "false"}),
         ]:
-            child = run_child([sys.executable, "-c", SERVER_PROBE], tree_env(None, PREFECT_HOME=str(home), **extra))
+            # The CLI's start-up timeout: Prefect's 20 s default is too short for a fresh home on a loaded machine.
+            timeout = {"PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
+            env = tree_env(None, PREFECT_HOME=str(home), **timeout, **extra)
+            child = run_child([sys.executable, "-c", SERVER_PROBE], env)
             cases[case].append({**json.loads(child["stdout"]), "wall": child["wall"], "cpu": child["cpu"]})
     return {case: {key: statistics.median(r[key] for r in runs) for key in runs[0]} for case, runs in cases.items()}
 
@@ -308,16 +314,36 @@ def evaluate_section(trees: dict[str, Path | None], repeat: int, scratch: Path) 
     return results
 
 
+def demo_section(trees: dict[str, Path | None], repeat: int, scratch: Path) -> dict[str, Any]:
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    for i in range(repeat):
+        for name, baseline in trees.items():
+            directory = scratch / f"demo-{name}-{i}"
+            child = run_child(
+                [sys.executable, "-m", "ragpulse.flows.cli", "demo", "--directory", str(directory)],
+                tree_env(baseline),
+                cwd=scratch,
+            )
+            runs[name].append({"wall": child["wall"], "cpu": child["cpu"]})
+    return {
+        name: {**median_pairs([[r["wall"], r["cpu"]] for r in case]), "walls": [r["wall"] for r in case]}
+        for name, case in runs.items()
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline", type=Path, default=None, help="another copy of the package to compare")
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (medians are reported)")
     parser.add_argument("--evaluate-repeat", type=int, default=2, help="cold+warm evaluate pairs per tree")
+    parser.add_argument("--demo-repeat", type=int, default=1, help="`ragpulse demo` runs per tree (0: none)")
+    parser.add_argument("--current", type=Path, default=None, help="a copy of the package to measure as current")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
-    trees: dict[str, Path | None] = {"current": None}
+    current = args.current.resolve() if args.current is not None else None
+    trees: dict[str, Path | None] = {"current": current}
     if args.baseline is not None:
-        trees = {"baseline": args.baseline.resolve(), "current": None}
+        trees = {"baseline": args.baseline.resolve(), "current": current}
     with tempfile.TemporaryDirectory(prefix="ragpulse-startup-") as tmp:
         scratch = Path(tmp)
         load = os.getloadavg()
@@ -334,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
             "great_expectations": gx_section(trees, args.repeat, scratch),
             "ephemeral_server": server_section(args.repeat, scratch),
             "evaluate": evaluate_section(trees, args.evaluate_repeat, scratch),
+            "demo": demo_section(trees, args.demo_repeat, scratch),
         }
         result["machine"]["load_after"] = os.getloadavg()
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -7,12 +7,13 @@ malformed lines, one of them a repeated trace id), staged with ``tasks.ingest.st
 
 Timed, every variant once per round, ``--repeat`` rounds:
 
-1. ``assemble-partition``'s work: ``assemble_partition`` (join, de-duplicate), ``read_trace_excerpts`` (re-reads
-   every staged batch, cuts excerpts with DuckDB: question and answer to ``EXCERPT_CHARS``, each context text to
-   ``CONTEXT_EXCERPT_CHARS``; split into Parquet reads, ``_excerpts``, ``concat_tables``, ``index_in`` and the rest,
-   mostly the ``take`` into score order), the quarantine copy
-   (``write_quarantine_copy`` to a local file), and the whole task body ``assemble_scores.fn``.
-2. ``build_publication`` with the excerpts vs with an empty traces table.
+1. ``assemble-partition``'s work: ``assemble_partition`` (join, de-duplicate), the excerpts that publishing reads
+   (``trace_excerpts(...).to_table()``: every staged batch re-read, excerpts cut with DuckDB: question and answer to
+   ``EXCERPT_CHARS``, each context text to ``CONTEXT_EXCERPT_CHARS``; split into Parquet reads, ``_excerpts`` and
+   the rest), the quarantine copy (``write_quarantine_copy`` to a local file), and the whole task body
+   ``assemble_scores.fn``. Since issue 17 the excerpts are produced while the warehouse writes them, not in
+   ``assemble-partition``.
+2. ``build_publication`` with the excerpts vs without staged batches (no excerpts); both are lazy since issue 17.
 3. DuckDB ``open_warehouse(url).publish`` of the same publication with vs without its traces rows (traces emptied):
    two warehouse files, one per variant; a first publish into each, then replacing publishes (a daily re-run's
    steady state: delete and insert), alternating between the two files. Sizes are also given per trace.
@@ -212,15 +213,13 @@ def main() -> None:
     load = {"start": round(os.getloadavg()[0], 2)}
     code = code_state()  # at the start: the tree is shared and may change during the run
 
-    import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
     from prefect.logging import disable_run_logger
 
     import ragpulse.tasks.warehouse.publication as publication_module
     from ragpulse.metrics import DEFAULT_METRICS
     from ragpulse.tasks.core.storage import list_partition_files
-    from ragpulse.tasks.core.types import TRACE_ROWS_SCHEMA, RunInfo
+    from ragpulse.tasks.core.types import RunInfo
     from ragpulse.tasks.ingest.staging import stage_records
     from ragpulse.tasks.scoring.assemble import assemble_partition
     from ragpulse.tasks.scoring.score import assemble_scores, score_batch
@@ -229,7 +228,7 @@ def main() -> None:
         CONTEXT_EXCERPT_CHARS,
         EXCERPT_CHARS,
         build_publication,
-        read_trace_excerpts,
+        trace_excerpts,
         write_quarantine_copy,
     )
 
@@ -271,20 +270,17 @@ def main() -> None:
         # 1. assemble-partition's work, side by side
         print("part 1: assemble-partition's work", flush=True)
         timings = {
-            k: Timing()
-            for k in ("assemble_partition", "read_trace_excerpts", "write_quarantine_copy", "assemble_scores")
+            k: Timing() for k in ("assemble_partition", "trace_excerpts", "write_quarantine_copy", "assemble_scores")
         }
         excerpt_spans = {
             "pq.read_table": (pq, "read_table"),
             "_excerpts (DuckDB: contexts JSON, text cuts)": (publication_module, "_excerpts"),
-            "pa.concat_tables": (pa, "concat_tables"),
-            "pc.index_in": (pc, "index_in"),
         }
         quarantine_url = str(scratch / "outputs" / "quarantine.jsonl")
         for round_ in range(args.repeat):
             base = timings["assemble_partition"].run(lambda: assemble_partition(staged, scored, []))
-            excerpts = timings["read_trace_excerpts"].run(
-                lambda base=base: read_trace_excerpts(staged, base), Spans(excerpt_spans)
+            excerpts = timings["trace_excerpts"].run(
+                lambda base=base: trace_excerpts(base).to_table(), Spans(excerpt_spans)
             )
             timings["write_quarantine_copy"].run(
                 lambda base=base: write_quarantine_copy(quarantine_url, base.quarantined)
@@ -297,23 +293,23 @@ def main() -> None:
                 + ", ".join(f"{k} {v.wall[-1]:.2f} s ({v.cpu[-1]:.2f} CPU)" for k, v in timings.items()),
                 flush=True,
             )
-        assert scores.traces.num_rows == len(scores.trace_ids) == excerpts.num_rows
+        assert trace_excerpts(scores).num_rows == len(scores.trace_ids) == excerpts.num_rows
         rest = timings["assemble_partition"].best_cpu + timings["write_quarantine_copy"].best_cpu
         rest_wall = timings["assemble_partition"].best_wall + timings["write_quarantine_copy"].best_wall
-        excerpt_parts = timings["read_trace_excerpts"].to_dict()["parts_of_fastest_run"]
-        unsplit_wall = timings["read_trace_excerpts"].best_wall - sum(v["wall_s"] for v in excerpt_parts.values())
+        excerpt_parts = timings["trace_excerpts"].to_dict()["parts_of_fastest_run"]
+        unsplit_wall = timings["trace_excerpts"].best_wall - sum(v["wall_s"] for v in excerpt_parts.values())
         assemble = {
             **{k: v.to_dict() for k, v in timings.items()},
-            "excerpts_over_rest_cpu": ratio(timings["read_trace_excerpts"].best_cpu, rest),
-            "excerpts_over_rest_wall": ratio(timings["read_trace_excerpts"].best_wall, rest_wall),
+            "excerpts_over_rest_cpu": ratio(timings["trace_excerpts"].best_cpu, rest),
+            "excerpts_over_rest_wall": ratio(timings["trace_excerpts"].best_wall, rest_wall),
             "excerpts_share_of_assemble_scores_cpu_pct": round(
-                100 * timings["read_trace_excerpts"].best_cpu / timings["assemble_scores"].best_cpu, 1
+                100 * timings["trace_excerpts"].best_cpu / timings["assemble_scores"].best_cpu, 1
             ),
             "excerpts_share_of_assemble_scores_wall_pct": round(
-                100 * timings["read_trace_excerpts"].best_wall / timings["assemble_scores"].best_wall, 1
+                100 * timings["trace_excerpts"].best_wall / timings["assemble_scores"].best_wall, 1
             ),
             "traces_rows": excerpts.num_rows,
-            "read_trace_excerpts_unsplit_wall_s (filter, take, wrappers)": round(unsplit_wall, 4),
+            "trace_excerpts_unsplit_wall_s (filter, wrappers)": round(unsplit_wall, 4),
             "traces_arrow_mb": round(excerpts.nbytes / 2**20, 1),
             "traces_arrow_bytes_per_trace": round(excerpts.nbytes / max(excerpts.num_rows, 1)),
             "rest_means": "assemble_partition + write_quarantine_copy",
@@ -322,7 +318,7 @@ def main() -> None:
 
         # 2. build_publication with vs without excerpts
         print("part 2: build_publication with vs without the traces rows", flush=True)
-        no_traces = dataclasses.replace(scores, traces=TRACE_ROWS_SCHEMA.empty_table())
+        no_traces = dataclasses.replace(scores, staged_batches=[])
         builds = {"with_traces": Timing(), "without_traces": Timing()}
         for _ in range(args.repeat):
             publication = builds["with_traces"].run(lambda: build_publication(scores, run, names, n_batches_cached=0))
@@ -378,14 +374,14 @@ def main() -> None:
 
     # The added cost against a whole run of the flow on a partition of the same size.
     added_wall = (
-        timings["read_trace_excerpts"].best_wall
+        timings["trace_excerpts"].best_wall
         + builds["with_traces"].best_wall
         - builds["without_traces"].best_wall
         + replace["with_traces"].best_wall
         - replace["without_traces"].best_wall
     )
     added_cpu = (
-        timings["read_trace_excerpts"].best_cpu
+        timings["trace_excerpts"].best_cpu
         + builds["with_traces"].best_cpu
         - builds["without_traces"].best_cpu
         + replace["with_traces"].best_cpu
@@ -430,7 +426,7 @@ def main() -> None:
             "Wall: perf_counter; CPU: process_time (all threads). Every timed call after gc.collect(). Side by "
             "side: each round runs every variant once; best and median over --repeat rounds. DuckDB: one file per "
             "variant, a first publish into each, then replacing publishes alternating between the files. "
-            "added_by_traces_table = read_trace_excerpts + (build_publication with - without traces) + (DuckDB "
+            "added_by_traces_table = trace_excerpts + (build_publication with - without traces) + (DuckDB "
             "replace with - without traces), best of each; the run it is compared with is flow.json's wall time "
             "scaled to this partition's traces."
         ),

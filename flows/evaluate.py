@@ -19,10 +19,16 @@ from ragpulse.tasks.config import (
     SourceConfig,
 )
 from ragpulse.tasks.core.workdir import local_docs_dir, lock_directory, result_storage, run_dir, staged_dir
-from ragpulse.tasks.ingest.stage import list_partition, missing_batches, stage_partition
+from ragpulse.tasks.ingest.stage import list_partition, stage_day
 from ragpulse.tasks.planning.run import check_config, plan_run
 from ragpulse.tasks.quality.checks import TraceLimits
-from ragpulse.tasks.quality.validate import validate_scores, validate_traces
+from ragpulse.tasks.quality.validate import (
+    for_run,
+    profile_batch,
+    standing_publication,
+    validate_scores,
+    validate_traces,
+)
 from ragpulse.tasks.reporting.run_summary import RunSummary
 from ragpulse.tasks.reporting.summary import summarize_run
 from ragpulse.tasks.scoring.judge_score import judge_score_batch
@@ -69,18 +75,17 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
         source.url, date, source.storage_options, trace_format=source.format, partitioning=source.partitioning,
         late_arrival_hours=source.late_arrival_hours,
     )  # fmt: skip
-    stage = stage_partition.with_options(result_storage=storage)
-    staging = dict(
+    staged = stage_day(
+        date, files, result_storage=storage, slice_bytes=source.slice_bytes,
         staged_url=staged_dir(output.work_dir, work_options), batch_size=config.scoring.batch_size,
         storage_options=source.storage_options, work_storage_options=work_options, trace_format=source.format,
         format_options=source.format_options, partitioning=source.partitioning, language=source.language,
     )  # fmt: skip
-    staged = stage(date, files, **staging)
-    if gone := missing_batches(staged, work_options):
-        get_run_logger().warning("%d staged batches of the cached staging are gone; staging the day again", len(gone))
-        staged = stage.with_options(refresh_cache=True)(date, files, **staging)
-    traces_checked = validate_traces.submit(
-        staged, run, TraceLimits(**quality.trace_limits()), quality.input_suite, docs, work_options
+    profiles = profile_batch.with_options(result_storage=storage).map(
+        staged.batches, storage_options=unmapped(work_options)
+    )
+    traces_checked = validate_traces.with_options(result_storage=storage).submit(
+        staged, run, TraceLimits(**quality.trace_limits()), quality.input_suite, docs, work_options, profiles
     )
     scoring = score_batch.with_options(
         cache_policy=score_cache_policy(lock_directory(output.work_dir)), result_storage=storage
@@ -98,12 +103,17 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
     excluded = traces_checked.result().excluded
     scores = assemble_scores(staged, futures, judged, excluded, f"{outputs}/quarantine.jsonl", work_options)
     usage = fresh_usage(judged)
+    key, standing = standing_publication(output.warehouse, scores, run, plan.names, quality)
+    if standing is not None and not output.republish:
+        get_run_logger().info("dt=%s is unchanged since run %s published it: nothing to publish", date, standing)
+        checked = for_run(traces_checked.result(), run).results
+        return summarize_run(scores, run, output.warehouse, n_cached, checked, docs, usage, unchanged_since=standing)
     publication = validate_scores(
         output.warehouse, scores, run, plan.names, n_cached, traces_checked, quality.max_failure_rate,
-        quality.output_suite, docs, usage,
+        quality.output_suite, docs, usage, work_options, key,
     )  # fmt: skip
     publish_partition(output.warehouse, publication)
-    return summarize_run(scores, run, output.warehouse, n_cached, publication, docs, usage)
+    return summarize_run(scores, run, output.warehouse, n_cached, publication.validations, docs, usage)
 
 
 if __name__ == "__main__":

@@ -116,6 +116,17 @@ class SourceConfig(ConfigGroup):
         default=None,
         description="BCP 47 language of traces that give none, e.g. ja; unset: identified from each question.",
     )
+    slice_mb: float = Field(
+        default=128.0,
+        gt=0.0,
+        le=1_048_576.0,
+        description="MiB of canonical trace files per staging task: JSONL cut at lines, Parquet at row groups.",
+    )
+
+    @property
+    def slice_bytes(self) -> int:
+        """``slice_mb`` in bytes, at least one."""
+        return max(1, int(self.slice_mb * 2**20))
 
     @field_validator("url", mode="before")
     @classmethod
@@ -219,6 +230,10 @@ class OutputConfig(ConfigGroup):
     warehouse: str = Field(default="duckdb:///ragpulse.duckdb", min_length=1, description="Warehouse URL.")
     work_dir: str = Field(
         default=".ragpulse", min_length=1, description="Task cache and staged batches; s3:// shares them."
+    )
+    republish: bool = Field(
+        default=False,
+        description="Validate and publish even when the warehouse already holds this run's identical rows.",
     )
 
     @field_validator("warehouse", "work_dir", mode="before")

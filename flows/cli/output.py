@@ -301,6 +301,12 @@ def print_summaries(summaries: list[RunSummary]) -> None:
         means.add_row(name, *cells, "-" if last is None or not last.n else f"{last.coverage:.0%}")
     if means.row_count:
         out.print(means)
+    for s in summaries:
+        if s.unchanged_since:
+            console.print(
+                f"dt={s.partition_date}: unchanged since run {escape(s.unchanged_since)}, whose rows stand; nothing "
+                "was published (--republish publishes anyway)."
+            )
     skipped = sorted({name for s in summaries for name in s.skipped_metrics})
     if skipped:
         console.print(

@@ -57,6 +57,9 @@ class BatchRef:
     url: str
     content_hash: str
     n_rows: int
+    line_offset: int = 0
+    """Added to the staged ``source_line`` by ``read_staged``: a byte-range slice of a file stages its lines
+    numbered from the slice's start, and only the combined staging knows the lines before it."""
 
 
 @dataclass(frozen=True)
@@ -176,8 +179,8 @@ class PartitionScores:
     n_batches: int
     prompt_versions: dict[str, str] = field(default_factory=dict)
     judge_model: str | None = None
-    traces: pa.Table = field(default_factory=TRACE_ROWS_SCHEMA.empty_table)
-    """Excerpts of the kept traces (TRACE_ROWS_SCHEMA), row i for trace_ids[i]; empty when not read."""
+    staged_batches: list[BatchRef] = field(default_factory=list)
+    """The staged batches the scores come from: the kept traces' excerpts are read from them when published."""
     staging: StagingCounts | None = None
     """The staged partition's counts; the traces staged but not kept (repeated ids, failed the input suite)
     are the quarantine entries beyond ``staging.quarantined``."""

@@ -12,8 +12,9 @@ restricted to living languages outside the CJK scripts, and returns None below a
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Sequence
-from functools import cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -132,9 +133,19 @@ def identify_language(text: str) -> str | None:
 
 
 def identify_languages(texts: Sequence[str]) -> list[str | None]:
-    """:func:`identify_language` of each text; repeated texts (templated questions, stock answers) run once."""
-    seen: dict[str, str | None] = {}
-    return [seen[text] if text in seen else seen.setdefault(text, identify_language(text)) for text in texts]
+    """:func:`identify_language` of each text. A repeated text (templated questions, stock answers) runs once per
+    process while it is among the last ``_REMEMBERED`` distinct ones: staging calls this once per batch, and the
+    same questions come back batch after batch."""
+    return [_identified(text[:MAX_CHARS]) for text in texts]
+
+
+_REMEMBERED = 8192
+"""Distinct texts whose language is kept, each cut to MAX_CHARS (all that is read): at most a few MiB."""
+
+
+@lru_cache(maxsize=_REMEMBERED)
+def _identified(text: str) -> str | None:
+    return identify_language(text)
 
 
 def _cjk_language(text: str) -> str | None:
@@ -148,8 +159,18 @@ def _cjk_language(text: str) -> str | None:
     return "ja" if kana else "zh"
 
 
-@cache
+_LOADING = threading.Lock()
+
+
 def _identifier() -> LanguageIdentifier:
+    """The model, loaded once per process: staging slices run in threads, and each first call would load its own
+    copy (about 3 CPU-s and 135 MiB each) if they did not wait for the first."""
+    with _LOADING:
+        return _loaded_identifier()
+
+
+@cache
+def _loaded_identifier() -> LanguageIdentifier:
     """py3langid's bundled model with calibrated probabilities and only the labels it may return, loaded once.
 
     Built from the restricted columns rather than with ``set_languages``, which keeps the full 27 MB weight

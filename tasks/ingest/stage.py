@@ -1,4 +1,7 @@
-"""The staging tasks: list a day of trace files and stage them (``staging``), cached on the files' identities."""
+"""The staging tasks: list a day of trace files and stage them (``staging``), cached on the files' identities.
+
+Canonical traces are staged in bounded slices, one cached task each on the flow's task runner (``stage_day``), so
+that no worker reads a whole day; span formats group spans across files and stay one task per day."""
 
 from __future__ import annotations
 
@@ -7,9 +10,10 @@ import json
 import sys
 from typing import Any
 
-from prefect import get_run_logger, task
+from prefect import get_run_logger, task, unmapped
 from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
+from prefect.runtime import task_run
 
 from ragpulse.tasks.core import types as run_types
 from ragpulse.tasks.core.fingerprint import code_fingerprint, digest
@@ -18,9 +22,17 @@ from ragpulse.tasks.core.storage import SourceFile, filesystem, storage_errors
 from ragpulse.tasks.core.types import BatchRef, StagedPartition
 from ragpulse.tasks.ingest import adapters, limits, records, staging
 from ragpulse.tasks.ingest import language as language_id
-from ragpulse.tasks.ingest.staging import select_source_files, stage_records
+from ragpulse.tasks.ingest.staging import (
+    SlicePiece,
+    StagedSlice,
+    combine_slices,
+    plan_slices,
+    select_source_files,
+    slice_label,
+    stage_records,
+)
 
-__all__ = ["list_partition", "missing_batches", "stage_partition"]
+__all__ = ["list_partition", "missing_batches", "plan_staging", "stage_day", "stage_partition", "stage_slice"]
 
 
 @task(name="list-partition", cache_policy=NO_CACHE, persist_result=False, **IO_RETRIES)
@@ -120,3 +132,113 @@ def missing_batches(staged: StagedPartition, storage_options: dict[str, Any] | N
     fs.invalidate_cache()  # another process may have removed (or written) them since this one last looked
     with storage_errors(staged.batches[0].url):
         return [batch for batch in staged.batches if not fs.exists(filesystem(batch.url, storage_options)[1])]
+
+
+@task(name="plan-staging", cache_policy=NO_CACHE, persist_result=False, **IO_RETRIES)
+def plan_staging(
+    files: list[SourceFile], slice_bytes: int, storage_options: dict[str, Any] | None = None
+) -> list[tuple[SlicePiece, ...]]:
+    """The day's staging slices (never cached, like the listing it cuts); see ``plan_slices``."""
+    return plan_slices(files, slice_bytes, storage_options)
+
+
+def _slice_key(context: TaskRunContext, params: dict[str, Any]) -> str:
+    pieces = params["pieces"]
+    identity = [(p.file.url, p.file.size, p.file.version, p.kind, p.start, p.stop) for p in pieces]
+    partitioning = params.get("partitioning", "dt")
+    day = params["date"].isoformat() if partitioning == "event-time" else ""
+    return "stage-slice-" + digest(
+        identity,
+        params["batch_size"],
+        params["staged_url"],
+        partitioning,
+        day,
+        params.get("language") or "",
+        code_fingerprint(sys.modules[__name__], staging, records, limits, run_types, language_id),
+    )
+
+
+def _slice_run_name() -> str:
+    return f"stage-slice {slice_label(task_run.parameters['pieces'])}"
+
+
+@task(name="stage-slice", task_run_name=_slice_run_name, cache_key_fn=_slice_key, persist_result=True, **IO_RETRIES)
+def stage_slice(
+    date: dt.date,
+    pieces: tuple[SlicePiece, ...],
+    *,
+    staged_url: str,
+    batch_size: int,
+    storage_options: dict[str, Any] | None = None,
+    work_storage_options: dict[str, Any] | None = None,
+    partitioning: str = "dt",
+    language: str | None = None,
+) -> StagedSlice:
+    """Validate and stage one slice of a day of canonical traces; cached on the identities of its files and the
+    ranges it reads, the batch size, the partitioning, the default language and the code."""
+    return staging.stage_slice(
+        date,
+        pieces,
+        staged_url=staged_url,
+        batch_size=batch_size,
+        storage_options=storage_options,
+        work_storage_options=work_storage_options,
+        partitioning=partitioning,
+        language=language,
+    )
+
+
+def stage_day(
+    date: dt.date,
+    files: list[SourceFile],
+    *,
+    result_storage: Any,
+    slice_bytes: int,
+    staged_url: str,
+    batch_size: int,
+    storage_options: dict[str, Any] | None = None,
+    work_storage_options: dict[str, Any] | None = None,
+    trace_format: str = "ragpulse",
+    format_options: dict[str, Any] | None = None,
+    partitioning: str = "dt",
+    language: str | None = None,
+) -> StagedPartition:
+    """Stage a day from a flow: canonical traces as slices of about ``slice_bytes`` mapped on the flow's task
+    runner and combined here, a span format in one ``stage_partition`` task. A cached slice (or staging) whose
+    batches are gone is staged again, and only that one."""
+    logger = get_run_logger()
+    if adapters.adapter_for(trace_format) is not None:
+        options = dict(
+            staged_url=staged_url, batch_size=batch_size, storage_options=storage_options,
+            work_storage_options=work_storage_options, trace_format=trace_format, format_options=format_options,
+            partitioning=partitioning, language=language,
+        )  # fmt: skip
+        whole = stage_partition.with_options(result_storage=result_storage)
+        staged = whole(date, files, **options)
+        if gone := missing_batches(staged, work_storage_options):
+            logger.warning("%d staged batches of the cached staging are gone; staging the day again", len(gone))
+            staged = whole.with_options(refresh_cache=True)(date, files, **options)
+        return staged
+    plan = plan_staging(files, slice_bytes, storage_options)
+    common = dict(
+        date=unmapped(date), staged_url=staged_url, batch_size=batch_size,
+        storage_options=unmapped(storage_options), work_storage_options=unmapped(work_storage_options),
+        partitioning=partitioning, language=language,
+    )  # fmt: skip
+    stage = stage_slice.with_options(result_storage=result_storage)
+    parts = [future.result() for future in stage.map(pieces=plan, **common)]
+    stale = [i for i, part in enumerate(parts) if missing_batches(part.staged, work_storage_options)]
+    if stale:
+        logger.warning("%d cached staging slices have batches that are gone; staging them again", len(stale))
+        again = stage.with_options(refresh_cache=True).map(pieces=[plan[i] for i in stale], **common)
+        for i, future in zip(stale, again, strict=True):
+            parts[i] = future.result()
+    staged = combine_slices(date, files, parts)
+    counts = staged.counts or run_types.StagingCounts()
+    logger.info(
+        "%s: %d slices read %d records, staged %d traces in %d batches, quarantined %d records, "
+        "%d traces of other days left out",
+        date, len(plan), counts.records_read, staged.n_valid, len(staged.batches), len(staged.quarantined),
+        staged.n_other_days,
+    )  # fmt: skip
+    return staged

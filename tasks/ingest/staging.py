@@ -13,6 +13,12 @@ request as many spans, possibly in different files, so their spans are grouped b
 staging holds the day's spans, projected to the fields assembly reads (ids, kind, start, question,
 answer, documents, model, token counts), until every file is read, then assembles and writes the
 traces batch by batch.
+
+A day of canonical traces can be staged in slices (``plan_slices``, ``stage_slice``, ``combine_slices``), one task
+each: small files whole, larger plain JSONL files by byte range (a record belongs to the slice where its line
+starts), Parquet files by row groups; gzip files cannot be cut and stay one slice each. A byte-range slice numbers
+its lines from its own start; ``combine_slices`` shifts them by the lines of the file's earlier slices, into the
+quarantine entries and into ``BatchRef.line_offset``, which ``read_staged`` adds to the staged ``source_line``.
 """
 
 from __future__ import annotations
@@ -21,11 +27,12 @@ import datetime as dt
 import gzip
 import hashlib
 import io
+import itertools
 import json
 import zlib
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -43,9 +50,20 @@ from ragpulse.tasks.core.types import BatchRef, QuarantinedRecord, StagedPartiti
 from ragpulse.tasks.ingest import limits
 from ragpulse.tasks.ingest.adapters import Adapter, AdapterOptions, Span, adapter_for, assemble, parse_options
 from ragpulse.tasks.ingest.language import identify_languages
-from ragpulse.tasks.ingest.records import STAGED_SCHEMA, parse_record
+from ragpulse.tasks.ingest.records import parse_record, staged_table
 
-__all__ = ["RAW_EXCERPT_CHARS", "CountMismatchError", "select_source_files", "stage_records"]
+__all__ = [
+    "RAW_EXCERPT_CHARS",
+    "CountMismatchError",
+    "SlicePiece",
+    "StagedSlice",
+    "combine_slices",
+    "plan_slices",
+    "select_source_files",
+    "slice_label",
+    "stage_records",
+    "stage_slice",
+]
 
 RAW_EXCERPT_CHARS = 2000
 _CHUNK_BYTES = 2**16  # small enough that a truncated gzip file keeps the lines before its end
@@ -113,15 +131,137 @@ def stage_records(
     + quarantined + other days. Raises CountMismatchError if they do not add up.
     """
     adapter = adapter_for(trace_format)
+    if adapter is None:
+        whole = tuple(SlicePiece(source_file, n_bytes=source_file.size) for source_file in files)
+        return stage_slice(
+            date,
+            whole,
+            staged_url=staged_url,
+            batch_size=batch_size,
+            storage_options=storage_options,
+            work_storage_options=work_storage_options,
+            partitioning=partitioning,
+            language=language,
+        ).staged
     options = parse_options(trace_format, format_options)
     day = _day_filter(date) if partitioning == "event-time" else None
     writer = _BatchWriter(staged_url, batch_size, work_storage_options, language)
-    if adapter is not None:
-        return _stage_spans(date, files, adapter, options, day, writer, storage_options)
+    return _stage_spans(date, files, adapter, options, day, writer, storage_options)
+
+
+@dataclass(frozen=True)
+class SlicePiece:
+    """The part of one canonical trace file that a staging slice reads: the whole file, the lines that start in
+    bytes [start, stop) of a plain JSONL file, or the row groups [start, stop) of a Parquet file."""
+
+    file: SourceFile
+    kind: Literal["file", "bytes", "row_groups"] = "file"
+    start: int = 0
+    stop: int = 0
+    n_bytes: int = 0
+    """Bytes it covers, its share of the day's work: stored bytes, uncompressed for Parquet."""
+
+
+@dataclass(frozen=True)
+class StagedSlice:
+    """One staged slice. The lines of a byte-range slice count from the start of its range (``relative_to`` names
+    the file); ``lines`` is how many lines start in it, for the line numbers of the file's later slices."""
+
+    staged: StagedPartition
+    relative_to: str | None = None
+    lines: int = 0
+
+
+def plan_slices(
+    files: Sequence[SourceFile], slice_bytes: int, storage_options: Mapping[str, Any] | None = None
+) -> list[tuple[SlicePiece, ...]]:
+    """Cut a day's canonical files, in order, into slices of about ``slice_bytes`` each: consecutive small files
+    together, a larger file alone or in pieces (plain JSONL: equal byte ranges; Parquet: runs of row groups, a
+    row group never cut; gzip: never cut). Parquet is measured by its uncompressed size, which its footer gives
+    (one small read per Parquet file; compressed column chunks can hold ten times their size); gzip can only be
+    measured by its stored size."""
+    if slice_bytes < 1:
+        raise ValueError(f"slice_bytes must be at least 1, got {slice_bytes}")
+    slices: list[tuple[SlicePiece, ...]] = []
+    group: list[SlicePiece] = []
+    for source_file in files:
+        pieces = _pieces(source_file, slice_bytes, storage_options)
+        if len(pieces) == 1 and pieces[0].n_bytes <= slice_bytes:
+            if group and sum(piece.n_bytes for piece in group) + pieces[0].n_bytes > slice_bytes:
+                slices.append(tuple(group))
+                group = []
+            group.append(pieces[0])
+            continue
+        if group:
+            slices.append(tuple(group))
+            group = []
+        slices.extend((piece,) for piece in pieces)
+    if group:
+        slices.append(tuple(group))
+    return slices
+
+
+def _pieces(source_file: SourceFile, slice_bytes: int, storage_options: Mapping[str, Any] | None) -> list[SlicePiece]:
+    """One file as pieces of at most ``slice_bytes`` where it can be cut."""
+    url, size = source_file.url, source_file.size
+    if url.endswith(".jsonl") and size > slice_bytes:
+        n = -(-size // slice_bytes)
+        cuts = [size * i // n for i in range(n + 1)]
+        return [SlicePiece(source_file, "bytes", a, b, b - a) for a, b in itertools.pairwise(cuts)]
+    if not url.endswith(".parquet"):  # small JSONL, or gzip: a stream that can only be read from its start
+        return [SlicePiece(source_file, n_bytes=size)]
+    fs, path = filesystem(url, storage_options)
+    with storage_errors(url):
+        try:
+            with fs.open(path, "rb") as handle:
+                metadata = pq.read_metadata(handle)
+        except pa.ArrowInvalid:  # not Parquet: staging quarantines it, whole
+            return [SlicePiece(source_file, n_bytes=size)]
+    sizes = [metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)]
+    runs: list[list[int]] = []
+    for index, group_bytes in enumerate(sizes):
+        if runs and sum(sizes[i] for i in runs[-1]) + group_bytes <= slice_bytes:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    if len(runs) <= 1:
+        return [SlicePiece(source_file, n_bytes=sum(sizes))]
+    return [SlicePiece(source_file, "row_groups", r[0], r[-1] + 1, sum(sizes[i] for i in r)) for r in runs]
+
+
+def slice_label(pieces: Sequence[SlicePiece]) -> str:
+    """A short name for a slice (its task run's name): ``a.jsonl[0:1048576)``, ``b.parquet#rg[2:4)``, ``c.jsonl``,
+    ``d.jsonl+3`` for four whole files from d.jsonl on."""
+    first = pieces[0]
+    if first.kind == "bytes":
+        return f"{first.file.name}[{first.start}:{first.stop})"
+    if first.kind == "row_groups":
+        return f"{first.file.name}#rg[{first.start}:{first.stop})"
+    return first.file.name + (f"+{len(pieces) - 1}" if len(pieces) > 1 else "")
+
+
+def stage_slice(
+    date: dt.date,
+    pieces: Sequence[SlicePiece],
+    *,
+    staged_url: str,
+    batch_size: int,
+    storage_options: Mapping[str, Any] | None = None,
+    work_storage_options: Mapping[str, Any] | None = None,
+    partitioning: str = "dt",
+    language: str | None = None,
+) -> StagedSlice:
+    """Stage the canonical records of ``pieces`` (the body of the ``stage_slice`` task; see ``stage_records`` for
+    the event-time filter, languages and the counts, which are checked for the slice)."""
+    day = _day_filter(date) if partitioning == "event-time" else None
+    writer = _BatchWriter(staged_url, batch_size, work_storage_options, language)
     quarantined: list[QuarantinedRecord] = []
     records_read = records_quarantined = traces_read = traces_quarantined = other_days = 0
-    for source_file in files:
-        for line, decoded, raw in _read_records(source_file, storage_options):
+    relative_to, lines = None, 0
+    for piece in pieces:
+        records = _PieceRecords(piece, storage_options)
+        source_file = piece.file
+        for line, decoded, raw in records:
             records_read += 1
             if isinstance(decoded, _Undecodable):
                 quarantined.append(_unparsed(decoded, source_file.url, line, raw))
@@ -139,6 +279,8 @@ def stage_records(
                 other_days += 1
                 continue
             writer.add(row)
+        if piece.kind == "bytes":
+            relative_to, lines = source_file.url, records.lines
     batches = writer.close()
     counts = StagingCounts(
         records_read=records_read,
@@ -149,7 +291,41 @@ def stage_records(
         other_days=other_days,
     )
     _check_counts(date, counts, len(quarantined), records_parsed=traces_read)
+    files = list(dict.fromkeys(piece.file for piece in pieces))
+    return StagedSlice(StagedPartition(date, files, batches, quarantined, counts), relative_to, lines)
+
+
+def combine_slices(date: dt.date, files: list[SourceFile], slices: Sequence[StagedSlice]) -> StagedPartition:
+    """The day's staging from its slices in plan order: batches and quarantine entries in source order, the lines
+    of byte-range slices made the file's (shifted by the lines of its earlier slices), the counts summed and
+    checked for the day."""
+    batches: list[BatchRef] = []
+    quarantined: list[QuarantinedRecord] = []
+    lines_before: dict[str, int] = {}
+    for part in slices:
+        shift = 0
+        if part.relative_to is not None:
+            shift = lines_before.get(part.relative_to, 0)
+            lines_before[part.relative_to] = shift + part.lines
+        batches.extend(_shifted(ref, shift) for ref in part.staged.batches)
+        quarantined.extend(replace(q, line=q.line + shift) if shift else q for q in part.staged.quarantined)
+    totals = {
+        f.name: sum(getattr(part.staged.counts, f.name) for part in slices if part.staged.counts is not None)
+        for f in fields(StagingCounts)
+        if f.name not in ("spans_quarantined", "duplicate_spans")  # span formats are staged in one task
+    }
+    counts = StagingCounts(**totals)
+    _check_counts(date, counts, len(quarantined), records_parsed=counts.traces_read)
     return StagedPartition(date, files, batches, quarantined, counts)
+
+
+def _shifted(ref: BatchRef, shift: int) -> BatchRef:
+    """A batch whose lines read ``shift`` higher; its hash (the scoring cache key) covers the shift, since the
+    same bytes staged from another place in a file are other lines."""
+    if not shift:
+        return ref
+    content_hash = hashlib.sha256(f"{ref.content_hash}+{shift}".encode()).hexdigest()
+    return BatchRef(ref.url, content_hash, ref.n_rows, line_offset=ref.line_offset + shift)
 
 
 def _check_counts(date: dt.date, counts: StagingCounts, n_quarantine: int, *, records_parsed: int) -> None:
@@ -308,6 +484,95 @@ def _read_records(source_file: SourceFile, storage_options: Mapping[str, Any] | 
             yield last + 1, _Undecodable(reason), ""
 
 
+class _PieceRecords:
+    """The records of a slice piece as ``_read_records`` yields a file's. A byte range is read as the bytes from
+    the newline before its first line start to the newline ending the last line that starts in it: line 1 is then
+    that blank newline (a mid-file line is never taken for the file's first, whose byte order mark is dropped),
+    and line n is the range's line n - 1. ``lines`` counts the range's lines once it has been read."""
+
+    def __init__(self, piece: SlicePiece, storage_options: Mapping[str, Any] | None) -> None:
+        self._piece = piece
+        self._storage_options = storage_options
+        self.lines = 0
+
+    def __iter__(self) -> Iterator[tuple[int, Any, str]]:
+        piece = self._piece
+        if piece.kind == "file":
+            yield from _read_records(piece.file, self._storage_options)
+            return
+        fs, path = filesystem(piece.file.url, self._storage_options)
+        last = 0
+        with storage_errors(piece.file.url):
+            try:
+                with fs.open(path, "rb") as handle:
+                    if piece.kind == "row_groups":
+                        parquet = pq.ParquetFile(handle)
+                        last = sum(parquet.metadata.row_group(i).num_rows for i in range(piece.start))
+                        rows = _row_group_rows(parquet, range(piece.start, piece.stop), last)
+                        for last, decoded, raw in rows:
+                            yield last, decoded, raw
+                        return
+                    lead = int(piece.start > 0)
+                    view = _ByteRange(handle, *_line_bounds(handle, piece))
+                    for number, decoded, raw in _jsonl_lines(view):
+                        yield number - lead, decoded, raw
+                    self.lines = max(view.newlines - lead, 0)  # no newline at all from the start on
+            except _CORRUPT_FILE as exc:  # a row group that cannot be decoded
+                reason = f"file is corrupt after line {last}: {type(exc).__name__}: {exc}"
+                yield last + 1, _Undecodable(reason), ""
+
+
+def _line_bounds(handle: Any, piece: SlicePiece) -> tuple[int | None, int]:
+    """Where the bytes of a byte-range piece's lines begin (None: no line starts in it) and end."""
+    begin = 0 if piece.start == 0 else _newline_at_or_after(handle, piece.start - 1)
+    newline = _newline_at_or_after(handle, piece.stop - 1) if piece.stop < piece.file.size else None
+    return begin, piece.file.size if newline is None else newline + 1
+
+
+def _newline_at_or_after(handle: Any, position: int) -> int | None:
+    handle.seek(position)
+    while chunk := handle.read(_CHUNK_BYTES):
+        if (found := chunk.find(b"\n")) >= 0:
+            return position + found
+        position += len(chunk)
+    return None
+
+
+class _ByteRange(io.RawIOBase):
+    """Bytes [start, stop) of an open binary file as a file of their own, counting the newlines it hands out."""
+
+    def __init__(self, handle: Any, start: int | None, stop: int) -> None:
+        super().__init__()
+        start = stop if start is None else start  # no line starts in the range
+        handle.seek(start)
+        self._handle = handle
+        self._left = max(stop - start, 0)
+        self.newlines = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._handle.read(min(len(buffer), self._left)) if self._left else b""
+        buffer[: len(data)] = data
+        self._left -= len(data)
+        self.newlines += data.count(b"\n")
+        return len(data)
+
+
+def _row_group_rows(parquet: pq.ParquetFile, groups: range, before: int) -> Iterator[tuple[int, Any, str]]:
+    """Rows of some row groups, numbered from ``before`` + 1, converted as ``_parquet_rows`` converts a file's."""
+    number = before
+    for record_batch in parquet.iter_batches(batch_size=2048, row_groups=groups):
+        try:
+            rows = record_batch.to_pylist()
+        except (ValueError, OverflowError, pa.ArrowException):
+            rows = [_parquet_row(record_batch.slice(i, 1)) for i in range(record_batch.num_rows)]
+        for row in rows:
+            number += 1
+            yield number, row, "" if isinstance(row, _Undecodable) else json.dumps(row, default=str)
+
+
 def _jsonl_lines(handle: Any) -> Iterator[tuple[int, Any, str]]:
     """Non-blank lines as records; a UTF-8 byte order mark opening the file is dropped, CRLF endings are read."""
     for number, (line, size) in enumerate(_split_lines(handle), start=1):
@@ -326,7 +591,7 @@ def _jsonl_lines(handle: Any) -> Iterator[tuple[int, Any, str]]:
             continue
         raw = text.rstrip("\r\n")
         try:
-            yield number, limits.loads(text, unique_keys=True), raw
+            yield number, limits.loads_record(text, line), raw
         except limits.DuplicateKeyError as exc:
             yield number, _Undecodable(str(exc), limits.printable(exc.key)), raw
         except limits.NestingError as exc:
@@ -414,7 +679,7 @@ class _BatchWriter:
 
     def _flush(self) -> None:
         self._fill_languages()
-        table = pa.Table.from_pylist(self._rows, schema=STAGED_SCHEMA)
+        table = staged_table(self._rows)
         buffer = io.BytesIO()
         pq.write_table(table, buffer, compression="zstd")
         payload = buffer.getvalue()

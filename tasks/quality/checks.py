@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import hashlib
 import json
 import logging
 import threading
@@ -25,19 +26,21 @@ import pyarrow.compute as pc
 
 from ragpulse.metrics import REGISTRY, MetricRequest
 from ragpulse.tasks.core.errors import ConfigError
-from ragpulse.tasks.core.types import QuarantinedRecord, RunInfo, StagedPartition
-from ragpulse.tasks.scoring.batches import read_staged
-from ragpulse.tasks.warehouse import VALIDATIONS_SCHEMA, Publication
+from ragpulse.tasks.core.types import BatchRef, QuarantinedRecord, RunInfo, StagedPartition
+from ragpulse.tasks.scoring.batches import read_staged, shared_strings
+from ragpulse.tasks.warehouse import VALIDATIONS_SCHEMA, Publication, RowSource
 
 __all__ = [
     "DEFAULT_SUITES",
     "SUITE_DIR",
     "TraceLimits",
     "TraceValidation",
+    "batch_profile",
     "check_scores",
     "check_traces",
     "load_suite",
     "per_metric_frame",
+    "suite_digest",
     "trace_profile",
 ]
 
@@ -73,6 +76,13 @@ class TraceValidation:
     reported: dict[str, int] = field(default_factory=dict)
 
 
+def suite_digest(path: str | Path | None, kind: str) -> str:
+    """SHA-256 of a suite file (the default suite ``kind`` without a path); its path if it cannot be read, since
+    running it then fails anyway."""
+    suite = Path(path or DEFAULT_SUITES[kind])
+    return hashlib.sha256(suite.read_bytes()).hexdigest() if suite.is_file() else str(suite)
+
+
 def load_suite(path: str | Path) -> dict[str, Any]:
     """A suite file: GX's suite JSON (name, expectations[type, kwargs, meta], meta)."""
     try:
@@ -84,12 +94,22 @@ def load_suite(path: str | Path) -> dict[str, Any]:
     return suite
 
 
-def trace_profile(staged: StagedPartition, storage_options: Mapping[str, Any] | None = None) -> pd.DataFrame:
-    """One row per staged trace with the columns the input suite checks, computed with Arrow kernels."""
-    frames = [_batch_profile(read_staged(ref, storage_options).select(_PROFILE_COLUMNS)) for ref in staged.batches]
+def trace_profile(
+    staged: StagedPartition,
+    storage_options: Mapping[str, Any] | None = None,
+    profiles: Sequence[pd.DataFrame] | None = None,
+) -> pd.DataFrame:
+    """One row per staged trace with the columns the input suite checks: ``profiles`` (one ``batch_profile`` per
+    staged batch, in order) joined, or computed here batch by batch when not given."""
+    frames = list(profiles) if profiles is not None else [batch_profile(ref, storage_options) for ref in staged.batches]
     if not frames:
         return _batch_profile(pa.Table.from_pylist([], schema=_staged_profile_schema()))
     return pd.concat(frames, ignore_index=True)
+
+
+def batch_profile(batch: BatchRef, storage_options: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """The profile rows of one staged batch, computed with Arrow kernels from the columns they need."""
+    return _batch_profile(read_staged(batch, storage_options, columns=_PROFILE_COLUMNS))
 
 
 def _staged_profile_schema() -> pa.Schema:
@@ -137,7 +157,7 @@ def _batch_profile(table: pa.Table) -> pd.DataFrame:
             "n_empty_reference_answers": _per_list(
                 pc.equal(pc.utf8_length(references.flatten()), 0), references, "sum"
             ),
-            "source_file": table.column("source_file").to_pandas(),
+            "source_file": pd.Series(shared_strings(table.column("source_file")), dtype=object),
             "source_line": table.column("source_line").to_numpy(zero_copy_only=False).astype(np.int64),
         }
     )
@@ -252,10 +272,12 @@ def check_traces(
     suite_path: str | Path | None = None,
     docs_dir: Path | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    profiles: Sequence[pd.DataFrame] | None = None,
 ) -> TraceValidation:
-    """Run the input suite on the partition's trace profile; failing rows of action=quarantine are excluded."""
+    """Run the input suite on the partition's trace profile (``profiles`` per staged batch, else computed here);
+    failing rows of action=quarantine are excluded."""
     suite = load_suite(suite_path or DEFAULT_SUITES["traces_in"])
-    profile = trace_profile(staged, storage_options)
+    profile = trace_profile(staged, storage_options, profiles)
     start, end = _day_bounds(staged.date)
     parameters = {"partition_start": start, "partition_end": end, **vars(limits)}
     suite_run = _run_suite(suite, profile, parameters, docs_dir=docs_dir)
@@ -358,6 +380,16 @@ def per_metric_frame(scores: pa.Table) -> pd.DataFrame:
     return frame
 
 
+_SCORE_FRAME_COLUMNS = ["partition_date", "trace_id", "metric", "value", "status", "reason"]
+
+
+def _score_frame(rows: RowSource) -> pd.DataFrame:
+    """The score rows' checked columns with every text column as a category: a day's 5M rows are then codes
+    and one dictionary per column, not 5M strings each. Categories also make GX's filter per row condition
+    cheap: pandas 3's Arrow-backed strings were copied by each (2.2-2.7x faster on 1M rows, see bench/)."""
+    return rows.columns(_SCORE_FRAME_COLUMNS).to_pandas()
+
+
 def check_scores(
     publication: Publication,
     run: RunInfo,
@@ -368,13 +400,7 @@ def check_scores(
     docs_dir: Path | None = None,
 ) -> tuple[pa.Table, list[str]]:
     """Run the output suites; returns their result rows and a description of each failed expectation."""
-    scores = publication.scores
-    # Text columns as categories: GX filters the whole frame for every row condition, and pandas 3's
-    # Arrow-backed strings made each filter copy them (measured 2.2-2.7x faster on 1M rows, see bench/).
-    table = scores.select(["partition_date", "trace_id", "metric", "value", "status", "reason"])
-    frame = pa.table(
-        {name: table[name] if name == "value" else table[name].dictionary_encode() for name in table.column_names}
-    ).to_pandas()
+    frame = _score_frame(publication.scores)
     runs = [
         _run_suite(
             load_suite(suite_path or DEFAULT_SUITES["scores_out"]),
@@ -389,7 +415,7 @@ def check_scores(
         ),
         _run_suite(
             load_suite(DEFAULT_SUITES["scores_per_metric"]),
-            per_metric_frame(scores),
+            per_metric_frame(pa.Table.from_pandas(frame[["metric", "status"]], preserve_index=False)),
             {"max_failure_rate": max_failure_rate, "n_traces": n_traces},
             docs_dir=docs_dir / "scores_per_metric" if docs_dir else None,
         ),

@@ -53,12 +53,17 @@ class RunSummary:
     skipped_metrics: list[str] = field(default_factory=list)
     n_other_days: int = 0
     """Traces read but left to another day's run (event-time partitioning): neither scored nor quarantined."""
+    unchanged_since: str | None = None
+    """The run whose identical publication of this day stands in the warehouse: this run published nothing."""
 
     @property
     def outcome(self) -> str:
         """``no_traces`` for a day whose records were all quarantined (its quarantine and run row are
-        published, nothing was scored), else ``scored``."""
-        return "scored" if self.n_traces else "no_traces"
+        published, nothing was scored), ``unchanged`` for a day whose identical rows were published before (nothing
+        was published), else ``scored``."""
+        if not self.n_traces:
+            return "no_traces"
+        return "unchanged" if self.unchanged_since else "scored"
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -75,6 +80,7 @@ def summarize(
     validations: pa.Table | None = None,
     data_docs: str | None = None,
     judge_usage: dict[str, dict[str, Any]] | None = None,
+    unchanged_since: str | None = None,
 ) -> RunSummary:
     """The summary of a partition's published scores: statistics over ok traces, not-ok reasons by count, and the
     warehouse URL without its password (the summary is returned, printed as JSON and put in artifacts)."""
@@ -117,6 +123,7 @@ def summarize(
         judge_usage=judge_usage or {},
         skipped_metrics=list(run.config.get("judge", {}).get("skipped", [])),
         n_other_days=scores.staging.other_days if scores.staging is not None else 0,
+        unchanged_since=unchanged_since,
     )
 
 

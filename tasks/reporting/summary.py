@@ -14,7 +14,6 @@ from prefect.cache_policies import NO_CACHE
 from ragpulse.tasks.core.types import PartitionScores, RunInfo
 from ragpulse.tasks.reporting.artifacts import artifact_key, followable, md, md_link, worker_path
 from ragpulse.tasks.reporting.run_summary import RunSummary, summarize
-from ragpulse.tasks.warehouse import Publication
 
 __all__ = ["run_markdown", "summarize_run"]
 
@@ -29,14 +28,16 @@ def summarize_run(
     run: RunInfo,
     warehouse: str,
     n_batches_cached: int,
-    publication: Publication,
+    validations: pa.Table,
     docs_dir: str | None = None,
     judge_usage: dict[str, dict[str, Any]] | None = None,
+    unchanged_since: str | None = None,
 ) -> RunSummary:
-    """Summarise the published partition and attach it to the flow run as table and markdown artifacts."""
+    """Summarise the published partition (or, with ``unchanged_since``, the identical one that run published) and
+    attach it to the flow run as table and markdown artifacts."""
     index = Path(docs_dir) / "scores_out" / "index.html" if docs_dir else None
     docs = index.parent.parent.as_uri() if index is not None and index.exists() else None
-    summary = summarize(scores, run, warehouse, n_batches_cached, publication.validations, docs, judge_usage)
+    summary = summarize(scores, run, warehouse, n_batches_cached, validations, docs, judge_usage, unchanged_since)
     day = summary.partition_date
     create_table_artifact(
         key=artifact_key("summary", day, warehouse),
@@ -58,7 +59,7 @@ def summarize_run(
     )
     create_markdown_artifact(
         key=artifact_key("run", day, warehouse),
-        markdown=run_markdown(summary, publication.validations),
+        markdown=run_markdown(summary, validations),
         description="ragpulse run overview",
     )
     get_run_logger().info(
@@ -88,7 +89,12 @@ def run_markdown(summary: RunSummary, validations: pa.Table) -> str:
         f"- traces scored: {summary.n_traces}\n"
         f"- quarantined: {summary.n_quarantined}\n"
         f"- batches: {summary.n_batches} ({summary.n_batches_cached} from cache)\n"
-        f"- warehouse: {md(summary.warehouse)}\n\n"
+        + (
+            f"- unchanged since run {md(summary.unchanged_since)}: its rows stand, nothing published\n"
+            if summary.unchanged_since
+            else ""
+        )
+        + f"- warehouse: {md(summary.warehouse)}\n\n"
         + (f"| quarantine reason | records |\n|---|---|\n{quarantine_lines}\n\n" if quarantine_lines else "")
         + _judge_section(summary)
         + "## Data-quality checks\n\n"

@@ -1,8 +1,8 @@
-"""Assembling a partition's scores from its scored batches: de-duplicated, filtered, with the traces' excerpts."""
+"""Assembling a partition's scores from its scored batches: de-duplicated and filtered, per trace in memory (ids and
+values only); the traces' excerpts are read from the staged batches when the partition is published."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ragpulse.tasks.core.types import PartitionScores, QuarantinedRecord, ScoredBatch, StagedPartition
-from ragpulse.tasks.warehouse.publication import read_trace_excerpts, write_quarantine_copy
+from ragpulse.tasks.warehouse.publication import write_quarantine_copy
 
 __all__ = ["assemble_partition", "build_partition_scores"]
 
@@ -60,6 +60,7 @@ def assemble_partition(
         n_batches=len(staged.batches),
         prompt_versions=prompt_versions,
         judge_model=next((b.judge_model for b in scored if b.judge_model), None),
+        staged_batches=list(staged.batches) if scored else [],  # nothing scored, nothing to excerpt
         staging=staged.counts,
     )
 
@@ -72,11 +73,10 @@ def build_partition_scores(
     quarantine_copy_url: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> PartitionScores:
-    """Join retrieval and judge results per batch, de-duplicate, drop excluded rows, read the kept traces'
-    excerpts, copy the quarantine (the body of the ``assemble_scores`` task)."""
+    """Join retrieval and judge results per batch, de-duplicate, drop excluded rows, copy the quarantine (the body
+    of the ``assemble_scores`` task)."""
     batches = [plain.merged(judge) for plain, judge in zip(scored, judged, strict=True)] if judged else scored
     scores = assemble_partition(staged, batches, excluded)
-    scores = dataclasses.replace(scores, traces=read_trace_excerpts(staged, scores, storage_options))
     if quarantine_copy_url is not None:
         write_quarantine_copy(quarantine_copy_url, scores.quarantined, storage_options)
     return scores

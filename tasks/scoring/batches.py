@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from numpy.typing import NDArray
 
 from ragpulse.metrics import TraceBatch
 from ragpulse.tasks.core.storage import filesystem, storage_errors
 from ragpulse.tasks.core.types import BatchRef
 
-__all__ = ["read_staged", "read_trace_batch"]
+__all__ = ["read_staged", "read_trace_batch", "shared_strings"]
 
 
-def read_staged(batch: BatchRef, storage_options: Mapping[str, Any] | None = None) -> pa.Table:
+def read_staged(
+    batch: BatchRef, storage_options: Mapping[str, Any] | None = None, *, columns: Sequence[str] | None = None
+) -> pa.Table:
+    """The staged rows of ``batch`` (only ``columns`` when given), ``source_line`` shifted by its line offset:
+    every reader of staged batches goes through here, so that none sees a byte-range slice's own numbering."""
     fs, path = filesystem(batch.url, storage_options)
     with storage_errors(batch.url):
         if not fs.exists(path):
@@ -24,7 +31,21 @@ def read_staged(batch: BatchRef, storage_options: Mapping[str, Any] | None = Non
                 "again whatever staged batches it finds gone"
             )
         with fs.open(path, "rb") as handle:
-            return pq.read_table(handle)
+            table = pq.read_table(handle, columns=columns)
+    if batch.line_offset and "source_line" in table.column_names:
+        index = table.column_names.index("source_line")
+        shifted = pc.add(table.column(index), pa.scalar(batch.line_offset, pa.int64()))
+        table = table.set_column(index, table.schema.field(index), shifted)
+    return table
+
+
+def shared_strings(column: pa.ChunkedArray | pa.Array) -> NDArray[np.object_]:
+    """``column`` as Python strings with one object per distinct value: a batch's rows come from a few source
+    files, and a str per row would cost ~100 bytes each for the whole day in the flow process."""
+    encoded = pc.dictionary_encode(column)
+    chunks = encoded.chunks if isinstance(encoded, pa.ChunkedArray) else [encoded]
+    parts = [np.array(c.dictionary.to_pylist(), dtype=object)[c.indices.to_numpy(zero_copy_only=False)] for c in chunks]
+    return np.concatenate(parts) if parts else np.array([], dtype=object)
 
 
 def read_trace_batch(table: pa.Table) -> TraceBatch:

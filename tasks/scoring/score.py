@@ -21,7 +21,7 @@ from ragpulse.tasks.core.fingerprint import code_fingerprint, digest
 from ragpulse.tasks.core.types import BatchRef, PartitionScores, QuarantinedRecord, ScoredBatch, StagedPartition
 from ragpulse.tasks.scoring import batches
 from ragpulse.tasks.scoring.assemble import build_partition_scores
-from ragpulse.tasks.scoring.batches import read_staged, read_trace_batch
+from ragpulse.tasks.scoring.batches import read_staged, read_trace_batch, shared_strings
 
 __all__ = [
     "assemble_scores",
@@ -70,7 +70,7 @@ def score_batch(
     get_run_logger().info("scored %d traces x %d metrics", len(traces), len(results))
     return ScoredBatch(
         trace_ids=np.asarray(traces.trace_ids, dtype=object),
-        source_files=np.asarray(table.column("source_file").to_pylist(), dtype=object),
+        source_files=shared_strings(table.column("source_file")),
         source_lines=table.column("source_line").to_numpy().astype(np.int64),
         results=results,
         versions={r.name: r.version for r in requests},
@@ -86,8 +86,7 @@ def assemble_scores(
     quarantine_copy_url: str | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> PartitionScores:
-    """Join retrieval and judge results per batch, de-duplicate, drop excluded rows, read the kept traces'
-    excerpts, copy the quarantine."""
+    """Join retrieval and judge results per batch, de-duplicate, drop excluded rows, copy the quarantine."""
     return build_partition_scores(staged, scored, judged, excluded, quarantine_copy_url, storage_options)
 
 

@@ -26,6 +26,7 @@ import pyarrow as pa
 from ragpulse.tasks.core.errors import ConfigError
 from ragpulse.tasks.core.secrets import secret_text
 from ragpulse.tasks.core.types import TRACE_ROWS_SCHEMA
+from ragpulse.tasks.warehouse.rows import RowSource
 
 __all__ = [
     "ALERTS_SCHEMA",
@@ -36,6 +37,7 @@ __all__ = [
     "TRACES_SCHEMA",
     "VALIDATIONS_SCHEMA",
     "Publication",
+    "RowSource",
     "TableNames",
     "Warehouse",
     "open_warehouse",
@@ -100,6 +102,9 @@ RUNS_SCHEMA = pa.schema(
         ("n_other_days", pa.int64()),
         ("n_spans_quarantined", pa.int64()),
         ("n_duplicate_spans", pa.int64()),
+        # v7: a digest of everything the run published but its own identity (tasks.warehouse.publication), so that
+        # a re-run of an unchanged day can see that its rows stand and publish nothing.
+        ("content_key", pa.string()),
     ]
 )
 
@@ -180,15 +185,24 @@ ALERTS_SCHEMA = pa.schema(
 
 @dataclass(frozen=True)
 class Publication:
-    """Everything one run publishes for one partition; tables follow the schemas above."""
+    """Everything one run publishes for one partition; tables follow the schemas above.
+
+    The two tables that grow with the day, ``scores`` and ``traces``, are row sources that a warehouse reads a
+    batch at a time within its transaction; an in-memory table given for either is wrapped as one.
+    """
 
     partition_date: dt.date
     metrics: list[str]
-    scores: pa.Table
+    scores: RowSource
     quarantine: pa.Table
     run: pa.Table
     validations: pa.Table = field(default_factory=VALIDATIONS_SCHEMA.empty_table)
-    traces: pa.Table = field(default_factory=TRACES_SCHEMA.empty_table)
+    traces: RowSource = field(default_factory=lambda: RowSource.empty(TRACES_SCHEMA))
+
+    def __post_init__(self) -> None:
+        for name in ("scores", "traces"):
+            if isinstance(rows := getattr(self, name), pa.Table):
+                object.__setattr__(self, name, RowSource.of(rows))
 
 
 class Warehouse(Protocol):

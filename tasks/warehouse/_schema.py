@@ -7,8 +7,9 @@ or rejected the same way everywhere.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,10 +23,12 @@ from ragpulse.tasks.warehouse import (
     SCORES_SCHEMA,
     TRACES_SCHEMA,
     VALIDATIONS_SCHEMA,
+    RowSource,
 )
 
 __all__ = [
     "ALERT_STATUSES",
+    "CONTENT_KEY",
     "JUDGE_RUN_COLUMNS",
     "META",
     "MIGRATIONS",
@@ -44,6 +47,7 @@ __all__ = [
     "check_partition",
     "completes_version",
     "conform",
+    "conform_rows",
     "pending_migrations",
     "violation",
 ]
@@ -75,6 +79,8 @@ STAGING_RUN_COLUMNS = (
     "n_spans_quarantined",
     "n_duplicate_spans",
 )
+# The digest of a run's published content (v7): NULL for rows written before.
+CONTENT_KEY = "content_key"
 
 
 @dataclass(frozen=True)
@@ -160,7 +166,7 @@ TABLES: dict[str, TableSpec] = {
     "runs": TableSpec(
         "runs",
         RUNS_SCHEMA.append(pa.field(PUBLISHED_AT, pa.timestamp("us", tz="UTC"))),
-        frozenset(RUNS_SCHEMA.names) - JUDGE_RUN_COLUMNS - set(STAGING_RUN_COLUMNS),
+        frozenset(RUNS_SCHEMA.names) - JUDGE_RUN_COLUMNS - set(STAGING_RUN_COLUMNS) - {CONTENT_KEY},
         stamped=(PUBLISHED_AT,),
     ),
     "validations": TableSpec(
@@ -224,6 +230,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     AddColumn(5, "traces", "language"),
     # v6: where each record of the run went, so that records read = staged + quarantined + other days is checkable.
     *(AddColumn(6, "runs", column) for column in STAGING_RUN_COLUMNS),
+    # v7: the digest of what a run published, so that an unchanged day is not published again.
+    AddColumn(7, "runs", CONTENT_KEY),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
@@ -243,17 +251,44 @@ def completes_version(migration: Migration) -> bool:
     return later[-1] == migration
 
 
-def conform(spec: TableSpec, table: pa.Table) -> pa.Table:
-    """``table`` with exactly the publication's columns of ``spec``, in order and cast to their types."""
+_Rows = TypeVar("_Rows", pa.Table, pa.RecordBatch)
+
+
+def _check_columns(spec: TableSpec, names: Sequence[str]) -> None:
     target = spec.incoming
-    missing = sorted(set(target.names) - set(table.column_names))
-    unexpected = sorted(set(table.column_names) - set(target.names))
+    missing = sorted(set(target.names) - set(names))
+    unexpected = sorted(set(names) - set(target.names))
     if missing or unexpected:
         raise WarehouseError(f"{spec.key} rows do not match its schema: missing {missing}, unexpected {unexpected}")
-    return table.select(target.names).cast(target)
 
 
-def check_partition(spec: TableSpec, rows: pa.Table, day: dt.date) -> None:
+def conform(spec: TableSpec, table: _Rows) -> _Rows:
+    """``table`` with exactly the publication's columns of ``spec``, in order and cast to their types."""
+    _check_columns(spec, table.column_names)
+    return table.select(spec.incoming.names).cast(spec.incoming)
+
+
+def conform_rows(spec: TableSpec, rows: RowSource, day: dt.date) -> RowSource:
+    """``rows`` as :func:`conform` makes them, checked by :func:`check_partition` against ``day``, batch by batch
+    as a warehouse reads them, so that a publish streams. The columns are checked at once, before any batch;
+    a bad batch, or fewer or more rows than ``rows.num_rows`` (which the runs row counts), raise WarehouseError
+    from within the warehouse's read of the rows, which rolls the publish back."""
+    _check_columns(spec, rows.schema.names)
+
+    def produce() -> Iterator[pa.RecordBatch]:
+        produced = 0
+        for batch in rows.batches():
+            conformed = conform(spec, batch)
+            check_partition(spec, conformed, day)
+            produced += conformed.num_rows
+            yield conformed
+        if produced != rows.num_rows:
+            raise WarehouseError(f"{spec.key}: the rows were announced as {rows.num_rows} but {produced} came")
+
+    return RowSource(spec.incoming, rows.num_rows, produce)
+
+
+def check_partition(spec: TableSpec, rows: pa.Table | pa.RecordBatch, day: dt.date) -> None:
     """Refuse rows of another partition than ``day``: a replace of one partition must not touch another."""
     if rows.num_rows and not pc.all(pc.equal(rows["partition_date"], pa.scalar(day, pa.date32()))).as_py():
         raise WarehouseError(f"{spec.key} rows of another partition than dt={day}; nothing was written")
@@ -322,7 +357,7 @@ class Query:
         return (self.start is None or day >= self.start) and (self.end is None or day <= self.end)
 
 
-def violation(spec: TableSpec, table: pa.Table) -> str | None:
+def violation(spec: TableSpec, table: pa.Table | pa.RecordBatch) -> str | None:
     """The first constraint ``table`` breaks, as SQL would report it, or None. For backends without constraints."""
     for name in sorted(spec.required):
         nulls = table[name].null_count

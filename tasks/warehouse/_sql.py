@@ -1,7 +1,7 @@
 """Publishing through SQLAlchemy Core: DDL, migrations and the one-transaction replace, for any dialect.
 
-A SQL backend subclasses ``SqlWarehouse`` and supplies what its database does best: bulk-loading an arrow
-table into a staging table, and serialising publishers of one partition. Everything else (tables from the
+A SQL backend subclasses ``SqlWarehouse`` and supplies what its database does best: bulk-loading a stream of
+arrow record batches into a staging table, and serialising publishers of one partition. Everything else (tables from the
 shared specs, schema versions, delete + insert inside one transaction, error translation) lives here, so a
 new SQL warehouse is one small module.
 """
@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import abc
 import datetime as dt
+import itertools
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -24,7 +25,7 @@ from sqlalchemy.pool import NullPool
 from ragpulse.metrics.errors import RagpulseError
 from ragpulse.tasks.core.errors import WarehouseError
 from ragpulse.tasks.core.storage import redact_url
-from ragpulse.tasks.warehouse import Publication, TableNames
+from ragpulse.tasks.warehouse import Publication, RowSource, TableNames
 from ragpulse.tasks.warehouse._schema import (
     META,
     PUBLISHED_AT,
@@ -36,6 +37,7 @@ from ragpulse.tasks.warehouse._schema import (
     check_partition,
     completes_version,
     conform,
+    conform_rows,
     pending_migrations,
 )
 
@@ -64,13 +66,26 @@ def _table(spec: TableSpec, name: str, metadata: sa.MetaData) -> sa.Table:
     return sa.Table(name, metadata, *items)
 
 
-def _single_value(column: pa.ChunkedArray) -> Any:
+def _single_value(column: pa.Array | pa.ChunkedArray) -> Any:
     """The value every row of ``column`` holds, or None; doubles never count (0.0 and -0.0 compare equal)."""
     if len(column) < 2 or column.null_count or pa.types.is_floating(column.type):
         return None
     bounds = pc.min_max(column)
     low, high = bounds["min"].as_py(), bounds["max"].as_py()
     return low if low == high else None
+
+
+def _constants(fields: list[pa.Field], batch: pa.RecordBatch) -> dict[str, Any]:
+    """The columns of ``batch`` that hold one value throughout (see ``_single_value``), with that value."""
+    return {f.name: value for f in fields if (value := _single_value(batch.column(f.name))) is not None}
+
+
+def _holds_only(column: pa.Array, value: Any) -> bool:
+    """Whether every row of ``column`` is ``value`` (never NULL)."""
+    if column.null_count:
+        return False
+    bounds = pc.min_max(column)
+    return bool(bounds["min"].as_py() == value == bounds["max"].as_py())
 
 
 class SqlWarehouse(abc.ABC):
@@ -100,8 +115,9 @@ class SqlWarehouse(abc.ABC):
         self._metadata = metadata
 
     @abc.abstractmethod
-    def _bulk_load(self, conn: sa.Connection, staging: sa.Table, rows: pa.Table) -> None:
-        """Append ``rows`` (columns in ``staging``'s order) to the empty staging table."""
+    def _bulk_load(self, conn: sa.Connection, staging: sa.Table, batches: Iterable[pa.RecordBatch]) -> None:
+        """Append the rows of ``batches`` (the columns of ``staging``, in its order) to the staging table, reading
+        one batch at a time; an error raised by ``batches`` propagates and fails the transaction."""
 
     @abc.abstractmethod
     def _lock(self, conn: sa.Connection, keys: list[str], what: str) -> None:
@@ -113,17 +129,21 @@ class SqlWarehouse(abc.ABC):
         return sa.func.current_timestamp()
 
     def publish(self, publication: Publication) -> None:
-        """COPY into staging, then under the partition's locks delete and insert, all in one transaction."""
+        """COPY into staging, then under the partition's locks delete and insert, all in one transaction.
+
+        Scores and traces are read from their row sources batch by batch while they are copied, so only a batch is
+        in memory; a publish that is tried again reads its sources again."""
         day = publication.partition_date
+        run = conform(TABLES["runs"], publication.run)
         rows = {
-            "scores": conform(TABLES["scores"], publication.scores),
-            "quarantine": conform(TABLES["quarantine"], publication.quarantine),
-            "traces": conform(TABLES["traces"], publication.traces),
-            "runs": conform(TABLES["runs"], publication.run),
-            "validations": conform(TABLES["validations"], publication.validations),
+            "scores": conform_rows(TABLES["scores"], publication.scores, day),
+            "quarantine": RowSource.of(conform(TABLES["quarantine"], publication.quarantine)),
+            "traces": conform_rows(TABLES["traces"], publication.traces, day),
+            "runs": RowSource.of(run),
+            "validations": RowSource.of(conform(TABLES["validations"], publication.validations)),
         }
         scores, quarantine, traces = self._tables["scores"], self._tables["quarantine"], self._tables["traces"]
-        run_ids = sorted(set(rows["runs"]["run_id"].to_pylist()))
+        run_ids = sorted(set(run["run_id"].to_pylist()))
         action = f"publishing dt={day}"
         with self._errors(action):
             self._ensure_schema()
@@ -131,7 +151,7 @@ class SqlWarehouse(abc.ABC):
             try:
                 with self._engine.begin() as conn:
                     # The slow part, the bulk load, runs before the lock: publishers overlap there.
-                    staged = {key: self._stage(conn, key, table) for key, table in rows.items()}
+                    staged = {key: self._stage(conn, key, source) for key, source in rows.items()}
                     # Traces are replaced with quarantine, under its lock.
                     self._lock(conn, self._partition_keys(day), action)
                     conn.execute(
@@ -162,7 +182,7 @@ class SqlWarehouse(abc.ABC):
         with self._errors(f"publishing drift of dt={partition_date}"):
             self._ensure_schema()
             with self._engine.begin() as conn:
-                staged = self._stage(conn, "drift", rows)
+                staged = self._stage(conn, "drift", RowSource.of(rows))
                 self._lock(
                     conn, [f"{self._qualified('drift')}/{partition_date}"], f"publishing drift of dt={partition_date}"
                 )
@@ -211,7 +231,7 @@ class SqlWarehouse(abc.ABC):
         with self._errors(action):
             self._ensure_schema()
             with self._engine.begin() as conn:
-                self._insert(conn, key, self._stage(conn, key, checked))
+                self._insert(conn, key, self._stage(conn, key, RowSource.of(checked)))
 
     def _qualified(self, key: str) -> str:
         return f"{self.schema or ''}.{getattr(self.tables, key)}"
@@ -220,13 +240,16 @@ class SqlWarehouse(abc.ABC):
         """What a publish of ``day`` locks: the partition of each table it replaces rows in."""
         return [f"{self._qualified('scores')}/{day}", f"{self._qualified('quarantine')}/{day}"]
 
-    def _stage(self, conn: sa.Connection, key: str, rows: pa.Table) -> list[sa.ColumnElement[Any]]:
+    def _stage(self, conn: sa.Connection, key: str, rows: RowSource) -> list[sa.ColumnElement[Any]]:
         """Load ``rows`` into a temporary table (gone at commit or rollback; constraints apply on the way out) and
         return the columns that read them back. A column holding one value throughout travels once, as a bound
-        parameter: a publication's date, run id, versions and time are a third of a 1M-row COPY otherwise.
+        parameter: a publication's date, run id, versions and time are a third of a 1M-row COPY otherwise. Which
+        columns those are is seen in the first batch; one that changes in a later batch joins the table then.
         """
         fields = list(TABLES[key].incoming)
-        constants = {f.name: value for f in fields if (value := _single_value(rows[f.name])) is not None}
+        batches = rows.batches()
+        first = next(batches, None)
+        constants = {} if first is None else _constants(fields, first)
         varying = [f for f in fields if f.name not in constants] or fields[:1]
         stage = sa.Table(
             f"stage_{getattr(self.tables, key)}",
@@ -236,12 +259,53 @@ class SqlWarehouse(abc.ABC):
             postgresql_on_commit="DROP",
         )
         stage.create(conn)
-        if rows.num_rows:
-            self._bulk_load(conn, stage, rows.select([f.name for f in varying]))
+        if first is not None:
+            self._load(conn, key, stage, {k: v for k, v in constants.items() if k not in stage.c}, first, batches)
         return [
             stage.c[f.name] if f.name in stage.c else sa.literal(constants[f.name], _TYPES[f.type]).label(f.name)
             for f in fields
         ]
+
+    def _load(
+        self,
+        conn: sa.Connection,
+        key: str,
+        stage: sa.Table,
+        constants: dict[str, Any],
+        first: pa.RecordBatch,
+        rest: Iterator[pa.RecordBatch],
+    ) -> None:
+        """Bulk-load ``first`` and ``rest`` into ``stage``. A batch in which a column of ``constants`` (absent from
+        ``stage``) holds another value ends the load: the column is added to ``stage`` with the constant in the
+        rows already there (``constants`` loses it), and a new load begins with that batch."""
+        pending: list[pa.RecordBatch] = [first]
+
+        def fitting() -> Iterator[pa.RecordBatch]:
+            names = [column.name for column in stage.columns]
+            for batch in itertools.chain([pending.pop()], rest):
+                if not all(_holds_only(batch.column(name), value) for name, value in constants.items()):
+                    pending.append(batch)
+                    return
+                yield batch.select(names)
+
+        while pending:
+            self._bulk_load(conn, stage, fitting())
+            for name in [n for n, v in constants.items() if pending and not _holds_only(pending[0].column(n), v)]:
+                column = sa.Column(name, _TYPES[TABLES[key].schema.field(name).type])
+                self._add_stage_column(conn, stage, column, constants.pop(name))
+
+    def _add_stage_column(self, conn: sa.Connection, stage: sa.Table, column: sa.Column[Any], value: Any) -> None:
+        """Add ``column`` to ``stage``, set to ``value`` in every row loaded so far (rare: a column that held one
+        value in the first batch and another later, e.g. scores sent metric by metric)."""
+        preparer = conn.dialect.identifier_preparer
+        conn.execute(
+            sa.text(
+                f"ALTER TABLE {preparer.format_table(stage)} "
+                f"ADD COLUMN {preparer.quote(column.name)} {column.type.compile(dialect=conn.dialect)}"
+            )
+        )
+        stage.append_column(column)
+        conn.execute(stage.update().values({column.name: value}))
 
     def _insert(self, conn: sa.Connection, key: str, staged: list[sa.ColumnElement[Any]]) -> None:
         names = [column.name for column in staged]

@@ -16,7 +16,7 @@ import duckdb
 import pyarrow as pa
 
 from ragpulse.tasks.core.errors import ConfigError, WarehouseError, WarehouseLockedError
-from ragpulse.tasks.warehouse import Publication, TableNames
+from ragpulse.tasks.warehouse import Publication, RowSource, TableNames
 from ragpulse.tasks.warehouse._locks import lock_timeout
 from ragpulse.tasks.warehouse._schema import (
     META,
@@ -29,10 +29,11 @@ from ragpulse.tasks.warehouse._schema import (
     check_partition,
     completes_version,
     conform,
+    conform_rows,
     pending_migrations,
 )
 
-__all__ = ["DEFAULT_LOCK_TIMEOUT", "DuckDBWarehouse", "duckdb_path"]
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "PUBLISH_MEMORY_LIMIT", "DuckDBWarehouse", "duckdb_path"]
 
 _log = logging.getLogger(__name__)
 
@@ -65,6 +66,12 @@ def _create_table(spec: TableSpec, name: str) -> str:
 _WRITE_LOCK = threading.Lock()
 # How long a publish waits for another process's file lock by default; ``?lock_timeout=<seconds>`` on the URL.
 DEFAULT_LOCK_TIMEOUT = 30.0
+# DuckDB's buffer manager limit while publishing. With its default (80 % of RAM) the blocks a large insert writes
+# stay cached (a bare insert of 300k traces' excerpts grew the process by 1 GB); with this limit they are evicted (or
+# spilled to the temp directory next to the file) and the growth stays near the limit whatever the day's size
+# (bench/README.md, "Publishing"). It is the database instance's setting: any connection to the file this process
+# holds at that time shares it.
+PUBLISH_MEMORY_LIMIT = "512MB"
 
 
 def _split_query(url: str) -> tuple[str, float]:
@@ -124,6 +131,7 @@ class DuckDBWarehouse:
         with _WRITE_LOCK:
             con = self.connect()
             try:
+                con.execute(f"SET memory_limit = '{PUBLISH_MEMORY_LIMIT}'")
                 self._ensure_schema(con)
                 self._publish(con, publication)
             finally:
@@ -262,23 +270,26 @@ class DuckDBWarehouse:
         con.execute("COMMIT")
 
     def _publish(self, con: duckdb.DuckDBPyConnection, publication: Publication) -> None:
+        """Scores and traces stream in: each INSERT reads a RecordBatchReader over its row source, one batch at a
+        time, and under PUBLISH_MEMORY_LIMIT DuckDB writes out or spills what it inserted instead of caching it,
+        so neither side holds the day. A source that fails mid-way fails its INSERT, and all of it rolls back."""
+        day = publication.partition_date
         scores, quarantine, traces = self._table("scores"), self._table("quarantine"), self._table("traces")
-        con.register("incoming_scores", publication.scores)
+        streamed = {key: conform_rows(TABLES[key], getattr(publication, key), day) for key in ("scores", "traces")}
         con.register("incoming_quarantine", publication.quarantine)
-        con.register("incoming_traces", conform(TABLES["traces"], publication.traces))
         con.register("incoming_run", publication.run)
         con.register("incoming_validations", publication.validations)
         con.execute("BEGIN TRANSACTION")
         try:
             con.execute(
                 f"DELETE FROM {scores} WHERE partition_date = ? AND list_contains(?, metric)",
-                [publication.partition_date, publication.metrics],
+                [day, publication.metrics],
             )
-            con.execute(f"INSERT INTO {scores} BY NAME SELECT * FROM incoming_scores")
-            con.execute(f"DELETE FROM {quarantine} WHERE partition_date = ?", [publication.partition_date])
+            self._insert_streamed(con, "scores", streamed["scores"])
+            con.execute(f"DELETE FROM {quarantine} WHERE partition_date = ?", [day])
             con.execute(f"INSERT INTO {quarantine} BY NAME SELECT * FROM incoming_quarantine")
-            con.execute(f"DELETE FROM {traces} WHERE partition_date = ?", [publication.partition_date])
-            con.execute(f"INSERT INTO {traces} BY NAME SELECT * FROM incoming_traces")
+            con.execute(f"DELETE FROM {traces} WHERE partition_date = ?", [day])
+            self._insert_streamed(con, "traces", streamed["traces"])
             con.execute(
                 f"INSERT INTO {self._table('runs')} BY NAME SELECT *, now() AS {PUBLISHED_AT} FROM incoming_run"
             )
@@ -286,7 +297,16 @@ class DuckDBWarehouse:
         except duckdb.Error as exc:
             # Roll back explicitly: COMMIT after an error would silently roll back in DuckDB 2.
             con.execute("ROLLBACK")
-            raise WarehouseError(
-                f"publishing dt={publication.partition_date} to {self.path} failed, previous rows kept: {exc}"
-            ) from exc
+            raise WarehouseError(f"publishing dt={day} to {self.path} failed, previous rows kept: {exc}") from exc
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
         con.execute("COMMIT")
+
+    def _insert_streamed(self, con: duckdb.DuckDBPyConnection, key: str, rows: RowSource) -> None:
+        """INSERT the rows from a fresh one-pass reader (a reader, once read, is empty). Not unregistered after a
+        failure: the aborted transaction refuses that too, and its error would hide the INSERT's."""
+        name = f"incoming_{key}"
+        con.register(name, rows.reader())
+        con.execute(f"INSERT INTO {self._table(key)} BY NAME SELECT * FROM {name}")
+        con.unregister(name)

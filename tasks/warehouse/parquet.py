@@ -39,21 +39,24 @@ new files of a partition together, and a crashed publisher's files until a later
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import logging
 import os
 import posixpath
 import random
 import re
+import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
@@ -67,8 +70,10 @@ from ragpulse.tasks.warehouse._schema import (
     TABLES,
     AddColumn,
     Query,
+    TableSpec,
     check_partition,
     conform,
+    conform_rows,
     pending_migrations,
     violation,
 )
@@ -80,6 +85,9 @@ _log = logging.getLogger(__name__)
 _GENERATION = re.compile(r"^(\d{20})\.json$")
 _PARTITION = re.compile(r"^dt=(\d{4}-\d{2}-\d{2})$")
 _MAX_ATTEMPTS = 50
+# Arrow bytes gathered into one row group of a data file: batches of a few thousand rows make row groups too small
+# to read well, a whole table would be the whole partition in memory.
+_ROW_GROUP_BYTES = 64 * 2**20
 # A read lists a partition's files, then a commit may delete them: list again, this many times at most.
 _READ_ATTEMPTS = 5
 
@@ -148,13 +156,14 @@ class ParquetLake:
         with self._errors(f"publishing dt={day}"):
             self._ensure_schema()
             try:
+                # Scores and traces stream from their row sources into their files, a batch at a time.
                 scores, quarantine, traces, validations = (
-                    self._write(key, day, tx, conform(TABLES[key], rows), written)
+                    self._write(key, day, tx, rows, written)
                     for key, rows in (
-                        ("scores", publication.scores),
-                        ("quarantine", publication.quarantine),
-                        ("traces", publication.traces),
-                        ("validations", publication.validations),
+                        ("scores", conform_rows(TABLES["scores"], publication.scores, day).batches()),
+                        ("quarantine", conform(TABLES["quarantine"], publication.quarantine).to_batches()),
+                        ("traces", conform_rows(TABLES["traces"], publication.traces, day).batches()),
+                        ("validations", conform(TABLES["validations"], publication.validations).to_batches()),
                     )
                 )
                 run = conform(TABLES["runs"], publication.run)
@@ -163,7 +172,8 @@ class ParquetLake:
                     kept = [m for m in base.metrics if m not in publication.metrics]
                     # Stamped per attempt: a publisher that lost a race commits, and so publishes, later.
                     now = pa.array([dt.datetime.now(dt.UTC)] * run.num_rows, pa.timestamp("us", tz="UTC"))
-                    runs = self._write("runs", day, f"{tx}-{attempt}", run.append_column(PUBLISHED_AT, now), written)
+                    stamped = run.append_column(PUBLISHED_AT, now).to_batches()
+                    runs = self._write("runs", day, f"{tx}-{attempt}", stamped, written)
                     kept_scores = self._carry_over(base, day, kept, f"{tx}-kept{attempt}", written)
                     files = {
                         **base.files,
@@ -197,7 +207,7 @@ class ParquetLake:
         with self._errors(f"publishing drift of dt={partition_date}"):
             self._ensure_schema()
             try:
-                new = self._write("drift", partition_date, _transaction_id(rows), rows, written)
+                new = self._write("drift", partition_date, _transaction_id(rows), rows.to_batches(), written)
 
                 def change(base: _Manifest, _attempt: int) -> _Change:
                     return {**base.files, "drift": new}, base.metrics, []
@@ -257,7 +267,7 @@ class ParquetLake:
                 written: list[str] = []
                 try:
                     part = rows.filter(pc.equal(rows["partition_date"], day))
-                    new = self._write(key, day, _transaction_id(part), part, written)
+                    new = self._write(key, day, _transaction_id(part), part.to_batches(), written)
 
                     def change(base: _Manifest, _attempt: int, new: list[str] = new) -> _Change:
                         return {**base.files, key: base.files[key] + new}, base.metrics, []
@@ -281,37 +291,39 @@ class ParquetLake:
 
     # -- data files ---------------------------------------------------------------------------------------
 
-    def _write(self, key: str, day: dt.date, name: str, rows: pa.Table, written: list[str]) -> list[str]:
-        """Check ``rows`` (every stored column) as SQL constraints would, then write one new file (none if empty)."""
+    def _write(
+        self, key: str, day: dt.date, name: str, batches: Iterable[pa.RecordBatch], written: list[str]
+    ) -> list[str]:
+        """Write the rows of ``batches`` into one new file (none if there are none), each batch checked (every
+        stored column) as SQL constraints would before it is written. They stream through a Parquet writer into a
+        temporary file, in row groups of about ``_ROW_GROUP_BYTES``, so memory holds one row group; a bad batch or
+        a failing source leaves no file."""
         spec = TABLES[key]
-        rows = rows.cast(spec.schema)
-        problem = violation(spec, rows)
-        if problem is None and rows.num_rows and not pc.all(pc.equal(rows["partition_date"], day)).as_py():
-            problem = f"{key} rows of another partition than dt={day}"
-        if problem:
-            raise ValueError(problem)
-        if not rows.num_rows:
+        groups = _row_groups(_checked(key, spec, day, batches), spec.schema)
+        first = next(groups, None)
+        if first is None:
             return []
         path = f"{getattr(self.tables, key)}/dt={day.isoformat()}/{name}.parquet"
-        sink = pa.BufferOutputStream()
-        pq.write_table(rows, sink)
+
+        def write(handle: BinaryIO) -> None:
+            with pq.ParquetWriter(handle, spec.schema) as writer:
+                for group in itertools.chain([first], groups):
+                    writer.write_table(group, row_group_size=group.num_rows)
+
         written.append(path)
-        self._put(path, sink.getvalue().to_pybytes())
+        self._put_file(path, write)
         return [path]
 
     def _carry_over(
         self, base: _Manifest, day: dt.date, metrics: list[str], name: str, written: list[str]
     ) -> list[str]:
-        """The live score rows of metrics this publish leaves alone, rewritten into one new file."""
+        """The live score rows of metrics this publish leaves alone, streamed into one new file."""
         if not metrics or not base.files["scores"]:
             return []
-        kept = pq.read_table(
-            [self._abs(path) for path in base.files["scores"]],
-            filesystem=self._fs,
-            schema=TABLES["scores"].schema,
-            filters=pc.field("metric").isin(metrics),
-        )
-        return self._write("scores", day, name, kept, written)
+        schema = TABLES["scores"].schema
+        live = [self._abs(path) for path in base.files["scores"]]
+        kept = ds.dataset(live, schema=schema, format="parquet", filesystem=self._fs)
+        return self._write("scores", day, name, kept.to_batches(filter=pc.field("metric").isin(metrics)), written)
 
     # -- manifests ----------------------------------------------------------------------------------------
 
@@ -468,7 +480,8 @@ class ParquetLake:
                     schema=spec.schema,
                 )
                 stem = posixpath.splitext(posixpath.basename(path))[0]
-                own += self._write(migration.table, day, f"{stem}-v{migration.version}-{attempt}", upgraded, written)
+                name = f"{stem}-v{migration.version}-{attempt}"
+                own += self._write(migration.table, day, name, upgraded.to_batches(), written)
                 files[migration.table] = [*files[migration.table][:i], own[-1], *files[migration.table][i + 1 :]]
             return files, base.metrics, own
 
@@ -504,8 +517,21 @@ class ParquetLake:
         if not self._local:
             self._fs.pipe_file(self._abs(path), data)
             return
-        with self._local_temp(path, data) as temp:
+        with self._local_temp(path, lambda handle: handle.write(data)) as temp:
             os.replace(temp, self._abs(path))
+
+    def _put_file(self, path: str, write: Callable[[BinaryIO], object]) -> None:
+        """Put the object that ``write`` writes, whole or not at all, never holding it in memory: written to a
+        local temporary file first, then uploaded (s3fs sends a large one in parts) or renamed into place."""
+        if self._local:
+            with self._local_temp(path, write) as temp:
+                os.replace(temp, self._abs(path))
+            return
+        with tempfile.TemporaryDirectory(prefix="ragpulse-lake-") as directory:
+            temp = f"{directory}/{posixpath.basename(path)}"
+            with open(temp, "wb") as handle:
+                write(handle)
+            self._fs.put_file(temp, self._abs(path))
 
     def _create(self, path: str, data: bytes) -> bool:
         """Create an object only if absent, atomically and whole; False if it exists."""
@@ -515,7 +541,7 @@ class ParquetLake:
             except FileExistsError:
                 return False
             return True
-        with self._local_temp(path, data) as temp:
+        with self._local_temp(path, lambda handle: handle.write(data)) as temp:
             try:
                 os.link(temp, self._abs(path))
             except FileExistsError:
@@ -523,14 +549,15 @@ class ParquetLake:
             return True
 
     @contextmanager
-    def _local_temp(self, path: str, data: bytes) -> Iterator[str]:
-        """A durable temporary file next to ``path``; dot-named, so globbing readers skip it."""
+    def _local_temp(self, path: str, write: Callable[[BinaryIO], object]) -> Iterator[str]:
+        """A durable temporary file next to ``path``, written by ``write``; dot-named, so globbing readers skip
+        it."""
         directory = posixpath.dirname(self._abs(path))
         os.makedirs(directory, exist_ok=True)
         temp = f"{directory}/.{uuid.uuid4().hex}.tmp"
         try:
             with open(temp, "wb") as handle:
-                handle.write(data)
+                write(handle)
                 handle.flush()
                 os.fsync(handle.fileno())
             yield temp
@@ -572,6 +599,35 @@ class ParquetLake:
 def _one_line(exc: BaseException) -> str:
     """The client's own words, redacted, on one line."""
     return " ".join(redact_url(str(exc) or type(exc).__name__).split())
+
+
+def _checked(key: str, spec: TableSpec, day: dt.date, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The non-empty ``batches`` cast to the stored schema, each refused (ValueError) if it breaks a constraint or
+    belongs to another partition."""
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        stored = batch.cast(spec.schema)
+        problem = violation(spec, stored)
+        if problem is None and not pc.all(pc.equal(stored["partition_date"], pa.scalar(day, pa.date32()))).as_py():
+            problem = f"{key} rows of another partition than dt={day}"
+        if problem:
+            raise ValueError(problem)
+        yield stored
+
+
+def _row_groups(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.Table]:
+    """``batches`` gathered into tables of about ``_ROW_GROUP_BYTES`` (a batch larger than that on its own)."""
+    group: list[pa.RecordBatch] = []
+    size = 0
+    for batch in batches:
+        if group and size + batch.nbytes > _ROW_GROUP_BYTES:
+            yield pa.Table.from_batches(group, schema=schema)
+            group, size = [], 0
+        group.append(batch)
+        size += batch.nbytes
+    if group:
+        yield pa.Table.from_batches(group, schema=schema)
 
 
 def _transaction_id(rows: pa.Table) -> str:

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import hashlib
 import json
 import posixpath
-from collections.abc import Mapping, Sequence
-from itertools import pairwise
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ragpulse.metrics import Status
 from ragpulse.tasks.core.storage import filesystem, storage_errors
@@ -23,19 +22,28 @@ from ragpulse.tasks.core.types import (
     PartitionScores,
     QuarantinedRecord,
     RunInfo,
-    StagedPartition,
     StagingCounts,
 )
-from ragpulse.tasks.warehouse import QUARANTINE_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, TRACES_SCHEMA, Publication
-from ragpulse.tasks.warehouse._schema import STAGING_RUN_COLUMNS
+from ragpulse.tasks.scoring.batches import read_staged
+from ragpulse.tasks.warehouse import (
+    QUARANTINE_SCHEMA,
+    RUNS_SCHEMA,
+    SCORES_SCHEMA,
+    TRACES_SCHEMA,
+    Publication,
+    RowSource,
+    open_warehouse,
+)
+from ragpulse.tasks.warehouse._schema import PUBLISHED_AT, STAGING_RUN_COLUMNS
 
 __all__ = [
     "CONTEXT_EXCERPT_CHARS",
     "EXCERPT_CHARS",
-    "MAX_CHUNK_BYTES",
+    "SCORE_CHUNK_TRACES",
     "build_publication",
-    "read_trace_excerpts",
-    "take_in_chunks",
+    "content_key_of",
+    "published_run",
+    "trace_excerpts",
     "write_quarantine_copy",
 ]
 
@@ -75,6 +83,10 @@ def _staging_columns(counts: StagingCounts | None) -> dict[str, int | None]:
     }
 
 
+SCORE_CHUNK_TRACES = 5_000
+"""Traces per record batch of score rows a publication yields (the default staging batch): chunks stay small."""
+
+
 def build_publication(
     scores: PartitionScores,
     run: RunInfo,
@@ -82,40 +94,27 @@ def build_publication(
     *,
     n_batches_cached: int,
     judge_usage: Mapping[str, Mapping[str, Any]] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    content_key: str | None = None,
 ) -> Publication:
     """The tables one run publishes. Judge-made scores carry the judge model and prompt version, so a change
-    of judge is never mistaken for a change of quality; the run row carries the judge's usage and cost."""
+    of judge is never mistaken for a change of quality; the run row carries the judge's usage and cost.
+
+    Score rows and trace excerpts are row sources, produced a chunk of traces at a time as the warehouse reads
+    them (the excerpts from the staged batches, with ``storage_options``): a day is never whole in memory.
+    ``content_key`` (see ``content_key_of``) is stamped on the run row, so that a re-run can recognise it."""
     now = dt.datetime.now(dt.UTC)
     n = len(scores.trace_ids)
-    tables = []
-    for metric in metrics if n else ():  # a day without valid traces publishes its run row and quarantine
-        ok = scores.status[metric] == Status.OK
-        tables.append(
-            pa.table(
-                {
-                    "partition_date": pa.array([scores.date] * n, pa.date32()),
-                    "trace_id": pa.array(scores.trace_ids, pa.string()),
-                    "metric": pa.array([metric] * n, pa.string()),
-                    "value": pa.array(scores.values[metric], pa.float64(), mask=~ok),
-                    "status": pa.array(_STATUS_LABELS[scores.status[metric]], pa.string()),
-                    "reason": pa.array(scores.reasons[metric], pa.string()),
-                    "metric_version": pa.array([scores.versions[metric]] * n, pa.string()),
-                    "run_id": pa.array([run.run_id] * n, pa.string()),
-                    "computed_at": pa.array([now] * n, pa.timestamp("us", tz="UTC")),
-                    "judge_model": pa.array([_judge_of(scores, metric)] * n, pa.string()),
-                    "prompt_version": pa.array([scores.prompt_versions.get(metric)] * n, pa.string()),
-                },
-                schema=SCORES_SCHEMA,
-            )
-        )
-    score_table = pa.concat_tables(tables) if tables else SCORES_SCHEMA.empty_table()
-    rows = scores.traces.num_rows
-    traces = (
-        scores.traces.append_column("partition_date", pa.array([scores.date] * rows, pa.date32()))
-        .append_column("run_id", pa.array([run.run_id] * rows, pa.string()))
-        .select(TRACES_SCHEMA.names)
-        .cast(TRACES_SCHEMA)
+    published = list(metrics) if n else []  # a day without valid traces publishes its run row and quarantine
+    score_rows = RowSource(
+        SCORES_SCHEMA,
+        n * len(published),
+        lambda: _score_batches(scores, published, run.run_id, now),
+        compact=lambda names: _score_columns(scores, published, names),
     )
+    excerpts = trace_excerpts(scores, storage_options)
+    stamp = {"partition_date": pa.scalar(scores.date, pa.date32()), "run_id": pa.scalar(run.run_id, pa.string())}
+    traces = RowSource(TRACES_SCHEMA, excerpts.num_rows, lambda: (_stamped(b, stamp) for b in excerpts.batches()))
     quarantine = pa.Table.from_pylist(
         [
             {
@@ -148,87 +147,154 @@ def build_publication(
                 "n_quarantined": len(scores.quarantined),
                 "n_batches": scores.n_batches,
                 "n_batches_cached": n_batches_cached,
-                "n_scores": score_table.num_rows,
+                "n_scores": score_rows.num_rows,
                 "started_at": run.started_at,
                 "finished_at": now,
                 "judge_model": scores.judge_model,
                 "judge_usage": json.dumps(judge_usage, sort_keys=True) if judge_usage else None,
                 "estimated_cost_usd": _total_cost(judge_usage),
                 **_staging_columns(scores.staging),
+                "content_key": content_key,
             }
         ],
         schema=RUNS_SCHEMA,
     )
-    return Publication(scores.date, list(metrics), score_table, quarantine, run_row, traces=traces)
+    return Publication(scores.date, list(metrics), score_rows, quarantine, run_row, traces=traces)
 
 
-def read_trace_excerpts(
-    staged: StagedPartition, scores: PartitionScores, storage_options: Mapping[str, Any] | None = None
-) -> pa.Table:
-    """Excerpts of the traces ``scores`` kept, row for row with ``scores.trace_ids`` (TRACE_ROWS_SCHEMA).
+def _score_batches(
+    scores: PartitionScores, metrics: Sequence[str], run_id: str, now: dt.datetime
+) -> Iterator[pa.RecordBatch]:
+    """The long score rows: one record batch per metric and chunk of SCORE_CHUNK_TRACES traces."""
+    n = len(scores.trace_ids)
+    for start in range(0, n, SCORE_CHUNK_TRACES):
+        rows = slice(start, min(start + SCORE_CHUNK_TRACES, n))
+        size = rows.stop - rows.start
+        trace_ids = pa.array(scores.trace_ids[rows], pa.string())
+        for metric in metrics:
+            ok = scores.status[metric][rows] == Status.OK
+            constant = {
+                "partition_date": pa.scalar(scores.date, pa.date32()),
+                "metric": pa.scalar(metric, pa.string()),
+                "metric_version": pa.scalar(scores.versions[metric], pa.string()),
+                "run_id": pa.scalar(run_id, pa.string()),
+                "computed_at": pa.scalar(now, pa.timestamp("us", tz="UTC")),
+                "judge_model": pa.scalar(_judge_of(scores, metric), pa.string()),
+                "prompt_version": pa.scalar(scores.prompt_versions.get(metric), pa.string()),
+            }
+            columns = {
+                **{name: _repeat(value, size) for name, value in constant.items()},
+                "trace_id": trace_ids,
+                "value": pa.array(scores.values[metric][rows], pa.float64(), mask=~ok),
+                "status": pa.array(_STATUS_LABELS[scores.status[metric][rows]], pa.string()),
+                "reason": pa.array(scores.reasons[metric][rows], pa.string()),
+            }
+            yield pa.RecordBatch.from_arrays([columns[name] for name in SCORES_SCHEMA.names], schema=SCORES_SCHEMA)
 
-    The staged batches are read one at a time, only the columns needed, and cut to excerpts before the next.
+
+def _score_columns(scores: PartitionScores, metrics: Sequence[str], names: Sequence[str]) -> pa.Table:
+    """Columns of the same score rows as ``_score_batches`` (metric by metric), built from the per-trace arrays:
+    the text columns as dictionaries whose codes come from positions, so no string is repeated per row."""
+    n, m = len(scores.trace_ids), len(metrics)
+
+    def coded(codes: np.ndarray, dictionary: pa.Array) -> pa.DictionaryArray:
+        return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)), dictionary)
+
+    def joined(per_metric: Mapping[str, np.ndarray], dtype: Any) -> np.ndarray:
+        return np.concatenate([per_metric[k] for k in metrics]) if m else np.zeros(0, dtype)
+
+    status = joined(scores.status, np.int8)
+    builders = {
+        "partition_date": lambda: coded(np.zeros(n * m), pa.array([scores.date], pa.date32())),
+        "trace_id": lambda: coded(np.tile(np.arange(n), m), pa.array(scores.trace_ids, pa.string())),
+        "metric": lambda: coded(np.repeat(np.arange(m), n), pa.array(metrics, pa.string())),
+        "value": lambda: pa.array(joined(scores.values, np.float64), pa.float64(), mask=status != Status.OK),
+        "status": lambda: coded(status, pa.array(_STATUS_LABELS, pa.string())),
+        "reason": lambda: pa.array(joined(scores.reasons, object), pa.string()).dictionary_encode(),
+    }
+    return pa.table({name: builders[name]() for name in names})
+
+
+def _repeat(value: pa.Scalar, size: int) -> pa.Array:
+    return pa.repeat(value, size) if value.is_valid else pa.nulls(size, value.type)
+
+
+def _stamped(batch: pa.RecordBatch, stamp: Mapping[str, pa.Scalar]) -> pa.RecordBatch:
+    """A batch of excerpt rows as traces rows: the partition date and run id added, in TRACES_SCHEMA's order."""
+    columns = {name: batch.column(name) for name in batch.schema.names}
+    columns.update({name: _repeat(value, batch.num_rows) for name, value in stamp.items()})
+    return pa.RecordBatch.from_arrays([columns[name] for name in TRACES_SCHEMA.names], schema=TRACES_SCHEMA)
+
+
+def content_key_of(scores: PartitionScores, metrics: Sequence[str], run: RunInfo, *extra: object) -> str:
+    """A digest of everything a publication of ``scores`` holds but the run's own identity (run id, times): the
+    metrics and the configuration hash behind them, the staged batches the excerpts come from, the quarantine, the
+    counts and every score. Two runs with the same key publish the same rows; ``extra`` adds what else decides
+    whether they may (the quality settings and the output suite)."""
+    hasher = hashlib.sha256()
+
+    def add(*parts: object) -> None:
+        hasher.update(json.dumps(parts, sort_keys=True, default=str).encode())
+
+    def add_strings(values: Any) -> None:
+        strings = pa.array(values, pa.string())
+        for buffer in strings.buffers():
+            hasher.update(b"" if buffer is None else memoryview(buffer))
+
+    add(scores.date, list(metrics), run.config_hash, extra, scores.versions, scores.prompt_versions)
+    add(scores.judge_model, scores.staged_batches, scores.staging, scores.n_records, scores.n_files, scores.n_batches)
+    add([dataclasses.astuple(record) for record in scores.quarantined])
+    add_strings(scores.trace_ids)
+    for metric in metrics if len(scores.trace_ids) else ():
+        hasher.update(np.ascontiguousarray(scores.values[metric]).tobytes())
+        hasher.update(np.ascontiguousarray(scores.status[metric]).tobytes())
+        add_strings(scores.reasons[metric])
+    return hasher.hexdigest()[:32]
+
+
+def published_run(warehouse_url: str, date: dt.date, key: str) -> str | None:
+    """The run whose publication of ``date`` stands in the warehouse with content ``key``: the newest published
+    run of the date, if its key is ``key``; else None (never published, changed since, or before schema v7)."""
+    runs = open_warehouse(warehouse_url).read(
+        "runs", start=date, end=date, columns=["run_id", "content_key", PUBLISHED_AT]
+    )
+    if not runs.num_rows:
+        return None
+    newest = max(runs.to_pylist(), key=lambda row: row[PUBLISHED_AT])
+    return newest["run_id"] if newest["content_key"] == key else None
+
+
+def trace_excerpts(scores: PartitionScores, storage_options: Mapping[str, Any] | None = None) -> RowSource:
+    """Excerpts of the traces ``scores`` kept (TRACE_ROWS_SCHEMA), read from its staged batches one at a time.
+
     Rows the partition dropped (repeated trace ids, traces that failed the input suite) are in its quarantine
-    list, so they are recognised by their source location.
-    """
+    list, so they are recognised by their source location. Rows come in staged order. Staged batches that keep
+    another number of traces than were scored (batches of another partition) fail the read, and so the publish.
+    Scores assembled without staged batches (built by hand) have no excerpts."""
+    if not scores.staged_batches:
+        return RowSource.empty(TRACE_ROWS_SCHEMA)
+    return RowSource(TRACE_ROWS_SCHEMA, len(scores.trace_ids), lambda: _excerpt_batches(scores, storage_options))
+
+
+def _excerpt_batches(scores: PartitionScores, storage_options: Mapping[str, Any] | None) -> Iterator[pa.RecordBatch]:
     dropped = {(q.source_file, q.line) for q in scores.quarantined}
     dropped_lines = pa.array(sorted({line for _, line in dropped}), pa.int64())
-    parts = []
-    for ref in staged.batches:
-        fs, path = filesystem(ref.url, storage_options)
-        with storage_errors(ref.url):
-            rows = pq.read_table(path, filesystem=fs, columns=TRACE_ROWS_SCHEMA.names)
+    expected, produced = len(scores.trace_ids), 0
+    for ref in scores.staged_batches:
+        rows = read_staged(ref, storage_options, columns=TRACE_ROWS_SCHEMA.names)
         suspects = pc.is_in(rows["source_line"], value_set=dropped_lines)
         if pc.any(suspects).as_py():
             locations = zip(rows["source_file"].to_pylist(), rows["source_line"].to_pylist(), strict=True)
             rows = rows.filter(pa.array([location not in dropped for location in locations]))
-        parts.append(_excerpts(rows))
-    excerpts = pa.concat_tables(parts) if parts else TRACE_ROWS_SCHEMA.empty_table()
-    positions = pc.index_in(pa.array(scores.trace_ids, pa.string()), value_set=excerpts["trace_id"])
-    if positions.null_count:
+        produced += rows.num_rows
+        if produced > expected:
+            break
+        yield from _excerpts(rows).to_batches()
+    if produced != expected:
         raise ValueError(
-            f"dt={scores.date}: {positions.null_count} scored trace(s) are missing from the staged batches, "
-            "which do not belong to these scores"
+            f"dt={scores.date}: the staged batches hold {'more than ' * (produced > expected)}{produced} kept traces "
+            f"where {expected} were scored: they do not belong to these scores"
         )
-    return take_in_chunks(excerpts, positions)
-
-
-MAX_CHUNK_BYTES = 2**30
-"""Most string bytes one output chunk of :func:`take_in_chunks` holds: Arrow's ``string`` offsets are 32-bit."""
-
-
-def take_in_chunks(table: pa.Table, positions: pa.Array, max_chunk_bytes: int = MAX_CHUNK_BYTES) -> pa.Table:
-    """``table.take(positions)`` as a table of chunks of at most ``max_chunk_bytes`` of string data each.
-
-    Arrow's take over a chunked column first concatenates its chunks into one array, and a day's excerpts pass
-    2 GiB of text near a million traces (``ArrowInvalid: offset overflow``). So the positions are cut into slices
-    by the cumulative size of the rows they pick; each slice takes from every source chunk on its own, joins the
-    pieces (under the bound) and puts them back in the order asked."""
-    batches = table.to_batches()
-    wanted = np.asarray(positions, dtype=np.int64)
-    if len(batches) <= 1 or not len(wanted):
-        return table.take(positions)
-    starts = np.cumsum([0, *(batch.num_rows for batch in batches)])
-    strings = [name for name, kind in zip(table.column_names, table.schema.types, strict=True) if kind == pa.string()]
-    row_bytes = sum(
-        (pc.fill_null(pc.binary_length(table[name]), 0).to_numpy().astype(np.int64) for name in strings),
-        start=np.zeros(table.num_rows, dtype=np.int64),
-    )
-    cumulative = np.cumsum(row_bytes[wanted])
-    cuts = np.searchsorted(cumulative, np.arange(max_chunk_bytes, cumulative[-1], max_chunk_bytes))
-    parts = []
-    # A slice holds at most max_chunk_bytes plus one row (records are at most 16 MiB): under 2 GiB.
-    for first, last in pairwise([0, *cuts.tolist(), len(wanted)]):
-        rows = wanted[first:last]
-        source = np.searchsorted(starts, rows, side="right") - 1
-        order = np.argsort(source, kind="stable")
-        pieces = [
-            batches[chunk].take(pa.array(rows[order][source[order] == chunk] - starts[chunk]))
-            for chunk in np.unique(source)
-        ]
-        grouped = pa.Table.from_batches(pieces, schema=table.schema).combine_chunks()
-        parts.append(grouped.take(pa.array(np.argsort(order, kind="stable"))))
-    return pa.concat_tables(parts)
 
 
 def _excerpts(rows: pa.Table) -> pa.Table:

@@ -269,7 +269,10 @@ def test_a_refused_run_leaves_the_published_day_and_the_fixed_run_replaces_it(tm
         assert [result.exit_code for result in refused] == [2, 2]
         assert counts() == (40, 40, 1)  # present, none duplicated, none lost, no runs row added
         assert runner.invoke(app, [*base, "--warehouse", f"{PG}?schema={schema}"]).exit_code == 0
-        assert counts() == (40, 40, 2)  # the healing re-run replaced the day
+        assert counts() == (40, 40, 1)  # the fixed run found the same content published: its rows stand
+        fixed = [*base, "--warehouse", f"{PG}?schema={schema}", "--republish"]
+        assert runner.invoke(app, fixed).exit_code == 0
+        assert counts() == (40, 40, 2)  # republished: the day replaced, nothing duplicated
     finally:
         with engine.begin() as conn:
             conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))

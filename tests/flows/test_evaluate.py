@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -74,12 +75,44 @@ def test_evaluates_publishes_and_reruns_idempotently(traces: Path, tmp_path: Pat
     assert _count(warehouse, "SELECT count(*) FROM validations WHERE success") > 10
     assert first.data_docs is not None and first.data_docs.startswith("file://")
 
+    # The same day again: every task from the cache, and the same content, so nothing is published.
     second = evaluate_partition(scoring=ScoringConfig(batch_size=50), **kwargs)
     assert second.n_batches_cached == second.n_batches == first.n_batches
+    assert (second.outcome, second.unchanged_since) == ("unchanged", first.run_id)
+    assert second.metrics == first.metrics and second.n_quarantined == first.n_quarantined
+    assert _count(warehouse, "SELECT count(*) FROM runs") == 1
     assert _scores(warehouse) == rows
-    assert _count(warehouse, "SELECT count(DISTINCT run_id) FROM scores") == 1
+
+    # --republish validates and publishes anyway, replacing the rows.
+    output = kwargs["output"].model_copy(update={"republish": True})
+    third = evaluate_partition(scoring=ScoringConfig(batch_size=50), **{**kwargs, "output": output})
+    assert third.outcome == "scored" and third.n_batches_cached == first.n_batches
+    assert _scores(warehouse) == rows
+    assert _count(warehouse, f"SELECT count(*) FROM scores WHERE run_id = '{third.run_id}'") == len(rows)
     assert _count(warehouse, "SELECT count(*) FROM runs") == 2
     assert _count(warehouse, "SELECT count(*) FROM quarantine") == first.n_quarantined
+    keys = _count(warehouse, "SELECT list(DISTINCT content_key) FROM runs")
+    assert isinstance(keys, list) and len(keys) == 1 and len(keys[0]) == 32
+
+
+def test_a_changed_day_or_gate_is_published_again(traces: Path, tmp_path: Path) -> None:
+    """A new trace in the day, or a stricter output gate, changes the content key: the run validates and publishes."""
+    day = tmp_path / "traces"
+    shutil.copytree(traces, day)
+    warehouse = tmp_path / "w.duckdb"
+    kwargs = dict(date=DAY, **_groups(day, warehouse, tmp_path / "work"))
+    first = evaluate_partition(**kwargs)
+    extra = json.dumps({"trace_id": "late-arrival", "timestamp": f"{DAY}T23:00:00Z", "question": "q?", "answer": "a"})
+    with (day / f"dt={DAY}" / "late.jsonl").open("w") as handle:
+        handle.write(extra + "\n")
+    second = evaluate_partition(**kwargs)
+    assert second.outcome == "scored" and second.n_traces == first.n_traces + 1
+    third = evaluate_partition(quality=QualityConfig(max_failure_rate=0.5), **kwargs)
+    assert third.outcome == "scored" and third.unchanged_since is None
+    fourth = evaluate_partition(quality=QualityConfig(max_failure_rate=0.5), **kwargs)
+    assert fourth.unchanged_since == third.run_id
+    assert _count(warehouse, "SELECT count(*) FROM runs") == 3
+    assert _count(warehouse, "SELECT count(DISTINCT trace_id) FROM scores") == first.n_traces + 1
 
 
 def test_summary_artifacts_are_attached(traces: Path, tmp_path: Path) -> None:

@@ -94,7 +94,11 @@ def test_a_day_of_good_and_hostile_records_scores_the_good_quarantines_the_rest_
         "traces": "SELECT trace_id, question, source_line, language FROM traces ORDER BY ALL",
     }
     before = {table: _query(warehouse, sql) for table, sql in every_row.items()}
-    evaluate_partition(**kwargs)
+    # The same hostile day again is the same content: its rows stand and nothing is published; republished, the
+    # rows are the same again and the run counts the same records.
+    assert evaluate_partition(**kwargs).unchanged_since == first.run_id
+    assert _query(warehouse, f"SELECT {COUNT_COLUMNS} FROM runs") == [run]
+    evaluate_partition(**{**kwargs, "output": kwargs["output"].model_copy(update={"republish": True})})
     assert {table: _query(warehouse, sql) for table, sql in every_row.items()} == before
     runs = _query(warehouse, f"SELECT {COUNT_COLUMNS} FROM runs")
     assert runs == [run, run]

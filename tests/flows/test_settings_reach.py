@@ -40,6 +40,7 @@ def reach_values(tmp_path: Path) -> dict[str, Any]:
         "partitioning": "event-time",
         "late_arrival_hours": 12.0,
         "language": "ja",
+        "slice_mb": 3.5,
         "metrics": ["document_mrr", "precision@3"],
         "batch_size": 77,
         "sample_rate": 0.5,
@@ -56,6 +57,7 @@ def reach_values(tmp_path: Path) -> dict[str, Any]:
         "max_context_chars": 890,
         "warehouse": f"duckdb:///{tmp_path / 'reach.duckdb'}",
         "work_dir": str(tmp_path / "work"),
+        "republish": True,
         "task_runner": "dask",
         "max_workers": 1,
         # Nothing listens there: the scoring flow fails fast on connecting, after its parameters are recorded.

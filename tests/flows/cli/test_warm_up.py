@@ -1,9 +1,12 @@
 """The command line's warm-up: Prefect's ephemeral server is started early only when Prefect itself would start
-it, on the instance the flow's client then finds running, and a failed start is raised as Prefect raised it."""
+it, on the instance the flow's client then finds running, and a failed start is raised as Prefect raised it; the
+flow's module is imported either way."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from prefect.server.api.server import SubprocessASGIServer
@@ -21,19 +24,32 @@ def starts(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[SubprocessASGIServe
     yield started
 
 
+FLOW_MODULE = "ragpulse_warm_up_flow"  # stands for the flow's module, which other tests have imported already
+
+
 def _config(runner: str = "thread") -> RunConfig:
     return RunConfig.model_validate({"source": SourceConfig(url="/nowhere"), "runner": {"kind": runner}})
 
 
+@pytest.fixture(autouse=True)
+def flow_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A module not imported yet that ``_warm_up`` can import, dropped from sys.modules again afterwards."""
+    (tmp_path / f"{FLOW_MODULE}.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield
+    sys.modules.pop(FLOW_MODULE, None)
+
+
 def test_no_server_is_started_when_an_api_url_is_set(starts: list[SubprocessASGIServer]) -> None:
     with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:9/api"}):
-        _warm_up(_config())
+        _warm_up(_config(), FLOW_MODULE)
     assert starts == []
+    assert FLOW_MODULE in sys.modules
 
 
 def test_no_server_is_started_when_ephemeral_mode_is_off(starts: list[SubprocessASGIServer]) -> None:
     with temporary_settings({PREFECT_SERVER_EPHEMERAL_ENABLED: False}, restore_defaults={PREFECT_API_URL}):
-        _warm_up(_config())
+        _warm_up(_config(), FLOW_MODULE)
     assert starts == []
 
 
@@ -42,8 +58,9 @@ def test_the_process_wide_server_is_started_as_the_client_would(
     starts: list[SubprocessASGIServer], runner: str
 ) -> None:
     with temporary_settings(restore_defaults={PREFECT_API_URL}):
-        _warm_up(_config(runner))
+        _warm_up(_config(runner), FLOW_MODULE)
     assert starts == [SubprocessASGIServer()]  # the instance Prefect's get_client() starts and then reuses
+    assert FLOW_MODULE in sys.modules
 
 
 def test_a_failed_start_is_raised(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -52,4 +69,4 @@ def test_a_failed_start_is_raised(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(SubprocessASGIServer, "start", fail)
     with temporary_settings(restore_defaults={PREFECT_API_URL}), pytest.raises(RuntimeError, match="Timed out"):
-        _warm_up(_config())
+        _warm_up(_config(), FLOW_MODULE)

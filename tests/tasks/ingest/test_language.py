@@ -82,9 +82,15 @@ def test_identify_languages_matches_one_by_one_and_runs_a_repeated_text_once(mon
         return real(text)
 
     monkeypatch.setattr(language, "identify_language", counted)
+    language._identified.cache_clear()
     assert identify_languages(texts) == expected == ["ja", "en", None, "ja", None]
     assert calls == ["日本の首都はどこですか？", "How do I reset my password?", "42", ""]
     assert identify_languages([]) == []
+    # Later batches reuse what earlier ones identified; a long text is remembered by the part that is read.
+    long_text = "How do I reset my password? " * 40
+    tags = identify_languages([texts[1], long_text, long_text + "Ich weiß es nicht."])
+    assert tags == ["en", real(long_text), real(long_text)]
+    assert calls[4:] == [long_text[: language.MAX_CHARS]]
 
 
 def test_importing_the_module_does_not_load_the_model() -> None:

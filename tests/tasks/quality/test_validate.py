@@ -175,7 +175,7 @@ def test_out_of_range_score_is_caught() -> None:
 def test_missing_scores_are_caught() -> None:
     scores = _scores()
     publication = build_publication(scores, RUN, list(scores.values), n_batches_cached=0)
-    one_row_lost = dataclasses.replace(publication, scores=publication.scores.slice(1))
+    one_row_lost = dataclasses.replace(publication, scores=publication.scores.to_table().slice(1))
     _, failures = check_scores(one_row_lost, RUN, n_traces=6, max_failure_rate=0.2)
     text = "\n".join(failures)
     assert "ragpulse_scores_out: expect_table_row_count_to_equal(table)" in text and '"observed_value": 11' in text

@@ -1,16 +1,15 @@
-"""The traces table: excerpts of exactly the traces a partition keeps, row for row with its scores, read from the
-staged batches and published with them."""
+"""The traces table: excerpts of exactly the traces a partition keeps, read from the staged batches a batch at a
+time as they are published."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -25,8 +24,7 @@ from ragpulse.tasks.warehouse.publication import (
     CONTEXT_EXCERPT_CHARS,
     EXCERPT_CHARS,
     build_publication,
-    read_trace_excerpts,
-    take_in_chunks,
+    trace_excerpts,
 )
 
 DAY = dt.date(2026, 11, 1)
@@ -92,7 +90,7 @@ def test_traces_are_the_kept_traces_cut_to_excerpts_in_score_order(staged: Stage
     excluded = [QuarantinedRecord(source, 6, "t4", "answer", "failed the input suite", "")]
     scores = build_partition_scores(staged, _scored(staged), [], excluded)
     assert list(scores.trace_ids) == ["t1", "t2", "t3"]
-    traces = scores.traces
+    traces = trace_excerpts(scores).to_table()
     assert traces.schema == TRACE_ROWS_SCHEMA
     assert traces["trace_id"].to_pylist() == ["t1", "t2", "t3"]
     # The first t1 (line 1) is kept, the repeat on line 4 is quarantined; line 2 never was a trace.
@@ -109,39 +107,34 @@ def test_traces_are_the_kept_traces_cut_to_excerpts_in_score_order(staged: Stage
     assert json.loads(t3["contexts"]) == [{"id": "d1", "text": "text of t3", "score": 0.5}]
 
 
-def test_traces_follow_the_score_order_whatever_the_batch_order(staged: StagedPartition) -> None:
+def test_the_excerpts_are_those_of_the_rows_kept_whatever_the_batch_order(staged: StagedPartition) -> None:
     scores = assemble_partition(staged, list(reversed(_scored(staged))))
-    traces = read_trace_excerpts(staged, scores)
+    traces = trace_excerpts(scores).to_table()
     # Batches [t1, t2] [t1, t3] [t4] reversed: the t1 of line 4 now comes first and is the one kept.
-    assert traces["trace_id"].to_pylist() == list(scores.trace_ids) == ["t4", "t1", "t3", "t2"]
-    assert traces["source_line"].to_pylist() == [6, 4, 5, 3]
-    assert traces["question"].to_pylist()[1] == "the repeated t1"
+    assert list(scores.trace_ids) == ["t4", "t1", "t3", "t2"]
+    kept = {row["trace_id"]: row for row in traces.to_pylist()}
+    assert sorted(kept) == sorted(scores.trace_ids) and traces.num_rows == 4
+    assert kept["t1"]["source_line"] == 4 and kept["t1"]["question"] == "the repeated t1"
 
 
-def test_a_take_past_the_string_offset_limit_is_cut_into_bounded_chunks() -> None:
-    """A million traces' excerpts pass 2 GiB of text, more than one Arrow ``string`` array can hold; the take keeps
-    every chunk under the bound (shown here with a bound of 10 kB) and gives the rows of a plain take."""
-    rng = np.random.default_rng(3)
-    table = pa.concat_tables(
-        pa.table({"trace_id": [f"t{b}-{i}" for i in range(50)], "text": ["é" * n for n in rng.integers(0, 400, 50)],
-                  "n": pa.array(range(50), pa.int64())})
-        for b in range(6)
-    )  # fmt: skip
-    positions = pa.array(rng.permutation(table.num_rows), pa.int32())
-    taken = take_in_chunks(table, positions, max_chunk_bytes=10_000)
-    assert taken.equals(table.take(positions))
-    chunks = taken["text"].chunks
-    assert len(chunks) > 5
-    # Each chunk stays under the bound plus one row (at most 800 bytes here).
-    assert max(pc.sum(pc.binary_length(c)).as_py() or 0 for c in chunks) <= 10_000 + 800
-    assert take_in_chunks(table, pa.array([], pa.int32())).num_rows == 0
+def test_the_excerpts_are_read_batch_by_batch_only_when_published(staged: StagedPartition, tmp_path: Path) -> None:
+    scores = build_partition_scores(staged, _scored(staged), [], [])
+    run = RunInfo("r1", "file:///traces", "cfg", {}, dt.datetime(2026, 11, 2, tzinfo=dt.UTC))
+    publication = build_publication(scores, run, ["m"], n_batches_cached=0)
+    batches = publication.traces.batches()
+    first = next(batches)
+    assert first.num_rows == 2 and publication.traces.num_rows == 4  # one staged batch, then the next
+    for ref in staged.batches[1:]:
+        Path(ref.url).unlink()
+    with pytest.raises(FileNotFoundError, match="staged batch"):
+        next(batches)
 
 
 def test_scores_of_other_batches_are_refused(staged: StagedPartition, tmp_path: Path) -> None:
     other = _stage(tmp_path / "other", [json.dumps(_trace("x1"))])
     scores = assemble_partition(other, _scored(other))
-    with pytest.raises(ValueError, match="1 scored trace"):
-        read_trace_excerpts(staged, scores)
+    with pytest.raises(ValueError, match="where 1 were scored: they do not belong"):
+        trace_excerpts(dataclasses.replace(scores, staged_batches=staged.batches)).to_table()
 
 
 def test_the_publication_carries_the_traces_and_the_warehouse_returns_them(
@@ -150,11 +143,12 @@ def test_the_publication_carries_the_traces_and_the_warehouse_returns_them(
     scores = build_partition_scores(staged, _scored(staged), [], [])
     run = RunInfo("r1", "file:///traces", "cfg", {}, dt.datetime(2026, 11, 2, tzinfo=dt.UTC))
     publication = build_publication(scores, run, ["m"], n_batches_cached=0)
-    assert publication.traces.schema == TRACES_SCHEMA
-    assert set(publication.traces["run_id"].to_pylist()) == {"r1"}
-    assert set(publication.traces["partition_date"].to_pylist()) == {DAY}
+    traces = publication.traces.to_table()
+    assert traces.schema == TRACES_SCHEMA
+    assert set(traces["run_id"].to_pylist()) == {"r1"}
+    assert set(traces["partition_date"].to_pylist()) == {DAY}
     warehouse = DuckDBWarehouse(f"duckdb:///{tmp_path}/w.duckdb")
     warehouse.publish(publication)
-    assert warehouse.read("traces").to_pylist() == publication.traces.to_pylist()
+    assert warehouse.read("traces").to_pylist() == traces.to_pylist()
     scored = warehouse.read("scores", columns=["trace_id"])["trace_id"].to_pylist()
     assert sorted(scored) == sorted(warehouse.read("traces", columns=["trace_id"])["trace_id"].to_pylist())

@@ -20,7 +20,7 @@ import pytest
 from ragpulse.metrics import Status
 from ragpulse.tasks.core.errors import ConfigError, WarehouseError, WarehouseLockedError
 from ragpulse.tasks.core.types import PartitionScores, QuarantinedRecord, RunInfo
-from ragpulse.tasks.warehouse import TableNames, open_warehouse
+from ragpulse.tasks.warehouse import Publication, TableNames, open_warehouse
 from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse, duckdb_path
 from ragpulse.tasks.warehouse.parquet import ParquetLake
 from ragpulse.tasks.warehouse.postgres import PostgresWarehouse
@@ -54,8 +54,13 @@ def _run(run_id: str) -> RunInfo:
     return RunInfo(run_id, "file:///traces", "cfg", {"batch_size": 10}, dt.datetime(2026, 11, 2, tzinfo=dt.UTC))
 
 
+def _publication(scores: PartitionScores, run_id: str, metrics: list[str]) -> Publication:
+    """The run's publication; these scores were not staged, so it has no trace excerpts."""
+    return build_publication(scores, _run(run_id), metrics, n_batches_cached=0)
+
+
 def _publish(warehouse: DuckDBWarehouse, scores: PartitionScores, run_id: str, metrics: list[str]) -> None:
-    warehouse.publish(build_publication(scores, _run(run_id), metrics, n_batches_cached=0))
+    warehouse.publish(_publication(scores, run_id, metrics))
 
 
 def _rows(path: Path, sql: str) -> list[tuple[object, ...]]:
@@ -103,13 +108,12 @@ def test_failed_publish_rolls_back_and_keeps_previous_rows(tmp_path: Path) -> No
     warehouse = DuckDBWarehouse(f"duckdb:///{tmp_path}/w.duckdb")
     _publish(warehouse, _scores(5), "r1", ["m1", "m2"])
     before = _rows(warehouse.path, "SELECT * FROM scores ORDER BY ALL")
-    publication = build_publication(_scores(5, offset=0.1), _run("r2"), ["m1", "m2"], n_batches_cached=0)
+    publication = _publication(_scores(5, offset=0.1), "r2", ["m1", "m2"])
     # The last row breaks NOT NULL, so the failure comes after the DELETE and the first inserts ran.
-    trace_ids = publication.scores.column("trace_id").to_pylist()
+    scores = publication.scores.to_table()
+    trace_ids = scores.column("trace_id").to_pylist()
     trace_ids[-1] = None
-    broken = dataclasses.replace(
-        publication, scores=publication.scores.set_column(1, "trace_id", pa.array(trace_ids, pa.string()))
-    )
+    broken = dataclasses.replace(publication, scores=scores.set_column(1, "trace_id", pa.array(trace_ids, pa.string())))
     with pytest.raises(WarehouseError, match="previous rows kept"):
         warehouse.publish(broken)
     assert _rows(warehouse.path, "SELECT * FROM scores ORDER BY ALL") == before
@@ -118,9 +122,7 @@ def test_failed_publish_rolls_back_and_keeps_previous_rows(tmp_path: Path) -> No
 
 def test_locked_file_gives_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "w.duckdb"
-    DuckDBWarehouse(f"duckdb:///{path}").publish(
-        build_publication(_scores(2), _run("r1"), ["m1", "m2"], n_batches_cached=0)
-    )
+    DuckDBWarehouse(f"duckdb:///{path}").publish(_publication(_scores(2), "r1", ["m1", "m2"]))
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -223,10 +225,10 @@ INSERT INTO ragpulse_schema VALUES (1, now());
 
 def test_a_file_from_the_first_release_is_migrated_in_place(tmp_path: Path) -> None:
     path = tmp_path / "w.duckdb"
-    old = build_publication(_scores(5), _run("r1"), ["m1", "m2"], n_batches_cached=0)
+    old = _publication(_scores(5), "r1", ["m1", "m2"])
     with duckdb.connect(str(path)) as con:
         con.execute(_RELEASE_1_DDL)
-        for table, rows in (("scores", old.scores), ("quarantine", old.quarantine), ("runs", old.run)):
+        for table, rows in (("scores", old.scores.to_table()), ("quarantine", old.quarantine), ("runs", old.run)):
             release_1_columns = [d[0] for d in con.execute(f"SELECT * FROM {table} LIMIT 0").description]
             con.register("incoming", rows.select(release_1_columns))
             con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
@@ -236,7 +238,7 @@ def test_a_file_from_the_first_release_is_migrated_in_place(tmp_path: Path) -> N
     after = "SELECT * EXCLUDE (judge_model, prompt_version) FROM scores WHERE run_id = 'r1' ORDER BY ALL"
     assert _rows(path, after) == before
     assert _rows(path, "SELECT run_id, published_at IS NULL FROM runs ORDER BY 1") == [("r1", True), ("r2", False)]
-    assert _rows(path, "SELECT version FROM ragpulse_schema ORDER BY 1") == [(1,), (2,), (3,), (4,), (5,), (6,)]
+    assert _rows(path, "SELECT version FROM ragpulse_schema ORDER BY 1") == [(v,) for v in range(1, 8)]
     assert _rows(path, "SELECT DISTINCT judge_model, prompt_version FROM scores") == [(None, None)]
     assert _rows(path, "SELECT count(*) FROM validations") == [(0,)]
 

@@ -115,7 +115,7 @@ def test_orphans_of_a_crashed_publisher_are_swept_only_after_the_grace_period(tm
     _lake(url).publish(_publication(DAY, "r1"))
     partition = tmp_path / "lake" / "scores" / "dt=2026-11-01"
     orphan, temporary = partition / "crashed-run.parquet", partition / ".0a1b.tmp"
-    pq.write_table(_publication(DAY, "crashed").scores, orphan)
+    pq.write_table(_publication(DAY, "crashed").scores.to_table(), orphan)
     temporary.write_bytes(b"half a file")
     _lake(url).publish(_publication(DAY, "r2"))
     assert orphan.exists() and temporary.exists()  # young: could belong to a publish in flight

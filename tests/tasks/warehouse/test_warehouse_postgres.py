@@ -119,7 +119,7 @@ def test_copy_round_trips_doubles_and_awkward_text_exactly(schema: str) -> None:
     pub = _publication(DAY, "r1", trace_ids=trace_ids, values=values)
     PostgresWarehouse(f"{PG_URL}?schema={schema}").publish(pub)
     stored = _query("SELECT trace_id, value, reason, computed_at FROM scores", schema)
-    expected = zip(trace_ids, values, pub.scores["reason"].to_pylist(), [NOW] * len(values), strict=True)
+    expected = zip(trace_ids, values, pub.scores.to_table()["reason"].to_pylist(), [NOW] * len(values), strict=True)
     assert sorted(stored, key=repr) == sorted(expected, key=repr)
 
 
