@@ -151,6 +151,15 @@ STAGE_FILES = {
 }
 
 
+def read_once(partition: Path) -> None:
+    """Read every file of the day once before any clock starts: the floor runs first, and it should not pay the
+    disk reads that the page cache then saves every ragpulse run (a 2.6 GB day took the floor from 8 to 47 s)."""
+    for path in sorted(partition.iterdir()):
+        with path.open("rb") as handle:
+            while handle.read(2**24):
+                pass
+
+
 def floor(partition: Path, db: Path) -> dict[str, Any]:
     import duckdb
 
@@ -444,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ragpulse code: {roots[0]}")
         load_before = os.getloadavg()
         floor_db = scratch / "floor.duckdb"
+        read_once(source / f"dt={DAY}")
         floor_run = floor(source / f"dt={DAY}", floor_db)
         print(f"floor: {floor_run}")
         before = None
