@@ -150,6 +150,7 @@ class SqlWarehouse(abc.ABC):
             runs_before: int | None = None
             try:
                 with self._engine.begin() as conn:
+                    session = self._session(conn)
                     # The slow part, the bulk load, runs before the lock: publishers overlap there.
                     staged = {key: self._stage(conn, key, source) for key, source in rows.items()}
                     # Traces are replaced with quarantine, under its lock.
@@ -166,7 +167,7 @@ class SqlWarehouse(abc.ABC):
             except self._translated as exc:
                 if runs_before is None or not run_ids:
                     raise
-                self._resolve_commit(day, run_ids, runs_before, exc)
+                self._resolve_commit(day, run_ids, runs_before, exc, session)
 
     def record_validations(self, validations: pa.Table) -> None:
         self._append("validations", validations, "recording validations")
@@ -351,15 +352,28 @@ class SqlWarehouse(abc.ABC):
         query = sa.select(sa.func.count()).where(runs.c.partition_date == day, runs.c.run_id.in_(run_ids))
         return int(conn.execute(query).scalar_one())
 
-    def _resolve_commit(self, day: dt.date, run_ids: list[str], runs_before: int, exc: Exception) -> None:
+    @abc.abstractmethod
+    def _session(self, conn: sa.Connection) -> Any:
+        """The server's identity of ``conn``'s session, for ``_settle``."""
+
+    @abc.abstractmethod
+    def _settle(self, conn: sa.Connection, session: Any) -> None:
+        """Wait, on another connection ``conn``, until the transaction of ``session`` has ended one way or the
+        other, so that what it wrote is either visible or gone for good."""
+
+    def _resolve_commit(
+        self, day: dt.date, run_ids: list[str], runs_before: int, exc: Exception, session: Any = None
+    ) -> None:
         """The COMMIT of ``day``'s publish failed, typically the connection dropped while it was in flight: it may
-        have committed. The run's runs rows, written in that transaction, tell which, read on a new connection:
+        have committed. The run's runs rows, written in that transaction, tell which, read on a new connection
+        once the old session's transaction has ended (``_settle``: the server may still be committing it):
         committed is a success with a warning; otherwise the previous rows are in place and this is a failure."""
         detail = _one_line(exc)
         runs = ", ".join(run_ids)
         for attempt in range(3):
             try:
                 with self._engine.connect() as conn:
+                    self._settle(conn, session)
                     committed = self._count_runs(conn, day, run_ids) > runs_before
                 break
             except self._translated:

@@ -14,7 +14,9 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import io
+import logging
 import math
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -56,6 +58,9 @@ _CONNECT_DEFAULTS = {
 # session idle that long belongs to a dead publisher: the server ends it and releases its locks. A value set for
 # the role, the database or in the URL's ``options`` (``-c idle_in_transaction_session_timeout=...``) is kept.
 _IDLE_IN_TRANSACTION = "60s"
+_SETTLE_SECONDS = 30
+"""Longest wait, after a lost COMMIT, for the lost session to end before checking whether it committed."""
+_log = logging.getLogger(__name__)
 
 
 class PostgresWarehouse(SqlWarehouse):
@@ -172,6 +177,28 @@ class PostgresWarehouse(SqlWarehouse):
             f"{f', client {client}' if client else ''})"
             for pid, app, state, since, client in rows
         )
+
+    def _session(self, conn: sa.Connection) -> int:
+        return int(conn.execute(sa.text("SELECT pg_backend_pid()")).scalar_one())
+
+    def _settle(self, conn: sa.Connection, session: Any) -> None:
+        """Wait until the lost session ``session`` (a backend pid) has ended its transaction. A COMMIT that reached
+        the server may still be running when the check starts, and a session still idle in its transaction never
+        got its COMMIT: it is ended (``pg_terminate_backend``), so that it cannot commit after the check. Bounded by
+        _SETTLE_SECONDS; after that the check reads what is visible then."""
+        if session is None:
+            return
+        query = sa.text("SELECT state FROM pg_stat_activity WHERE pid = :pid")
+        deadline = time.monotonic() + _SETTLE_SECONDS
+        while time.monotonic() < deadline:
+            state = conn.execute(query, {"pid": session}).scalar_one_or_none()
+            if state is None or state == "idle":
+                return
+            if state.startswith("idle in transaction"):
+                conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": session})
+            time.sleep(0.05)
+        _log.warning("session %s of the lost publish still runs after %d s; checking what is visible", session,
+                     _SETTLE_SECONDS)  # fmt: skip
 
     def _now(self) -> sa.ColumnElement[Any]:
         # now() is the transaction's start, before the lock wait; the clock orders publishers by commit.

@@ -168,6 +168,39 @@ def test_a_connection_lost_after_commit_is_reported_as_published(
     assert (after.score_runs, after.runs) == (["r-new"], ["r-new", "r-old"])
 
 
+def test_a_lost_commit_still_running_on_the_server_is_waited_for(
+    schema: str, proxy: TcpProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The COMMIT reaches the server and takes its time there (a deferred trigger sleeps 2 s in it) while the
+    publisher, its reply cut, already checks on a new connection: it waits for the lost session to finish, and
+    finds the run published rather than reporting the previous rows kept."""
+    PostgresWarehouse(_url(schema)).publish(_publication("r-old", OLD))
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        function = sql.Identifier(schema, "slow_commit")
+        conn.execute(
+            sql.SQL(
+                "CREATE FUNCTION {}() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN PERFORM pg_sleep(2); RETURN NULL; END $$"
+            ).format(function)
+        )
+        conn.execute(
+            sql.SQL(
+                "CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON {} DEFERRABLE INITIALLY DEFERRED "
+                "FOR EACH ROW EXECUTE FUNCTION {}()"
+            ).format(sql.Identifier(schema, "runs"), function)
+        )
+    # The schema fixture drops the trigger and its function with the schema.
+    fired = proxy.on_upstream(b"COMMIT", after=b"DELETE FROM")
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING):
+        PostgresWarehouse(_url(schema, proxy.port)).publish(_publication("r-new", NEW))
+    assert fired.is_set() and time.monotonic() - started >= 2
+    assert "lost after COMMIT" in caplog.text and "run r-new are published" in caplog.text
+    after = _state(schema)
+    assert (after.present, after.duplicated, after.lost(NEW)) == (NEW, 0, 0)
+    assert (after.score_runs, after.runs) == (["r-new"], ["r-new", "r-old"])
+
+
 def test_a_commit_whose_outcome_cannot_be_checked_says_so_and_names_the_run(schema: str, proxy: TcpProxy) -> None:
     PostgresWarehouse(_url(schema)).publish(_publication("r-old", OLD))
     # The COMMIT reaches the server, then the server is unreachable for the check too.
