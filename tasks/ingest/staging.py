@@ -561,12 +561,13 @@ class _ByteRange(io.RawIOBase):
 
 
 def _row_group_rows(parquet: pq.ParquetFile, groups: range, before: int) -> Iterator[tuple[int, Any, str]]:
-    """Rows of some row groups, numbered from ``before`` + 1, converted as ``_parquet_rows`` converts a file's."""
+    """Rows of some row groups (a slice's, or a whole file's for ``_parquet_rows``), numbered from ``before`` + 1,
+    each with its JSON text as the raw excerpt; a batch Python cannot read is read row by row."""
     number = before
     for record_batch in parquet.iter_batches(batch_size=2048, row_groups=groups):
         try:
             rows = record_batch.to_pylist()
-        except (ValueError, OverflowError, pa.ArrowException):
+        except (ValueError, OverflowError, pa.ArrowException):  # e.g. a timestamp beyond year 9999
             rows = [_parquet_row(record_batch.slice(i, 1)) for i in range(record_batch.num_rows)]
         for row in rows:
             number += 1
@@ -621,15 +622,9 @@ def _split_lines(handle: Any) -> Iterator[tuple[bytes, int]]:
 
 
 def _parquet_rows(handle: Any) -> Iterator[tuple[int, Any, str]]:
-    number = 0
-    for record_batch in pq.ParquetFile(handle).iter_batches(batch_size=2048):
-        try:
-            rows = record_batch.to_pylist()
-        except (ValueError, OverflowError, pa.ArrowException):  # e.g. a timestamp beyond year 9999
-            rows = [_parquet_row(record_batch.slice(i, 1)) for i in range(record_batch.num_rows)]
-        for row in rows:
-            number += 1
-            yield number, row, "" if isinstance(row, _Undecodable) else json.dumps(row, default=str)
+    """A Parquet file's rows, numbered from 1."""
+    parquet = pq.ParquetFile(handle)
+    return _row_group_rows(parquet, range(parquet.num_row_groups), 0)
 
 
 def _parquet_row(row: pa.RecordBatch) -> dict[str, Any] | _Undecodable:
