@@ -32,9 +32,10 @@ import json
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ragpulse.metrics.errors import InvalidRecordError, RagpulseError
@@ -261,18 +262,18 @@ def stage_slice(
     for piece in pieces:
         records = _PieceRecords(piece, storage_options)
         source_file = piece.file
-        for line, decoded, raw in records:
+        for record in records:
             records_read += 1
+            line, decoded = record.line, record.decoded
             if isinstance(decoded, _Undecodable):
-                quarantined.append(_unparsed(decoded, source_file.url, line, raw))
+                quarantined.append(_unparsed(decoded, source_file.url, line, record.text))
                 records_quarantined += 1
                 continue
             traces_read += 1
             try:
-                check = limits.may_hold_unstorable(raw)  # Parquet rows' raw is JSON too
-                row = parse_record(decoded, source_file=source_file.url, line=line, check_text=check)
+                row = parse_record(decoded, source_file=source_file.url, line=line, check_text=record.check_text)
             except InvalidRecordError as exc:
-                quarantined.append(_quarantine(exc, source_file.url, line, raw))
+                quarantined.append(_quarantine(exc, source_file.url, line, record.text))
                 traces_quarantined += 1
                 continue
             if day is not None and not day(row["timestamp"]):
@@ -386,14 +387,15 @@ def _stage_spans(
     traces_at: dict[tuple[str, int], set[str]] = {}
     duplicates = records_read = records_quarantined = records_parsed = spans_quarantined = 0
     for source_file in files:
-        for line, decoded, raw in _read_records(source_file, storage_options):
+        for record in _read_records(source_file, storage_options):
+            line, decoded = record.line, record.decoded
             records_read += 1
             try:
                 if isinstance(decoded, _Undecodable):
                     raise InvalidRecordError(None, decoded.field, decoded.reason)
                 items = list(adapter.spans(decoded, options))
             except InvalidRecordError as exc:
-                quarantined.append(_quarantine(exc, source_file.url, line, raw))
+                quarantined.append(_quarantine(exc, source_file.url, line, record.text))
                 records_quarantined += 1
                 continue
             records_parsed += 1
@@ -410,7 +412,7 @@ def _stage_spans(
                     # A record that also holds good spans (an OTLP line) names the bad span in a URL fragment,
                     # so the location of the quarantined entry is not that of a staged trace.
                     url = f"{source_file.url}#{item.field}" if seen_here else source_file.url
-                    quarantined.append(_quarantine(item, url, line, raw))
+                    quarantined.append(_quarantine(item, url, line, record.text))
                     spans_quarantined += 1
     other_days = traces_quarantined = 0
     for trace_id, spans in by_trace.items():
@@ -465,23 +467,39 @@ class _Undecodable:
     field: str = "<record>"
 
 
+class _Record(NamedTuple):
+    """One canonical record as read: its line (or row) number, its value (or _Undecodable) and its raw text."""
+
+    line: int
+    decoded: Any
+    raw: str | None
+    """None for a Parquet row: its raw text is its JSON, made only when it is needed (``text``)."""
+    check_text: bool = True
+    """Whether its strings may hold what no warehouse can store (NUL, lone surrogate): parse_record looks then."""
+
+    @property
+    def text(self) -> str:
+        return self.raw if self.raw is not None else json.dumps(self.decoded, default=str)
+
+
 # A file that cannot be decoded past some point: what was read stays, the rest is one quarantine entry.
 _CORRUPT_FILE = (EOFError, gzip.BadGzipFile, zlib.error, pa.ArrowInvalid)
 
 
-def _read_records(source_file: SourceFile, storage_options: Mapping[str, Any] | None) -> Iterator[tuple[int, Any, str]]:
-    """Yield (line or row number, decoded record or _Undecodable, raw text) in file order."""
+def _read_records(source_file: SourceFile, storage_options: Mapping[str, Any] | None) -> Iterator[_Record]:
+    """The file's records in file order."""
     fs, path = filesystem(source_file.url, storage_options)
     last = 0
     with storage_errors(source_file.url):
         try:
             with fs.open(path, "rb", compression="gzip" if path.endswith(".gz") else None) as handle:
                 rows = _parquet_rows(handle) if path.endswith(".parquet") else _jsonl_lines(handle)
-                for last, decoded, raw in rows:
-                    yield last, decoded, raw
+                for record in rows:
+                    last = record.line
+                    yield record
         except _CORRUPT_FILE as exc:
             reason = f"file is corrupt after line {last}: {type(exc).__name__}: {exc}"
-            yield last + 1, _Undecodable(reason), ""
+            yield _Record(last + 1, _Undecodable(reason), "")
 
 
 class _PieceRecords:
@@ -495,7 +513,7 @@ class _PieceRecords:
         self._storage_options = storage_options
         self.lines = 0
 
-    def __iter__(self) -> Iterator[tuple[int, Any, str]]:
+    def __iter__(self) -> Iterator[_Record]:
         piece = self._piece
         if piece.kind == "file":
             yield from _read_records(piece.file, self._storage_options)
@@ -508,18 +526,17 @@ class _PieceRecords:
                     if piece.kind == "row_groups":
                         parquet = pq.ParquetFile(handle)
                         last = sum(parquet.metadata.row_group(i).num_rows for i in range(piece.start))
-                        rows = _row_group_rows(parquet, range(piece.start, piece.stop), last)
-                        for last, decoded, raw in rows:
-                            yield last, decoded, raw
+                        for record in _row_group_rows(parquet, range(piece.start, piece.stop), last):
+                            last = record.line
+                            yield record
                         return
                     lead = int(piece.start > 0)
                     view = _ByteRange(handle, *_line_bounds(handle, piece))
-                    for number, decoded, raw in _jsonl_lines(view):
-                        yield number - lead, decoded, raw
+                    yield from _jsonl_lines(view, lead)
                     self.lines = max(view.newlines - lead, 0)  # no newline at all from the start on
             except _CORRUPT_FILE as exc:  # a row group that cannot be decoded
                 reason = f"file is corrupt after line {last}: {type(exc).__name__}: {exc}"
-                yield last + 1, _Undecodable(reason), ""
+                yield _Record(last + 1, _Undecodable(reason), "")
 
 
 def _line_bounds(handle: Any, piece: SlicePiece) -> tuple[int | None, int]:
@@ -560,47 +577,87 @@ class _ByteRange(io.RawIOBase):
         return len(data)
 
 
-def _row_group_rows(parquet: pq.ParquetFile, groups: range, before: int) -> Iterator[tuple[int, Any, str]]:
-    """Rows of some row groups (a slice's, or a whole file's for ``_parquet_rows``), numbered from ``before`` + 1,
-    each with its JSON text as the raw excerpt; a batch Python cannot read is read row by row."""
+def _row_group_rows(parquet: pq.ParquetFile, groups: range, before: int) -> Iterator[_Record]:
+    """Rows of some row groups (a slice's, or a whole file's for ``_parquet_rows``), numbered from ``before`` + 1;
+    a batch Python cannot read is read row by row."""
     number = before
     for record_batch in parquet.iter_batches(batch_size=2048, row_groups=groups):
         try:
             rows = record_batch.to_pylist()
         except (ValueError, OverflowError, pa.ArrowException):  # e.g. a timestamp beyond year 9999
             rows = [_parquet_row(record_batch.slice(i, 1)) for i in range(record_batch.num_rows)]
+        check_text = _may_hold_nul(record_batch)
         for row in rows:
             number += 1
-            yield number, row, "" if isinstance(row, _Undecodable) else json.dumps(row, default=str)
+            yield _Record(number, row, "") if isinstance(row, _Undecodable) else _Record(number, row, None, check_text)
 
 
-def _jsonl_lines(handle: Any) -> Iterator[tuple[int, Any, str]]:
-    """Non-blank lines as records; a UTF-8 byte order mark opening the file is dropped, CRLF endings are read."""
-    for number, (line, size) in enumerate(_split_lines(handle), start=1):
-        if number == 1 and line.startswith(_BOM):
+def _may_hold_nul(batch: pa.RecordBatch) -> bool:
+    """Whether a string of ``batch``, or a field name (which can become a metadata key), may hold a NUL. Arrow's
+    strings are valid UTF-8 (Python refuses encoded surrogates), so NUL is the one character read from Parquet
+    that no warehouse can store; this looks at the values in bulk instead of at each row in Python."""
+    return _names_hold_nul(batch.schema.names, batch.schema.types) or any(map(_array_may_hold_nul, batch.columns))
+
+
+def _names_hold_nul(names: Sequence[str], types: Sequence[pa.DataType]) -> bool:
+    if any("\x00" in name for name in names):
+        return True
+    return any(
+        _names_hold_nul(
+            [kind.field(i).name for i in range(kind.num_fields)], [kind.field(i).type for i in range(kind.num_fields)]
+        )
+        for kind in types
+        if kind.num_fields
+    )
+
+
+def _array_may_hold_nul(array: pa.Array) -> bool:
+    kind = array.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
+        return pc.any(pc.match_substring(array, "\x00")).as_py() is True
+    if pa.types.is_dictionary(kind):
+        return _array_may_hold_nul(array.dictionary)
+    if pa.types.is_struct(kind):
+        return any(_array_may_hold_nul(array.field(i)) for i in range(kind.num_fields))
+    if pa.types.is_map(kind):
+        return _array_may_hold_nul(array.keys) or _array_may_hold_nul(array.items)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return _array_may_hold_nul(array.values)
+    return kind.num_fields > 0  # another nested type (union, list view): let parse_record look
+
+
+def _jsonl_lines(handle: Any, lead: int = 0) -> Iterator[_Record]:
+    """Non-blank lines as records, numbered from 1 - ``lead``; a UTF-8 byte order mark opening the file is dropped,
+    CRLF endings are read."""
+    for number, (line, size) in enumerate(_split_lines(handle), start=1 - lead):
+        if number == 1 - lead and line.startswith(_BOM):
             line = line[len(_BOM) :]
         if size > limits.MAX_RECORD_BYTES:
             reason = f"line is {size:,} bytes, over the limit of {limits.MAX_RECORD_BYTES:,}"
-            yield number, _Undecodable(reason), line.decode("utf-8", "replace")
+            yield _Record(number, _Undecodable(reason), line.decode("utf-8", "replace"))
             continue
         if not line.strip():
             continue
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError as exc:
-            yield number, _Undecodable(f"line is not UTF-8: {exc.reason} at byte {exc.start}"), repr(line[:200])
+            yield _Record(
+                number, _Undecodable(f"line is not UTF-8: {exc.reason} at byte {exc.start}"), repr(line[:200])
+            )
             continue
         raw = text.rstrip("\r\n")
         try:
-            yield number, limits.loads_record(text, line), raw
+            value = limits.loads_record(text, line)
         except limits.DuplicateKeyError as exc:
-            yield number, _Undecodable(str(exc), limits.printable(exc.key)), raw
+            yield _Record(number, _Undecodable(str(exc), limits.printable(exc.key)), raw)
         except limits.NestingError as exc:
-            yield number, _Undecodable(str(exc)), raw
+            yield _Record(number, _Undecodable(str(exc)), raw)
         except json.JSONDecodeError as exc:
-            yield number, _Undecodable(f"invalid JSON: {exc.msg} at column {exc.colno}"), raw
+            yield _Record(number, _Undecodable(f"invalid JSON: {exc.msg} at column {exc.colno}"), raw)
         except ValueError:  # Python reads integers of up to 4,300 digits
-            yield number, _Undecodable("a number has more than 4,300 digits, more than Python reads"), raw
+            yield _Record(number, _Undecodable("a number has more than 4,300 digits, more than Python reads"), raw)
+        else:
+            yield _Record(number, value, raw, limits.may_hold_unstorable(raw))
 
 
 def _split_lines(handle: Any) -> Iterator[tuple[bytes, int]]:
@@ -621,7 +678,7 @@ def _split_lines(handle: Any) -> Iterator[tuple[bytes, int]]:
         yield line[:RAW_EXCERPT_CHARS] if size > limit else line, size
 
 
-def _parquet_rows(handle: Any) -> Iterator[tuple[int, Any, str]]:
+def _parquet_rows(handle: Any) -> Iterator[_Record]:
     """A Parquet file's rows, numbered from 1."""
     parquet = pq.ParquetFile(handle)
     return _row_group_rows(parquet, range(parquet.num_row_groups), 0)

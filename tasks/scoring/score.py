@@ -21,7 +21,7 @@ from ragpulse.tasks.core.fingerprint import code_fingerprint, digest
 from ragpulse.tasks.core.types import BatchRef, PartitionScores, QuarantinedRecord, ScoredBatch, StagedPartition
 from ragpulse.tasks.scoring import batches
 from ragpulse.tasks.scoring.assemble import build_partition_scores
-from ragpulse.tasks.scoring.batches import read_staged, read_trace_batch, shared_strings
+from ragpulse.tasks.scoring.batches import read_scoring_table, read_trace_batch, shared_strings
 
 __all__ = [
     "assemble_scores",
@@ -63,9 +63,9 @@ def score_batch(
     batch: BatchRef, metric_names: Sequence[str], work_storage_options: dict[str, Any] | None = None
 ) -> ScoredBatch:
     """Compute the requested metrics for one staged batch. Pure scoring: never retried."""
-    table = read_staged(batch, work_storage_options)
-    traces = read_trace_batch(table)
     requests = [MetricRequest.parse(name) for name in metric_names]  # may be none: judge metrics only
+    table = read_scoring_table(batch, requests, work_storage_options)
+    traces = read_trace_batch(table)
     results = compute(traces, requests)
     get_run_logger().info("scored %d traces x %d metrics", len(traces), len(results))
     return ScoredBatch(

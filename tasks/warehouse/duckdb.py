@@ -53,12 +53,24 @@ def _quote(name: str) -> str:
     return f'"{name}"'
 
 
-def _create_table(spec: TableSpec, name: str) -> str:
+# Long text stored with zstd instead of DuckDB's choice among dictionary and FSST, which it makes by trying them at
+# every checkpoint: 100k traces' excerpts took 6.45 CPU s to insert, commit and checkpoint that way, 2.26 with zstd,
+# in a smaller file (bench/README.md, "Long text in DuckDB"). Short repeated strings keep DuckDB's choice.
+_ZSTD_COLUMNS: dict[str, frozenset[str]] = {"traces": frozenset({"question", "answer", "contexts", "metadata"})}
+_ZSTD = "USING COMPRESSION ZSTD"
+
+
+def _column(spec: TableSpec, field: pa.Field) -> str:
+    compression = f" {_ZSTD}" if field.name in _ZSTD_COLUMNS.get(spec.key, ()) else ""
+    return f"{_quote(field.name)} {_TYPES[field.type]}{compression}{' NOT NULL' if field.name in spec.required else ''}"
+
+
+def _create_table(spec: TableSpec, name: str, *, exists_ok: bool = True) -> str:
     # No primary keys: delete-then-insert of a partition is ~20x faster without one here; uniqueness
     # is guaranteed by publishing and checked by tests.
-    parts = [f"{_quote(f.name)} {_TYPES[f.type]}{' NOT NULL' if f.name in spec.required else ''}" for f in spec.schema]
+    parts = [_column(spec, field) for field in spec.schema]
     parts += [f"CHECK ({check.sql})" for check in spec.checks]
-    return f"CREATE TABLE IF NOT EXISTS {_quote(name)} ({', '.join(parts)})"
+    return f"CREATE TABLE {'IF NOT EXISTS ' * exists_ok}{_quote(name)} ({', '.join(parts)})"
 
 
 # One writer per process; DuckDB's file lock keeps other processes out. Reads take it too: DuckDB refuses a
@@ -264,6 +276,7 @@ class DuckDBWarehouse:
                     if completes_version(migration):
                         con.execute(f"INSERT INTO {meta} VALUES (?, now())", [migration.version])
                         _log.info("migrated warehouse %s to schema version %d", self.path, migration.version)
+            self._store_long_text_with_zstd(con)
         except BaseException:
             con.execute("ROLLBACK")
             raise
@@ -310,3 +323,20 @@ class DuckDBWarehouse:
         con.register(name, rows.reader())
         con.execute(f"INSERT INTO {self._table(key)} BY NAME SELECT * FROM {name}")
         con.unregister(name)
+
+    def _store_long_text_with_zstd(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Rebuild, once, a table created before its long text was stored with zstd (``_ZSTD_COLUMNS``): DuckDB
+        cannot change a column's compression in place, and otherwise every later publish would pay the slow one."""
+        for key in _ZSTD_COLUMNS:
+            name = getattr(self.tables, key)
+            found = con.execute(
+                "SELECT sql FROM duckdb_tables() WHERE table_name = ? AND schema_name = current_schema()", [name]
+            ).fetchone()
+            if found is None or _ZSTD in found[0].upper():
+                continue
+            previous = f"{name}__before_zstd"
+            con.execute(f"ALTER TABLE {_quote(name)} RENAME TO {_quote(previous)}")
+            con.execute(_create_table(TABLES[key], name, exists_ok=False))
+            con.execute(f"INSERT INTO {_quote(name)} BY NAME SELECT * FROM {_quote(previous)}")
+            con.execute(f"DROP TABLE {_quote(previous)}")
+            _log.info("rebuilt table %s of warehouse %s to store its long text with zstd", name, self.path)

@@ -280,16 +280,18 @@ def _excerpt_batches(scores: PartitionScores, storage_options: Mapping[str, Any]
     dropped = {(q.source_file, q.line) for q in scores.quarantined}
     dropped_lines = pa.array(sorted({line for _, line in dropped}), pa.int64())
     expected, produced = len(scores.trace_ids), 0
-    for ref in scores.staged_batches:
-        rows = read_staged(ref, storage_options, columns=TRACE_ROWS_SCHEMA.names)
-        suspects = pc.is_in(rows["source_line"], value_set=dropped_lines)
-        if pc.any(suspects).as_py():
-            locations = zip(rows["source_file"].to_pylist(), rows["source_line"].to_pylist(), strict=True)
-            rows = rows.filter(pa.array([location not in dropped for location in locations]))
-        produced += rows.num_rows
-        if produced > expected:
-            break
-        yield from _excerpts(rows).to_batches()
+    # One in-memory database for the day's batches: opening one took a fifth of a batch's excerpt time.
+    with duckdb.connect() as con:
+        for ref in scores.staged_batches:
+            rows = read_staged(ref, storage_options, columns=TRACE_ROWS_SCHEMA.names)
+            suspects = pc.is_in(rows["source_line"], value_set=dropped_lines)
+            if pc.any(suspects).as_py():
+                locations = zip(rows["source_file"].to_pylist(), rows["source_line"].to_pylist(), strict=True)
+                rows = rows.filter(pa.array([location not in dropped for location in locations]))
+            produced += rows.num_rows
+            if produced > expected:
+                break
+            yield from _excerpts(con, rows).to_batches()
     if produced != expected:
         raise ValueError(
             f"dt={scores.date}: the staged batches hold {'more than ' * (produced > expected)}{produced} kept traces "
@@ -297,11 +299,11 @@ def _excerpt_batches(scores: PartitionScores, storage_options: Mapping[str, Any]
         )
 
 
-def _excerpts(rows: pa.Table) -> pa.Table:
+def _excerpts(con: duckdb.DuckDBPyConnection, rows: pa.Table) -> pa.Table:
     """Staged rows as traces rows: texts cut, contexts as JSON text. DuckDB builds the JSON column by column;
     a json.dumps per trace took 3.6 s of 5.5 s at 100k traces."""
-    with duckdb.connect() as con:
-        con.register("staged_rows", rows)
+    con.register("staged_rows", rows)
+    try:
         excerpts = con.sql(
             f"""
             SELECT trace_id, timestamp,
@@ -314,6 +316,8 @@ def _excerpts(rows: pa.Table) -> pa.Table:
             FROM staged_rows
             """
         ).to_arrow_table()
+    finally:
+        con.unregister("staged_rows")
     return excerpts.cast(TRACE_ROWS_SCHEMA)
 
 

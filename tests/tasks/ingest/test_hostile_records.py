@@ -297,6 +297,41 @@ def test_parquet_rows_with_odd_types_and_nested_nulls_end_in_one_place(tmp_path:
     _assert_counts_add_up(staged)
 
 
+def test_a_nul_anywhere_in_a_parquet_row_is_found_as_in_its_json_line(tmp_path: Path) -> None:
+    """Parquet rows are checked for NULs by batch, in Arrow: the same rows must end where their JSON lines do."""
+    folder = _partition(tmp_path)
+    context = pa.struct([("id", pa.string()), ("text", pa.string()), ("score", pa.float64())])
+    rows = [  # (trace id, question, context text, metadata value, expected field or STAGED)
+        ("n-good", "富士山は?", "絵文字 \U0001f5fb は保存できる", "ok", STAGED),
+        ("n-context", "q?", "a\x00b", "ok", "contexts[0].text"),
+        ("n-metadata", "q?", "t", "x\x00", "metadata.app"),
+        ("n-good-2", "问题?", "上下文", "ok", STAGED),
+    ]
+    n = len(rows)
+    columns = {
+        "trace_id": [r[0] for r in rows],
+        "timestamp": pa.array([dt.datetime(2024, 3, 11, 9)] * n, pa.timestamp("us", tz="UTC")),
+        "question": pa.array([r[1] for r in rows]).dictionary_encode(),
+        "contexts": pa.array([[{"id": "c", "text": r[2], "score": 1.0}] for r in rows], pa.list_(context)),
+        "metadata": pa.array([[("app", r[3])] for r in rows], pa.map_(pa.string(), pa.string())),
+    }
+    pq.write_table(pa.table(columns), folder / "a-values.parquet")
+    # A column named with a NUL becomes a metadata key that no warehouse can store.
+    clean = pa.table(columns).filter(pa.array([r[4] is STAGED for r in rows]))
+    named = clean.append_column("odd\x00name", pa.array(["v"] * clean.num_rows))
+    pq.write_table(named.set_column(0, "trace_id", pa.array(["m-1", "m-2"])), folder / "b-names.parquet")
+    staged = _stage(tmp_path)
+
+    assert sorted(row["trace_id"] for row in _staged_rows(staged)) == ["n-good", "n-good-2"]
+    found = {(Path(q.source_file).name, q.trace_id, q.field) for q in staged.quarantined}
+    assert found == {("a-values.parquet", r[0], r[4]) for r in rows if r[4] is not STAGED} | {
+        ("b-names.parquet", trace_id, "metadata.odd\\x00name") for trace_id in ("m-1", "m-2")
+    }
+    for entry in staged.quarantined:  # the raw excerpt is still the row as JSON text
+        assert json.loads(entry.raw)["trace_id"] == entry.trace_id
+    _assert_counts_add_up(staged)
+
+
 def _span(trace_id: Any, span_id: str, **attributes: Any) -> dict[str, Any]:
     root = span_id.endswith("root")
     return {

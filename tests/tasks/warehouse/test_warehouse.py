@@ -243,6 +243,42 @@ def test_a_file_from_the_first_release_is_migrated_in_place(tmp_path: Path) -> N
     assert _rows(path, "SELECT count(*) FROM validations") == [(0,)]
 
 
+def test_a_traces_table_from_before_zstd_is_rebuilt_once_with_its_rows(tmp_path: Path) -> None:
+    warehouse = DuckDBWarehouse(f"duckdb:///{tmp_path}/w.duckdb")
+    _publish(warehouse, _scores(2), "r1", ["m1", "m2"])
+    with duckdb.connect(str(warehouse.path)) as con:  # the traces table as schema v7 created it, holding a trace
+        columns = [f"{name} {kind}" for name, kind, *_ in con.execute("DESCRIBE traces").fetchall()]
+        con.execute(f"DROP TABLE traces; CREATE TABLE traces ({', '.join(columns)})")
+        con.execute(
+            "INSERT INTO traces (partition_date, trace_id, run_id, question, answer, contexts, metadata, source_file,"
+            " source_line) VALUES (?, 't0', 'r1', '富士山の高さは?', '3776 m', '[]', '{}', 'file:///x.jsonl', 1)",
+            [DAY],
+        )
+        old_columns = con.execute("SELECT * FROM traces LIMIT 0").description
+    assert "ZSTD" not in _rows(warehouse.path, "SELECT sql FROM duckdb_tables() WHERE table_name = 'traces'")[0][0]
+
+    _publish(warehouse, _scores(2, day=DAY + dt.timedelta(days=1)), "r2", ["m1", "m2"])
+    _publish(warehouse, _scores(2, day=DAY + dt.timedelta(days=2)), "r3", ["m1", "m2"])  # no second rebuild
+
+    (ddl,) = _rows(warehouse.path, "SELECT sql FROM duckdb_tables() WHERE table_name = 'traces'")[0]
+    assert ddl.count("USING COMPRESSION ZSTD") == 4
+    assert _rows(warehouse.path, "SELECT trace_id, question, answer, source_line FROM traces") == [
+        ("t0", "富士山の高さは?", "3776 m", 1)
+    ]
+    with duckdb.connect(str(warehouse.path), read_only=True) as con:
+        assert con.execute("SELECT * FROM traces LIMIT 0").description == old_columns
+        assert sorted(name for (name,) in con.execute("SHOW TABLES").fetchall()) == [
+            "alerts",
+            "drift",
+            "quarantine",
+            "ragpulse_schema",
+            "runs",
+            "scores",
+            "traces",
+            "validations",
+        ]
+
+
 def test_table_names_can_carry_a_prefix(tmp_path: Path) -> None:
     warehouse = DuckDBWarehouse(f"duckdb:///{tmp_path}/w.duckdb", tables=TableNames.with_prefix("rp_"))
     _publish(warehouse, _scores(2), "r1", ["m1", "m2"])
