@@ -1,7 +1,8 @@
 """Score-batch reads only the staged columns its metrics need: every result must equal that of the whole batch.
 
-Traces come from JSQuAD (Japanese) and CMRC 2018 (Chinese) questions and passages (../shared/datasets, see its
-SOURCES.md), with labels by id, by graded id and by text, so that some batches need context texts and some not."""
+Traces come from the JSQuAD (Japanese) and CMRC 2018 (Chinese) extracts the package ships for its demo
+(tasks/demo/corpus, attribution in its ATTRIBUTION.md), with labels by id, by graded id and by text, so that some
+batches need context texts and some not."""
 
 from __future__ import annotations
 
@@ -18,29 +19,22 @@ import pytest
 from ragpulse.metrics import DEFAULT_METRICS, MetricRequest, compute
 from ragpulse.tasks.core.storage import list_partition_files
 from ragpulse.tasks.core.types import StagedPartition
+from ragpulse.tasks.demo.sample import load_qa_corpus
 from ragpulse.tasks.ingest.staging import stage_records
 from ragpulse.tasks.scoring.batches import read_scoring_table, read_staged, read_trace_batch
 
 DAY = dt.date(2026, 3, 2)
-SHARED = Path(__file__).resolve().parents[4] / "shared" / "datasets"
+CORPUS = Path(__file__).resolve().parents[3] / "tasks" / "demo" / "corpus"
 
 
-def _squad_like(path: Path, limit: int) -> list[tuple[str, str, list[str]]]:
-    """(question, passage, answers) of a SQuAD-format file."""
-    data = json.loads(path.read_text(encoding="utf-8"))["data"]
-    found = [
-        (qa["question"], paragraph["context"], [a["text"] for a in qa["answers"]])
-        for article in data
-        for paragraph in article["paragraphs"]
-        for qa in paragraph["qas"]
-        if qa["answers"]
-    ]
-    return found[:limit]
+def _questions(name: str, limit: int) -> list[tuple[str, str, list[str]]]:
+    """(question, passage, answers) of a shipped QA extract, answerable questions only."""
+    rows = [row for row in load_qa_corpus(CORPUS / name) if row.answers]
+    return [(row.question, row.passage, list(row.answers)) for row in rows[:limit]]
 
 
 def _records() -> list[dict[str, Any]]:
-    questions = _squad_like(SHARED / "jsquad" / "jsquad-v1.3-valid-first-articles.json", 40)
-    questions += _squad_like(SHARED / "cmrc2018" / "cmrc2018-dev-first-articles.json", 40)
+    questions = _questions("jsquad_sample.jsonl.gz", 40) + _questions("cmrc2018_sample.jsonl.gz", 40)
     passages = sorted({passage for _, passage, _ in questions})
     # Batches of 7 with this cycle of label styles: the batches of traces 28-48 have no text labels at all.
     styles = [*islice(cycle(["ids", "graded", "none"]), 28), *["ids"] * 21, *islice(cycle(["text", "ids"]), 31)]
