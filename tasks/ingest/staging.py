@@ -30,7 +30,7 @@ import io
 import itertools
 import json
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal, NamedTuple
 
@@ -474,12 +474,18 @@ class _Record(NamedTuple):
     decoded: Any
     raw: str | None
     """None for a Parquet row: its raw text is its JSON, made only when it is needed (``text``)."""
-    check_text: bool = True
-    """Whether its strings may hold what no warehouse can store (NUL, lone surrogate): parse_record looks then."""
+    batch_may_hold_nul: bool = True
+    """For a Parquet row: whether a string of its record batch may hold a NUL (``_may_hold_nul``)."""
 
     @property
     def text(self) -> str:
         return self.raw if self.raw is not None else json.dumps(self.decoded, default=str)
+
+    @property
+    def check_text(self) -> bool:
+        """Whether its strings may hold what no warehouse can store (NUL, lone surrogate), so that parse_record
+        must look: JSON text is searched for the escapes that write one, a Parquet row's batch was searched."""
+        return self.batch_may_hold_nul if self.raw is None else limits.may_hold_unstorable(self.raw)
 
 
 # A file that cannot be decoded past some point: what was read stays, the rest is one quarantine entry.
@@ -596,18 +602,14 @@ def _may_hold_nul(batch: pa.RecordBatch) -> bool:
     """Whether a string of ``batch``, or a field name (which can become a metadata key), may hold a NUL. Arrow's
     strings are valid UTF-8 (Python refuses encoded surrogates), so NUL is the one character read from Parquet
     that no warehouse can store; this looks at the values in bulk instead of at each row in Python."""
-    return _names_hold_nul(batch.schema.names, batch.schema.types) or any(map(_array_may_hold_nul, batch.columns))
+    return _names_hold_nul(batch.schema) or any(map(_array_may_hold_nul, batch.columns))
 
 
-def _names_hold_nul(names: Sequence[str], types: Sequence[pa.DataType]) -> bool:
-    if any("\x00" in name for name in names):
-        return True
+def _names_hold_nul(fields: Iterable[pa.Field]) -> bool:
+    """Whether the name of one of ``fields``, or of a field nested in them, holds a NUL."""
     return any(
-        _names_hold_nul(
-            [kind.field(i).name for i in range(kind.num_fields)], [kind.field(i).type for i in range(kind.num_fields)]
-        )
-        for kind in types
-        if kind.num_fields
+        "\x00" in field.name or _names_hold_nul(field.type.field(i) for i in range(field.type.num_fields))
+        for field in fields
     )
 
 
@@ -657,7 +659,7 @@ def _jsonl_lines(handle: Any, lead: int = 0) -> Iterator[_Record]:
         except ValueError:  # Python reads integers of up to 4,300 digits
             yield _Record(number, _Undecodable("a number has more than 4,300 digits, more than Python reads"), raw)
         else:
-            yield _Record(number, value, raw, limits.may_hold_unstorable(raw))
+            yield _Record(number, value, raw)
 
 
 def _split_lines(handle: Any) -> Iterator[tuple[bytes, int]]:
