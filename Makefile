@@ -36,6 +36,7 @@ bench: setup
 	$(BIN)/python bench/bench_validation.py
 	$(BIN)/python bench/bench_publish.py
 	$(BIN)/python bench/bench_duckdb_text.py
+	$(BIN)/python bench/bench_duckdb_reader.py
 	$(BIN)/python bench/bench_drift.py
 	$(BIN)/python bench/bench_floor.py --n $(FLOOR_N)
 

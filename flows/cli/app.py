@@ -63,6 +63,7 @@ __all__ = [
     "JsonOption",
     "app",
     "backfill",
+    "dashboard",
     "demo",
     "evaluate",
     "list_metrics",
@@ -562,6 +563,32 @@ def demo(
     )
     if report_path is not None:
         console.print(f"Report: [bold]{report_path}[/bold] (open it in a browser)")
+
+
+@app.command(cls=FlagsCommand)
+def dashboard(
+    out_path: Annotated[Path | None, typer.Option("--out", help="JSON file to write; default standard output.")] = None,
+    schema: Annotated[str, typer.Option(help="PostgreSQL schema of the warehouse (its URL's ?schema=).")] = "ragpulse",
+    table_prefix: Annotated[str, typer.Option(help="Prefix of the warehouse's table names, if it has one.")] = "",
+    datasource_uid: Annotated[
+        str, typer.Option(help="uid of Grafana's PostgreSQL data source.")
+    ] = "ragpulse-warehouse",
+) -> None:
+    """Write the Grafana dashboard of a PostgreSQL warehouse (docs/dashboards.md)."""
+    from ragpulse.tasks.reporting.grafana import dashboard_json
+    from ragpulse.tasks.warehouse import TableNames
+
+    try:
+        tables = TableNames.with_prefix(table_prefix) if table_prefix else TableNames()
+        document = dashboard_json(tables, schema=schema or None, datasource_uid=datasource_uid)
+    except RagpulseError as exc:
+        raise fail_with(exc) from None
+    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    if out_path is None:
+        out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+        return
+    out_path.write_text(text, encoding="utf-8")
+    console.print(f"Dashboard: [bold]{out_path}[/bold] (import it in Grafana, or provision it: docs/dashboards.md)")
 
 
 @app.command("metrics", cls=FlagsCommand)

@@ -246,8 +246,9 @@ _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
 
 @dataclass(frozen=True)
 class TableNames:
-    """Physical table names (SQL tables, or the lake's top-level folders), checked so SQL is never built from
-    an unchecked string. ``meta`` holds the schema version (the lake's ``_<meta>/`` folder holds its manifests).
+    """Physical table and view names (SQL tables, or the lake's top-level folders), checked so SQL is never built
+    from an unchecked string. ``meta`` holds the schema version (the lake's ``_<meta>/`` folder holds its manifests).
+    The last four are the views of SQL warehouses (``_views``); the lake has none.
     """
 
     scores: str = "scores"
@@ -258,6 +259,10 @@ class TableNames:
     drift: str = "drift"
     alerts: str = "alerts"
     meta: str = "ragpulse_schema"
+    daily_scores: str = "daily_scores"
+    drift_segments: str = "drift_segments"
+    latest_alerts: str = "latest_alerts"
+    worst_traces: str = "worst_traces"
 
     def __post_init__(self) -> None:
         for item in fields(self):

@@ -29,6 +29,7 @@ from ragpulse.tasks.warehouse import (
 __all__ = [
     "ALERT_STATUSES",
     "CONTENT_KEY",
+    "JSON_COLUMNS",
     "JUDGE_RUN_COLUMNS",
     "META",
     "MIGRATIONS",
@@ -41,8 +42,10 @@ __all__ = [
     "AddColumn",
     "AddTable",
     "Check",
+    "DefineViews",
     "Migration",
     "Query",
+    "StoreAsJson",
     "TableSpec",
     "check_partition",
     "completes_version",
@@ -134,7 +137,24 @@ class AddTable:
     table: str
 
 
-Migration = AddColumn | AddTable
+@dataclass(frozen=True)
+class StoreAsJson:
+    """Schema version ``version`` stores text column ``table.column`` in the database's JSON type where it has one
+    (PostgreSQL's ``jsonb``), so that SQL reads its keys with JSON operators; DuckDB and the lake keep the text."""
+
+    version: int
+    table: str
+    column: str
+
+
+@dataclass(frozen=True)
+class DefineViews:
+    """Schema version ``version`` defines the views anew (``_views``): a SQL warehouse drops and creates them."""
+
+    version: int
+
+
+Migration = AddColumn | AddTable | StoreAsJson | DefineViews
 
 
 def _in(column: str, values: tuple[str, ...]) -> Check:
@@ -214,8 +234,8 @@ META = TableSpec(
     partition_index="",
 )
 
-# Additive only: a column is added as NULL for existing rows, a table starts empty; nothing is rewritten or dropped
-# in SQL.
+# Additive only: a column is added as NULL for existing rows, a table starts empty, a text column may become JSON
+# holding the same values, views are defined anew; no row is rewritten or dropped in SQL.
 MIGRATIONS: tuple[Migration, ...] = (
     AddColumn(2, "runs", PUBLISHED_AT),
     # v3: which judge and prompt produced a score, and what the run's judge calls cost.
@@ -232,8 +252,13 @@ MIGRATIONS: tuple[Migration, ...] = (
     *(AddColumn(6, "runs", column) for column in STAGING_RUN_COLUMNS),
     # v7: the digest of what a run published, so that an unchanged day is not published again.
     AddColumn(7, "runs", CONTENT_KEY),
+    # v8: trace metadata as JSON for SQL readers, and the views dashboards read.
+    StoreAsJson(8, "traces", "metadata"),
+    DefineViews(8),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
+# Columns stored as JSON where the database has the type, whatever version created the table.
+JSON_COLUMNS = frozenset((m.table, m.column) for m in MIGRATIONS if isinstance(m, StoreAsJson))
 
 
 def pending_migrations(version: int) -> tuple[Migration, ...]:

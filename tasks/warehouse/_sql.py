@@ -27,12 +27,15 @@ from ragpulse.tasks.core.errors import WarehouseError
 from ragpulse.tasks.core.storage import redact_url
 from ragpulse.tasks.warehouse import Publication, RowSource, TableNames
 from ragpulse.tasks.warehouse._schema import (
+    JSON_COLUMNS,
     META,
     PUBLISHED_AT,
     SCHEMA_VERSION,
     TABLES,
     AddColumn,
+    DefineViews,
     Query,
+    StoreAsJson,
     TableSpec,
     check_partition,
     completes_version,
@@ -40,6 +43,7 @@ from ragpulse.tasks.warehouse._schema import (
     conform_rows,
     pending_migrations,
 )
+from ragpulse.tasks.warehouse._views import ViewDialect, view_definitions
 
 __all__ = ["SqlWarehouse"]
 
@@ -56,14 +60,21 @@ _TYPES: dict[pa.DataType, sa.types.TypeEngine[Any]] = {
 }
 
 
-def _table(spec: TableSpec, name: str, metadata: sa.MetaData) -> sa.Table:
+def _table(spec: TableSpec, name: str, metadata: sa.MetaData, json_type: sa.types.TypeEngine[Any] | None) -> sa.Table:
     items: list[sa.schema.SchemaItem] = [
-        sa.Column(f.name, _TYPES[f.type], nullable=f.name not in spec.required) for f in spec.schema
+        sa.Column(f.name, _stored_type(spec, f, json_type), nullable=f.name not in spec.required) for f in spec.schema
     ]
     items += [sa.CheckConstraint(check.sql, name=f"{name}_check{i}") for i, check in enumerate(spec.checks)]
     if spec.partition_index:
         items.append(sa.Index(f"{name}_partition_date_idx", "partition_date", postgresql_using=spec.partition_index))
     return sa.Table(name, metadata, *items)
+
+
+def _stored_type(spec: TableSpec, field: pa.Field, json_type: sa.types.TypeEngine[Any] | None) -> Any:
+    """The column's type in the database: the database's JSON type for ``JSON_COLUMNS`` if it has one."""
+    if json_type is not None and (spec.key, field.name) in JSON_COLUMNS:
+        return json_type
+    return _TYPES[field.type]
 
 
 def _single_value(column: pa.Array | pa.ChunkedArray) -> Any:
@@ -93,6 +104,10 @@ class SqlWarehouse(abc.ABC):
 
     # Errors the driver raises outside SQLAlchemy (bulk loads use the raw driver connection).
     driver_errors: tuple[type[Exception], ...] = ()
+    # The database's JSON type, for JSON_COLUMNS; None keeps them text.
+    json_type: sa.types.TypeEngine[Any] | None = None
+    # How the views read a JSON object's members in this database's SQL.
+    view_dialect: ViewDialect
 
     def __init__(
         self,
@@ -110,7 +125,8 @@ class SqlWarehouse(abc.ABC):
         self._engine = sa.create_engine(url, poolclass=NullPool, hide_parameters=True, connect_args=connect_args or {})
         metadata = sa.MetaData(schema=schema)
         self._tables = {
-            key: _table(spec, getattr(tables, key), metadata) for key, spec in {"meta": META, **TABLES}.items()
+            key: _table(spec, getattr(tables, key), metadata, self.json_type)
+            for key, spec in {"meta": META, **TABLES}.items()
         }
         self._metadata = metadata
 
@@ -262,9 +278,17 @@ class SqlWarehouse(abc.ABC):
         stage.create(conn)
         if first is not None:
             self._load(conn, key, stage, {k: v for k, v in constants.items() if k not in stage.c}, first, batches)
-        return [
+        columns = [
             stage.c[f.name] if f.name in stage.c else sa.literal(constants[f.name], _TYPES[f.type]).label(f.name)
             for f in fields
+        ]
+        # Staged as text; a JSON column's text becomes JSON on the way in.
+        stored = self._tables[key].c
+        return [
+            sa.cast(column, stored[column.name].type).label(column.name)
+            if (key, column.name) in JSON_COLUMNS and self.json_type is not None
+            else column
+            for column in columns
         ]
 
     def _load(
@@ -327,25 +351,61 @@ class SqlWarehouse(abc.ABC):
             version = conn.execute(sa.select(sa.func.max(meta.c.version))).scalar()
             if version is None:
                 conn.execute(meta.insert().values(version=SCHEMA_VERSION, applied_at=sa.func.current_timestamp()))
+                self._define_views(conn, anew=True)
                 return
-            preparer = conn.dialect.identifier_preparer
+            pending = pending_migrations(version)
+            # A view pins the type of every column it reads: dropped before a type changes, created after.
+            anew = any(isinstance(m, DefineViews | StoreAsJson) for m in pending)
+            if anew:
+                self._drop_views(conn)
             # Tables a migration adds were created above, at their current shape.
-            for migration in pending_migrations(version):
-                table = self._tables[migration.table]
-                present = {c["name"] for c in sa.inspect(conn).get_columns(table.name, schema=self.schema)}
-                if isinstance(migration, AddColumn) and migration.column not in present:
-                    column_type = _TYPES[migration.field.type].compile(dialect=conn.dialect)
-                    conn.execute(
-                        sa.text(
-                            f"ALTER TABLE {preparer.format_table(table)} "
-                            f"ADD COLUMN {preparer.quote(migration.column)} {column_type}"
-                        )
-                    )
+            for migration in pending:
+                if isinstance(migration, AddColumn | StoreAsJson):
+                    self._migrate_column(conn, migration)
                 if completes_version(migration):
                     conn.execute(
                         meta.insert().values(version=migration.version, applied_at=sa.func.current_timestamp())
                     )
                     _log.info("migrated warehouse %s to schema version %d", self.url, migration.version)
+            self._define_views(conn, anew=anew)
+
+    def _migrate_column(self, conn: sa.Connection, migration: AddColumn | StoreAsJson) -> None:
+        """Add a column that is not there yet, or give a text column the database's JSON type if it has not got it."""
+        table = self._tables[migration.table]
+        present = {c["name"]: c["type"] for c in sa.inspect(conn).get_columns(table.name, schema=self.schema)}
+        preparer = conn.dialect.identifier_preparer
+        target, column = preparer.format_table(table), preparer.quote(migration.column)
+        if isinstance(migration, AddColumn) and migration.column not in present:
+            column_type = _TYPES[migration.field.type].compile(dialect=conn.dialect)
+            conn.execute(sa.text(f"ALTER TABLE {target} ADD COLUMN {column} {column_type}"))
+        elif isinstance(migration, StoreAsJson) and self.json_type is not None:
+            json_type = self.json_type.compile(dialect=conn.dialect)
+            if present[migration.column].compile(dialect=conn.dialect) != json_type:
+                # Every value is JSON text already (staging writes it); the table is rewritten once.
+                conn.execute(
+                    sa.text(f"ALTER TABLE {target} ALTER COLUMN {column} TYPE {json_type} USING {column}::{json_type}")
+                )
+                _log.info("stored %s.%s of warehouse %s as %s", table.name, migration.column, self.url, json_type)
+
+    def _views(self) -> dict[str, str]:
+        """``{view name: SELECT}`` in creation order."""
+        definitions = view_definitions(self.tables, self.view_dialect, self.schema)
+        return {getattr(self.tables, key): select for key, select in definitions.items()}
+
+    def _drop_views(self, conn: sa.Connection) -> None:
+        preparer = conn.dialect.identifier_preparer
+        for name in reversed(list(self._views())):
+            conn.execute(sa.text(f"DROP VIEW IF EXISTS {preparer.format_table(sa.table(name, schema=self.schema))}"))
+
+    def _define_views(self, conn: sa.Connection, *, anew: bool) -> None:
+        """Create the views that are missing (a user may have dropped one), or all of them ``anew``."""
+        present = set(sa.inspect(conn).get_view_names(schema=self.schema))
+        preparer = conn.dialect.identifier_preparer
+        for name, select in self._views().items():
+            if anew or name not in present:
+                conn.execute(
+                    sa.text(f"CREATE VIEW {preparer.format_table(sa.table(name, schema=self.schema))} AS {select}")
+                )
 
     def _count_runs(self, conn: sa.Connection, day: dt.date, run_ids: list[str]) -> int:
         runs = self._tables["runs"]

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
+import math
+import os
+import re
+import shutil
 import threading
 import time
 import urllib.parse
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +30,7 @@ from ragpulse.tasks.warehouse._schema import (
     SCHEMA_VERSION,
     TABLES,
     AddColumn,
+    DefineViews,
     Query,
     TableSpec,
     check_partition,
@@ -32,8 +39,9 @@ from ragpulse.tasks.warehouse._schema import (
     conform_rows,
     pending_migrations,
 )
+from ragpulse.tasks.warehouse._views import DUCKDB, view_definitions
 
-__all__ = ["DEFAULT_LOCK_TIMEOUT", "PUBLISH_MEMORY_LIMIT", "DuckDBWarehouse", "duckdb_path"]
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "LOCK_PROGRESS_SECONDS", "PUBLISH_MEMORY_LIMIT", "DuckDBWarehouse", "duckdb_path"]
 
 _log = logging.getLogger(__name__)
 
@@ -86,57 +94,104 @@ DEFAULT_LOCK_TIMEOUT = 30.0
 PUBLISH_MEMORY_LIMIT = "512MB"
 
 
-def _split_query(url: str) -> tuple[str, float]:
-    """The URL without its query, and the ``lock_timeout`` the query sets (the only parameter DuckDB URLs take)."""
-    base, _, query = url.partition("?")
-    params = urllib.parse.parse_qs(query, keep_blank_values=True)
-    unknown = sorted(set(params) - {"lock_timeout"})
-    if unknown:
-        raise ConfigError(
-            f"unknown parameter {unknown[0]!r} in warehouse URL {url!r}; a DuckDB URL takes only lock_timeout=<seconds>"
-        )
-    value = params.get("lock_timeout", [None])[-1]
-    return base, lock_timeout(value, url, DEFAULT_LOCK_TIMEOUT)
+# How often a waiting open retries (the most it overshoots the other process's close) and reports its wait.
+_LOCK_POLL_SECONDS = 0.1
+LOCK_PROGRESS_SECONDS = 5.0
+_HOLDER = re.compile(r"Conflicting lock is held in (?P<program>.+?) \(PID (?P<pid>\d+)\)")
 
 
-def duckdb_path(url: str) -> Path:
-    """``duckdb:///rel/x.duckdb`` is relative to the working directory, ``duckdb:////abs/x.duckdb`` absolute; a
-    ``?lock_timeout=`` query is not part of the path."""
-    url = _split_query(url)[0]
-    path = url.removeprefix("duckdb:///") if url.startswith("duckdb:///") else url
+def _lock_holder(message: str) -> str:
+    """The process DuckDB's lock error names, e.g. ``PID 4242 (/usr/bin/python3)``, or "another process"."""
+    found = _HOLDER.search(message)
+    return f"PID {found['pid']} ({found['program']})" if found else "another process"
+
+
+@dataclass(frozen=True)
+class _Url:
+    """A DuckDB warehouse URL: the file, and what its query sets (``lock_timeout``, ``snapshot``)."""
+
+    path: Path
+    lock_timeout: float
+    snapshot: Path | None
+
+    @classmethod
+    def parse(cls, url: str) -> _Url:
+        base, _, query = url.partition("?")
+        params = urllib.parse.parse_qs(query, keep_blank_values=True)
+        unknown = sorted(set(params) - {"lock_timeout", "snapshot"})
+        if unknown:
+            raise ConfigError(
+                f"unknown parameter {unknown[0]!r} in warehouse URL {url!r}; a DuckDB URL takes only "
+                "lock_timeout=<seconds> and snapshot=<path>"
+            )
+        path = _file(base, url)
+        snapshot = params.get("snapshot", [None])[-1]
+        snapshot_path = _file(snapshot, url) if snapshot is not None else None
+        if snapshot_path is not None and snapshot_path.resolve() == path.resolve():
+            raise ConfigError(f"snapshot={snapshot!r} in warehouse URL {url!r} is the warehouse file itself")
+        return cls(path, lock_timeout(params.get("lock_timeout", [None])[-1], url, DEFAULT_LOCK_TIMEOUT), snapshot_path)
+
+
+def _file(path: str, url: str) -> Path:
+    path = path.removeprefix("duckdb:///") if path.startswith("duckdb:///") else path
     if "://" in path or not path or path.endswith("/"):
         raise ConfigError(f"warehouse URL {url!r} names no file; use duckdb:///path/to/file.duckdb")
     return Path(path).expanduser()
+
+
+def duckdb_path(url: str) -> Path:
+    """``duckdb:///rel/x.duckdb`` is relative to the working directory, ``duckdb:////abs/x.duckdb`` absolute; the
+    query (``?lock_timeout=``, ``?snapshot=``) is not part of the path."""
+    return _Url.parse(url).path
 
 
 class DuckDBWarehouse:
     """Publishes into one DuckDB file."""
 
     def __init__(self, url: str, *, tables: TableNames | None = None) -> None:
+        parsed = _Url.parse(url)
         self.url = url
-        self.path = duckdb_path(url)
-        self.lock_timeout = _split_query(url)[1]
+        self.path = parsed.path
+        self.lock_timeout = parsed.lock_timeout
+        # A copy of the file that readers open instead, refreshed after every write (docs/warehouses.md).
+        self.snapshot = parsed.snapshot
         self.tables = tables or TableNames()
 
     def connect(self, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-        """Open the file, waiting a little for another process's publish to finish."""
+        """Open the file, waiting up to ``lock_timeout`` for another process to close it: a publish, or a reader
+        (a notebook, a dashboard), which DuckDB's file lock keeps out just the same. The wait is logged when it
+        starts and every LOCK_PROGRESS_SECONDS, naming the process that holds the file."""
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        deadline = time.monotonic() + self.lock_timeout
+        started = time.monotonic()
+        reported = -math.inf
         while True:
             try:
-                return duckdb.connect(str(self.path), read_only=read_only)
+                connection = duckdb.connect(str(self.path), read_only=read_only)
             except duckdb.IOException as exc:
                 if "lock" not in str(exc).lower():
                     raise WarehouseError(f"cannot open warehouse {self.path}: {exc}") from exc
-                if time.monotonic() >= deadline:
+                waited = time.monotonic() - started
+                holder = _lock_holder(str(exc))
+                if waited >= self.lock_timeout:
                     raise WarehouseLockedError(
-                        f"warehouse {self.path} is locked by another process (waited {self.lock_timeout:g} s): "
-                        f"{' '.join(str(exc).split())}. DuckDB allows one writing process; wait for it to finish, "
-                        "wait longer with ?lock_timeout=<seconds> on the warehouse URL, or publish to PostgreSQL "
-                        "for concurrent writers."
+                        f"warehouse {self.path} is held open by {holder} (waited {self.lock_timeout:g} s). DuckDB "
+                        "lets no other process in while one writes, nor a writer in while any process reads: close "
+                        "the other connection (readers: see 'Reading while publishing' in docs/warehouses.md), wait "
+                        "longer with ?lock_timeout=<seconds> on the warehouse URL, or use PostgreSQL for concurrent "
+                        "readers and writers."
                     ) from exc
-                time.sleep(0.5)
+                if waited - reported >= LOCK_PROGRESS_SECONDS:
+                    reported = waited
+                    _log.warning(
+                        "warehouse %s is held open by %s; waited %.0f of %g s for it to close",
+                        self.path, holder, waited, self.lock_timeout,
+                    )  # fmt: skip
+                time.sleep(_LOCK_POLL_SECONDS)
+                continue
+            if reported > -math.inf:
+                _log.info("warehouse %s opened after waiting %.1f s", self.path, time.monotonic() - started)
+            return connection
 
     def publish(self, publication: Publication) -> None:
         """Replace the partition's rows for the run's metrics, its quarantine rows and traces, in one transaction."""
@@ -146,6 +201,7 @@ class DuckDBWarehouse:
                 con.execute(f"SET memory_limit = '{PUBLISH_MEMORY_LIMIT}'")
                 self._ensure_schema(con)
                 self._publish(con, publication)
+                self._refresh_snapshot(con)
             finally:
                 con.close()
 
@@ -156,6 +212,7 @@ class DuckDBWarehouse:
                 self._ensure_schema(con)
                 con.register("incoming_validations", validations)
                 con.execute(f"INSERT INTO {self._table('validations')} BY NAME SELECT * FROM incoming_validations")
+                self._refresh_snapshot(con)
             finally:
                 con.close()
 
@@ -250,8 +307,37 @@ class DuckDBWarehouse:
                     con.execute("ROLLBACK")
                     raise
                 con.execute("COMMIT")
+                self._refresh_snapshot(con)
             finally:
                 con.close()
+
+    def _refresh_snapshot(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Replace the reader snapshot with a copy of the file as just committed. ``con`` keeps every other process
+        out, so after a CHECKPOINT (everything in the file, none of it in the WAL) the file does not change while it
+        is copied; the copy replaces the snapshot by a rename, so a reader that has the old one open goes on
+        reading it whole. A failure does not undo the publish, which is committed: it is logged, and the snapshot
+        stays at the previous write until the next one."""
+        if self.snapshot is None:
+            return
+        started = time.monotonic()
+        partial = self.snapshot.with_name(f".{self.snapshot.name}.{os.getpid()}.partial")
+        try:
+            con.execute("CHECKPOINT")
+            self.snapshot.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(self.path, partial)
+            os.replace(partial, self.snapshot)
+        except (OSError, duckdb.Error) as exc:
+            with contextlib.suppress(OSError):
+                partial.unlink(missing_ok=True)
+            _log.warning(
+                "published to %s, but its reader snapshot %s was not refreshed (%s): readers of the snapshot see the "
+                "previous write until the next one succeeds", self.path, self.snapshot, exc,
+            )  # fmt: skip
+            return
+        _log.info(
+            "refreshed the reader snapshot %s of %s (%.1f MiB in %.2f s)",
+            self.snapshot, self.path, self.snapshot.stat().st_size / 2**20, time.monotonic() - started,
+        )  # fmt: skip
 
     def _ensure_schema(self, con: duckdb.DuckDBPyConnection) -> None:
         """Create missing tables at the current shape, then apply the migrations the file has not seen yet."""
@@ -263,11 +349,12 @@ class DuckDBWarehouse:
                 con.execute(_create_table(spec, getattr(self.tables, key)))
             row = con.execute(f"SELECT max(version) FROM {meta}").fetchone()
             version = row[0] if row else None
+            pending = pending_migrations(version) if version is not None else ()
             if version is None:
                 con.execute(f"INSERT INTO {meta} VALUES (?, now())", [SCHEMA_VERSION])
             else:
-                # Tables a migration adds were created above, at their current shape.
-                for migration in pending_migrations(version):
+                # Tables a migration adds were created above, at their current shape; JSON stays text in DuckDB.
+                for migration in pending:
                     if isinstance(migration, AddColumn):
                         con.execute(
                             f"ALTER TABLE {self._table(migration.table)} ADD COLUMN IF NOT EXISTS "
@@ -277,6 +364,7 @@ class DuckDBWarehouse:
                         con.execute(f"INSERT INTO {meta} VALUES (?, now())", [migration.version])
                         _log.info("migrated warehouse %s to schema version %d", self.path, migration.version)
             self._store_long_text_with_zstd(con)
+            self._define_views(con, anew=version is None or any(isinstance(m, DefineViews) for m in pending))
         except BaseException:
             con.execute("ROLLBACK")
             raise
@@ -323,6 +411,19 @@ class DuckDBWarehouse:
         con.register(name, rows.reader())
         con.execute(f"INSERT INTO {self._table(key)} BY NAME SELECT * FROM {name}")
         con.unregister(name)
+
+    def _define_views(self, con: duckdb.DuckDBPyConnection, *, anew: bool) -> None:
+        """Create the views (``_views``) that are missing, or all of them ``anew`` after a version that defines them."""
+        present = {
+            row[0]
+            for row in con.execute(
+                "SELECT view_name FROM duckdb_views() WHERE NOT internal AND schema_name = current_schema()"
+            ).fetchall()
+        }
+        for key, select in view_definitions(self.tables, DUCKDB).items():
+            name = getattr(self.tables, key)
+            if anew or name not in present:
+                con.execute(f"CREATE OR REPLACE VIEW {_quote(name)} AS {select}")
 
     def _store_long_text_with_zstd(self, con: duckdb.DuckDBPyConnection) -> None:
         """Rebuild, once, a table created before its long text was stored with zstd (``_ZSTD_COLUMNS``): DuckDB

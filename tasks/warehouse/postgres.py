@@ -26,12 +26,14 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import sqlalchemy as sa
 from psycopg import sql
+from sqlalchemy.dialects import postgresql
 
 from ragpulse.tasks.core.errors import ConfigError, WarehouseLockedError
 from ragpulse.tasks.core.storage import redact_url
 from ragpulse.tasks.warehouse import _IDENTIFIER, TableNames
 from ragpulse.tasks.warehouse._locks import lock_timeout
 from ragpulse.tasks.warehouse._sql import SqlWarehouse
+from ragpulse.tasks.warehouse._views import POSTGRESQL
 
 __all__ = ["DEFAULT_LOCK_TIMEOUT", "PostgresWarehouse"]
 
@@ -71,6 +73,8 @@ class PostgresWarehouse(SqlWarehouse):
     """
 
     driver_errors = (psycopg.Error,)
+    json_type = postgresql.JSONB()
+    view_dialect = POSTGRESQL
 
     def __init__(self, url: str, *, tables: TableNames | None = None) -> None:
         shown = redact_url(url)

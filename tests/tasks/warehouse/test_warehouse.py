@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import logging
 import subprocess
 import sys
 import textwrap
@@ -21,7 +22,8 @@ from ragpulse.metrics import Status
 from ragpulse.tasks.core.errors import ConfigError, WarehouseError, WarehouseLockedError
 from ragpulse.tasks.core.types import PartitionScores, QuarantinedRecord, RunInfo
 from ragpulse.tasks.warehouse import Publication, TableNames, open_warehouse
-from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse, duckdb_path
+from ragpulse.tasks.warehouse._schema import SCHEMA_VERSION
+from ragpulse.tasks.warehouse.duckdb import LOCK_PROGRESS_SECONDS, DuckDBWarehouse, duckdb_path
 from ragpulse.tasks.warehouse.parquet import ParquetLake
 from ragpulse.tasks.warehouse.postgres import PostgresWarehouse
 from ragpulse.tasks.warehouse.publication import build_publication
@@ -140,13 +142,119 @@ def test_locked_file_gives_a_clear_error(tmp_path: Path) -> None:
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         started = time.monotonic()
-        with pytest.raises(WarehouseLockedError, match=r"locked by another process \(waited 1 s\).*lock_timeout="):
+        message = rf"held open by PID {holder.pid} \(.*python.*\) \(waited 1 s\).*lock_timeout="
+        with pytest.raises(WarehouseLockedError, match=message):
             _publish(DuckDBWarehouse(f"duckdb:///{path}?lock_timeout=1"), _scores(2), "r2", ["m1", "m2"])
         assert time.monotonic() - started < 10
     finally:
         holder.kill()
         holder.wait()
     assert _rows(path, "SELECT DISTINCT run_id FROM scores") == [("r1",)]
+
+
+def test_a_publish_waits_for_a_reader_in_another_process_and_says_who_it_waits_for(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A notebook's read-only connection keeps a writer out as a writer would; the publish waits, logs the wait
+    with the reader's PID, and goes ahead once the reader closes."""
+    path = tmp_path / "w.duckdb"
+    DuckDBWarehouse(f"duckdb:///{path}").publish(_publication(_scores(2), "r1", ["m1", "m2"]))
+    hold = LOCK_PROGRESS_SECONDS + 1.5
+    reader = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
+            import duckdb, time
+            con = duckdb.connect({str(path)!r}, read_only=True)
+            print(con.execute("SELECT count(*) FROM daily_scores").fetchone()[0], flush=True)
+            time.sleep({hold})
+            con.close()
+            print("closed", flush=True)
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert reader.stdout is not None and int(reader.stdout.readline()) > 0
+        started = time.monotonic()
+        with caplog.at_level(logging.INFO, logger="ragpulse.tasks.warehouse.duckdb"):
+            _publish(
+                DuckDBWarehouse(f"duckdb:///{path}"), _scores(2, day=DAY + dt.timedelta(days=1)), "r2", ["m1", "m2"]
+            )
+        waited = time.monotonic() - started
+        assert reader.stdout.readline().strip() == "closed"
+    finally:
+        reader.kill()
+        reader.wait()
+    assert hold - 1 < waited < 30
+    waits = [r.getMessage() for r in caplog.records if "held open by" in r.getMessage()]
+    assert len(waits) == 2 and all(f"PID {reader.pid} (" in message for message in waits)
+    assert any("opened after waiting" in r.getMessage() for r in caplog.records)
+    assert _rows(path, "SELECT run_id, count(*) FROM scores GROUP BY 1 ORDER BY 1") == [("r1", 4), ("r2", 4)]
+
+
+def test_readers_of_the_snapshot_never_hold_up_a_publish_and_see_whole_publishes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A reader that keeps the snapshot open all along: publishes do not wait for it, a new connection to the
+    snapshot sees each publish once it is committed, and the reader's own connection keeps the version it
+    opened, whole."""
+    path, snapshot = tmp_path / "w.duckdb", tmp_path / "read" / "w-snapshot.duckdb"
+    url = f"duckdb:///{path}?snapshot={snapshot}"
+    _publish(DuckDBWarehouse(url), _scores(3), "r1", ["m1", "m2"])
+    reader = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
+            import duckdb, sys
+            con = duckdb.connect({str(snapshot)!r}, read_only=True)
+            for _ in sys.stdin:
+                print(con.execute("SELECT count(*) FROM scores").fetchone()[0], flush=True)
+        """),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+    def held_count() -> int:
+        assert reader.stdin is not None and reader.stdout is not None
+        reader.stdin.write("count\n")
+        reader.stdin.flush()
+        return int(reader.stdout.readline())
+
+    try:
+        assert held_count() == 6
+        with caplog.at_level(logging.INFO, logger="ragpulse.tasks.warehouse.duckdb"):
+            for day in (1, 2):
+                later = _scores(3, day=DAY + dt.timedelta(days=day))
+                _publish(DuckDBWarehouse(url), later, f"r{day + 1}", ["m1", "m2"])
+                assert _rows(snapshot, "SELECT count(*) FROM scores") == [(6 * (day + 1),)]
+        assert held_count() == 6
+    finally:
+        reader.kill()
+        reader.wait()
+    # Never waited for the reader: it holds another file.
+    assert not [r for r in caplog.records if "held open by" in r.getMessage()]
+    assert sum("refreshed the reader snapshot" in r.getMessage() for r in caplog.records) == 2
+    assert _rows(snapshot, "SELECT * FROM scores ORDER BY ALL") == _rows(path, "SELECT * FROM scores ORDER BY ALL")
+    assert _rows(snapshot, "SELECT count(*) FROM daily_scores WHERE segment_key = 'all'") == [(6,)]
+    assert sorted(p.name for p in snapshot.parent.iterdir()) == ["w-snapshot.duckdb"]
+
+
+def test_a_snapshot_that_cannot_be_written_leaves_the_publish_in_place_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "not-a-dir").write_text("")
+    url = f"duckdb:///{tmp_path}/w.duckdb?snapshot={tmp_path}/not-a-dir/s.duckdb"
+    with caplog.at_level(logging.WARNING, logger="ragpulse.tasks.warehouse.duckdb"):
+        _publish(DuckDBWarehouse(url), _scores(2), "r1", ["m1", "m2"])
+    assert _rows(tmp_path / "w.duckdb", "SELECT DISTINCT run_id FROM scores") == [("r1",)]
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "was not refreshed" in warning and "not-a-dir/s.duckdb" in warning
 
 
 @pytest.mark.parametrize(
@@ -156,6 +264,7 @@ def test_locked_file_gives_a_clear_error(tmp_path: Path) -> None:
         ("duckdb:////abs/x.duckdb", Path("/abs/x.duckdb")),
         ("x.duckdb", Path("x.duckdb")),
         ("duckdb:///rel/x.duckdb?lock_timeout=5", Path("rel/x.duckdb")),
+        ("duckdb:///rel/x.duckdb?snapshot=/tmp/s.duckdb&lock_timeout=5", Path("rel/x.duckdb")),
     ],
 )
 def test_duckdb_urls(url: str, expected: Path) -> None:
@@ -167,7 +276,9 @@ def test_duckdb_urls(url: str, expected: Path) -> None:
     [
         ("duckdb:///x.duckdb?lock_timeout=0", "lock_timeout='0' in warehouse URL"),
         ("duckdb:///x.duckdb?lock_timeout=soon", "must be a positive number of seconds"),
-        ("duckdb:///x.duckdb?mode=ro", "unknown parameter 'mode'.*only lock_timeout=<seconds>"),
+        ("duckdb:///x.duckdb?mode=ro", "unknown parameter 'mode'.*only lock_timeout=<seconds> and snapshot=<path>"),
+        ("duckdb:///x.duckdb?snapshot=./x.duckdb", "is the warehouse file itself"),
+        ("duckdb:///x.duckdb?snapshot=", "names no file"),
     ],
 )
 def test_bad_duckdb_url_parameters_are_config_errors(url: str, message: str) -> None:
@@ -238,7 +349,7 @@ def test_a_file_from_the_first_release_is_migrated_in_place(tmp_path: Path) -> N
     after = "SELECT * EXCLUDE (judge_model, prompt_version) FROM scores WHERE run_id = 'r1' ORDER BY ALL"
     assert _rows(path, after) == before
     assert _rows(path, "SELECT run_id, published_at IS NULL FROM runs ORDER BY 1") == [("r1", True), ("r2", False)]
-    assert _rows(path, "SELECT version FROM ragpulse_schema ORDER BY 1") == [(v,) for v in range(1, 8)]
+    assert _rows(path, "SELECT version FROM ragpulse_schema ORDER BY 1") == [(v,) for v in range(1, SCHEMA_VERSION + 1)]
     assert _rows(path, "SELECT DISTINCT judge_model, prompt_version FROM scores") == [(None, None)]
     assert _rows(path, "SELECT count(*) FROM validations") == [(0,)]
 
@@ -267,7 +378,7 @@ def test_a_traces_table_from_before_zstd_is_rebuilt_once_with_its_rows(tmp_path:
     ]
     with duckdb.connect(str(warehouse.path), read_only=True) as con:
         assert con.execute("SELECT * FROM traces LIMIT 0").description == old_columns
-        assert sorted(name for (name,) in con.execute("SHOW TABLES").fetchall()) == [
+        assert sorted(name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()) == [
             "alerts",
             "drift",
             "quarantine",
@@ -282,14 +393,20 @@ def test_a_traces_table_from_before_zstd_is_rebuilt_once_with_its_rows(tmp_path:
 def test_table_names_can_carry_a_prefix(tmp_path: Path) -> None:
     warehouse = DuckDBWarehouse(f"duckdb:///{tmp_path}/w.duckdb", tables=TableNames.with_prefix("rp_"))
     _publish(warehouse, _scores(2), "r1", ["m1", "m2"])
-    tables = _rows(warehouse.path, "SELECT table_name FROM information_schema.tables ORDER BY 1")
-    assert [name for (name,) in tables] == [
-        "rp_alerts",
-        "rp_drift",
-        "rp_quarantine",
-        "rp_ragpulse_schema",
-        "rp_runs",
-        "rp_scores",
-        "rp_traces",
-        "rp_validations",
+    tables = _rows(warehouse.path, "SELECT table_name, table_type FROM information_schema.tables ORDER BY 1")
+    assert tables == [
+        ("rp_alerts", "BASE TABLE"),
+        ("rp_daily_scores", "VIEW"),
+        ("rp_drift", "BASE TABLE"),
+        ("rp_drift_segments", "VIEW"),
+        ("rp_latest_alerts", "VIEW"),
+        ("rp_quarantine", "BASE TABLE"),
+        ("rp_ragpulse_schema", "BASE TABLE"),
+        ("rp_runs", "BASE TABLE"),
+        ("rp_scores", "BASE TABLE"),
+        ("rp_traces", "BASE TABLE"),
+        ("rp_validations", "BASE TABLE"),
+        ("rp_worst_traces", "VIEW"),
     ]
+    # The views read the prefixed tables.
+    assert _rows(warehouse.path, "SELECT DISTINCT metric FROM rp_daily_scores ORDER BY 1") == [("m1",), ("m2",)]

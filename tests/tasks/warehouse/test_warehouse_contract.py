@@ -50,6 +50,8 @@ from ragpulse.tasks.warehouse._schema import (
     TABLES,
     AddColumn,
     AddTable,
+    DefineViews,
+    StoreAsJson,
 )
 from ragpulse.tasks.warehouse.parquet import ParquetLake
 from ragpulse.tasks.warehouse.publication import build_publication
@@ -61,6 +63,8 @@ KEYS = tuple(TABLES)
 # The tables of schema version 3; version 4 added the rest.
 V3_KEYS = ("scores", "quarantine", "runs", "validations")
 V4_KEYS = ("traces", "drift", "alerts")
+# The views of schema version 8, by TableNames field.
+VIEW_KEYS = ("daily_scores", "drift_segments", "latest_alerts", "worst_traces")
 
 
 def _added_run_columns(version: int) -> tuple[str, ...]:
@@ -217,8 +221,13 @@ class Backend:
         return open_warehouse(self.url, tables=self.tables)
 
     def rows(self, key: str, *, without: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-        rows = [{k: v for k, v in row.items() if k not in without} for row in self.query(key)]
+        rows = [_json_as_values({k: v for k, v in row.items() if k not in without}) for row in self.query(key)]
         return sorted(rows, key=lambda row: json.dumps(row, sort_keys=True, default=str))
+
+
+def _json_as_values(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with its JSON columns parsed: PostgreSQL stores them as jsonb, which keeps the value, not the text."""
+    return {k: json.loads(v) if (k == "metadata" and isinstance(v, str)) else v for k, v in row.items()}
 
 
 def _duckdb(tmp_path: Path) -> Backend:
@@ -249,7 +258,9 @@ def _duckdb(tmp_path: Path) -> Backend:
         f"duckdb:///{path}",
         TableNames(),
         lambda key: query(f"SELECT * FROM {key}"),
-        lambda: sorted({r["table_name"] for r in query("SELECT table_name FROM information_schema.tables")} - expected),
+        lambda: sorted(
+            {r["table_name"] for r in query("SELECT table_name FROM duckdb_tables() WHERE NOT internal")} - expected
+        ),
         rewind,
         lambda: int(query("SELECT max(version) AS v FROM ragpulse_schema")[0]["v"]),
         path.exists,
@@ -279,6 +290,11 @@ def _postgres(schema: str) -> Backend:
 
     def rewind(version: int) -> None:
         with psycopg.connect(PG_DSN) as con:
+            if version < 8:
+                for key in VIEW_KEYS:
+                    con.execute(sql.SQL("DROP VIEW IF EXISTS {}").format(table(key)))
+                if version >= 4:
+                    con.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN metadata TYPE text").format(table("traces")))
             if version < 2:
                 con.execute(sql.SQL("ALTER TABLE {} DROP COLUMN published_at").format(table("runs")))
             if version < 4:
@@ -389,7 +405,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
 
 
 def _expected(table: pa.Table) -> list[dict[str, Any]]:
-    return sorted(table.to_pylist(), key=lambda row: json.dumps(row, sort_keys=True, default=str))
+    rows = [_json_as_values(row) for row in table.to_pylist()]
+    return sorted(rows, key=lambda row: json.dumps(row, sort_keys=True, default=str))
 
 
 def test_round_trip_stores_exactly_what_was_published(backend: Backend) -> None:
@@ -565,8 +582,11 @@ def test_migrations_are_additive_and_consecutive() -> None:
     for migration in MIGRATIONS:
         if isinstance(migration, AddColumn):
             assert migration.field.nullable and migration.column not in TABLES[migration.table].required
+        elif isinstance(migration, StoreAsJson):
+            assert TABLES[migration.table].schema.field(migration.column).type == pa.string()
         else:
-            assert isinstance(migration, AddTable) and migration.table in TABLES
+            assert isinstance(migration, AddTable | DefineViews)
+            assert isinstance(migration, DefineViews) or migration.table in TABLES
 
 
 def test_read_filters_by_date_and_metric_and_projects_columns(backend: Backend) -> None:
@@ -684,7 +704,7 @@ def test_a_v3_warehouse_gains_the_v4_tables_on_first_use(backend: Backend) -> No
     assert backend.version() == 3
     later = publication(DAY + dt.timedelta(days=1), "r2")
     backend.open().publish(later)
-    assert backend.version() == SCHEMA_VERSION == 7
+    assert backend.version() == SCHEMA_VERSION == 8
     without = {"runs": _added_run_columns(3)}
     assert {
         key: [r for r in backend.rows(key, without=without.get(key, ())) if r["run_id"] == "r1"] for key in V3_KEYS

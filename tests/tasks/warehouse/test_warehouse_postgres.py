@@ -4,7 +4,9 @@ fidelity, advisory locks, the objects created, URLs, and credentials kept out of
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import json
 import logging
 import socket
 import threading
@@ -25,6 +27,7 @@ from ragpulse.tasks.warehouse import (
     QUARANTINE_SCHEMA,
     RUNS_SCHEMA,
     SCORES_SCHEMA,
+    TRACES_SCHEMA,
     Publication,
     open_warehouse,
 )
@@ -258,3 +261,50 @@ def test_a_secret_block_supplies_the_url_with_its_password(prefect_api: None, sc
     assert _query("SELECT count(*) FROM scores", schema) == [(3,)]
     with pytest.raises(ConfigError, match="no Prefect Secret block named 'missing'"):
         open_warehouse("secret://missing")
+
+
+def _with_traces(pub: Publication, metadata: list[dict[str, Any]]) -> Publication:
+    """``pub`` with one trace excerpt per score's trace, carrying ``metadata``."""
+    ids = pub.scores.to_table()["trace_id"].to_pylist()
+    rows = [
+        {
+            "partition_date": pub.partition_date,
+            "trace_id": trace_id,
+            "run_id": "r",
+            "question": "富士山の高さは?",
+            "metadata": json.dumps(meta, ensure_ascii=True, sort_keys=True),
+            "source_file": "a.jsonl",
+            "source_line": i + 1,
+        }
+        for i, (trace_id, meta) in enumerate(zip(dict.fromkeys(ids), metadata, strict=True))
+    ]
+    return dataclasses.replace(pub, traces=pa.Table.from_pylist(rows, schema=TRACES_SCHEMA))
+
+
+def test_a_v7_schema_gets_jsonb_metadata_and_the_views_on_its_next_publish(schema: str) -> None:
+    url = f"{PG_URL}?schema={schema}"
+    first = _with_traces(_simple(DAY, "r1"), [{"app": "検索"}, {"app": "docs", "n": 1}, {}])
+    PostgresWarehouse(url).publish(first)
+    # What version 7 left: text metadata, no views.
+    with psycopg.connect(PG_DSN, options=f"-csearch_path={schema}", autocommit=True) as con:
+        for view in ("daily_scores", "drift_segments", "latest_alerts", "worst_traces"):
+            con.execute(sql.SQL("DROP VIEW {}").format(sql.Identifier(view)))
+        con.execute("ALTER TABLE traces ALTER COLUMN metadata TYPE text")
+        con.execute("UPDATE ragpulse_schema SET version = 7")
+    PostgresWarehouse(url).publish(_with_traces(_simple(DAY + dt.timedelta(days=1), "r2"), [{"app": "docs"}] * 3))
+    assert _query(
+        "SELECT data_type FROM information_schema.columns WHERE table_name = 'traces' AND column_name = 'metadata' "
+        "AND table_schema = current_schema()",
+        schema,
+    ) == [("jsonb",)]
+    assert _query("SELECT max(version) FROM ragpulse_schema", schema) == [(SCHEMA_VERSION,)]
+    # The rows written as text read as the same JSON values.
+    assert _query("SELECT trace_id, metadata FROM traces WHERE run_id = 'r' AND partition_date = %s ORDER BY 1",
+                  schema, (DAY,)) == [("t0", {"app": "検索"}), ("t1", {"app": "docs", "n": 1}), ("t2", {})]  # fmt: skip
+    summary = _query(
+        "SELECT partition_date, segment_value, n FROM daily_scores WHERE segment_key = 'metadata.app' ORDER BY 1, 2",
+        schema,
+    )
+    assert summary == [(DAY, "docs", 1), (DAY, "検索", 1), (DAY + dt.timedelta(days=1), "docs", 3)]
+    views = _query("SELECT table_name FROM information_schema.views WHERE table_schema = current_schema()", schema)
+    assert sorted(name for (name,) in views) == ["daily_scores", "drift_segments", "latest_alerts", "worst_traces"]

@@ -1,0 +1,339 @@
+"""The warehouse views on what the real pipeline publishes: demo days (English, Japanese and Chinese traces of five
+apps) backfilled with drift by app into DuckDB and PostgreSQL, each view checked against the same figures computed
+here in Python from the tables, and the two databases against each other."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import psycopg
+import pyarrow as pa
+import pytest
+from psycopg import sql
+from psycopg.rows import dict_row
+
+from ragpulse.flows.backfill import backfill
+from ragpulse.metrics.drift import ALERTING
+from ragpulse.tasks.config import DriftConfig, OutputConfig, ScoringConfig, SourceConfig
+from ragpulse.tasks.demo.generate import generate_demo_traces
+from ragpulse.tasks.reporting.grafana import dashboard_json
+from ragpulse.tasks.warehouse import ALERTS_SCHEMA, open_warehouse
+
+START = dt.date(2026, 3, 2)
+DAYS = 4
+METRICS = ("document_mrr", "hit_rate@5", "answer_f1")
+PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
+PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
+_SUMMARY_KEY = ("partition_date", "metric", "segment_key", "segment_value")
+
+
+@pytest.fixture(scope="module")
+def pg_schema() -> Iterator[str]:
+    name = f"views_{uuid.uuid4().hex[:8]}"
+    yield name
+    with psycopg.connect(PG_DSN, autocommit=True) as con:
+        con.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="module")
+def warehouses(tmp_path_factory: pytest.TempPathFactory, pg_schema: str) -> dict[str, str]:
+    """The same demo days backfilled into a DuckDB file and a PostgreSQL schema, with alert deliveries recorded."""
+    root = tmp_path_factory.mktemp("views")
+    generate_demo_traces(root / "traces", start=START, days=DAYS, traces_per_day=90)
+    urls = {"duckdb": f"duckdb:///{root / 'w.duckdb'}", "postgresql": f"{PG_URL}?schema={pg_schema}"}
+    for name, url in urls.items():
+        state = backfill(
+            source=SourceConfig(url=str(root / "traces")),
+            start=START,
+            end=START + dt.timedelta(days=DAYS - 1),
+            scoring=ScoringConfig(metrics=METRICS, batch_size=50),
+            output=OutputConfig(warehouse=url, work_dir=str(root / f"work-{name}")),
+            drift=DriftConfig(
+                segment_key="metadata.app", baseline_partitions=3, min_baseline_partitions=1, min_samples=10
+            ),
+            return_state=True,
+        )
+        assert state.is_completed(), state
+        open_warehouse(url).record_alerts(_deliveries())
+    return urls
+
+
+def _deliveries() -> pa.Table:
+    """Two attempts of one alert on one channel (failed, then sent), and one on another channel."""
+    day = START + dt.timedelta(days=DAYS - 1)
+
+    def row(channel: str, status: str, minute: int) -> dict[str, Any]:
+        return {
+            "alert_key": f"{day}/document_mrr/metadata.app=support-bot/degraded",
+            "partition_date": day,
+            "metric": "document_mrr",
+            "segment": "metadata.app=support-bot",
+            "verdict": "degraded",
+            "channel": channel,
+            "status": status,
+            "attempts": 1,
+            "error": "HTTP 503" if status == "failed" else None,
+            "sent_at": dt.datetime(2026, 3, 6, 1, minute, tzinfo=dt.UTC),
+            "run_id": f"run-{minute}",
+        }
+
+    return pa.Table.from_pylist(
+        [row("webhook", "failed", 1), row("webhook", "sent", 2), row("slack", "failed", 3)], schema=ALERTS_SCHEMA
+    )
+
+
+def _view(url: str, pg_schema: str, query: str) -> list[dict[str, Any]]:
+    """Rows of ``query`` (naming views and tables unqualified), read the way a dashboard would: plain SQL."""
+    if url.startswith("duckdb"):
+        with duckdb.connect(url.removeprefix("duckdb:///"), read_only=True) as con:
+            cursor = con.execute(query)
+            names = [d[0] for d in cursor.description or []]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    with psycopg.connect(PG_DSN, row_factory=dict_row, options=f"-csearch_path={pg_schema}") as con:
+        return con.execute(query).fetchall()  # type: ignore[arg-type]
+
+
+def _expected_summary(url: str) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """daily_scores as defined in docs/warehouses.md, computed from the scores and traces tables in Python."""
+    warehouse = open_warehouse(url)
+    scores = warehouse.read("scores").to_pylist()
+    traces = {(t["partition_date"], t["trace_id"]): t for t in warehouse.read("traces").to_pylist()}
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for score in scores:
+        trace = traces[(score["partition_date"], score["trace_id"])]
+        segments = [("all", "all")]
+        if trace["language"] is not None:
+            segments.append(("language", trace["language"]))
+        metadata = json.loads(trace["metadata"])
+        segments += [
+            (f"metadata.{k}", v if isinstance(v, str) else json.dumps(v))
+            for k, v in metadata.items()
+            if isinstance(v, str | bool)
+        ]
+        for key, value in segments:
+            groups.setdefault((score["partition_date"], score["metric"], key, value), []).append(score)
+    expected = {}
+    for group, rows in groups.items():
+        values = np.array([r["value"] for r in rows if r["status"] == "ok"], dtype=np.float64)
+        n = len(rows)
+        expected[group] = {
+            "n": n,
+            "n_ok": len(values),
+            "n_failed": sum(r["status"] == "failed" for r in rows),
+            "mean": float(values.mean()) if len(values) else None,
+            "p10": float(np.percentile(values, 10)) if len(values) else None,
+            "p50": float(np.percentile(values, 50)) if len(values) else None,
+            "p90": float(np.percentile(values, 90)) if len(values) else None,
+            "coverage": len(values) / n,
+            "failure_rate": sum(r["status"] == "failed" for r in rows) / n,
+        }
+    return expected
+
+
+def _close(a: Any, b: Any) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    return bool(a == b)
+
+
+@pytest.mark.parametrize("backend", ["duckdb", "postgresql"])
+def test_daily_scores_are_the_summary_of_every_segment_computed_from_the_tables(
+    warehouses: dict[str, str], pg_schema: str, backend: str
+) -> None:
+    url = warehouses[backend]
+    expected = _expected_summary(url)
+    rows = _view(url, pg_schema, "SELECT * FROM daily_scores")
+    got = {tuple(row[k] for k in _SUMMARY_KEY): row for row in rows}
+    assert len(got) == len(rows) and set(got) == set(expected)
+    for group, figures in expected.items():
+        assert all(_close(got[group][name], value) for name, value in figures.items()), (group, got[group], figures)
+    keys = {key for (_, _, key, _) in got}
+    assert keys == {"all", "language", "metadata.app", "metadata.model", "metadata.tenant"}
+    assert {value for (_, _, key, value) in got if key == "language"} >= {"en", "ja", "zh"}
+
+
+def test_duckdb_and_postgresql_views_agree(warehouses: dict[str, str], pg_schema: str) -> None:
+    for view, key in (
+        ("daily_scores", _SUMMARY_KEY),
+        ("drift_segments", ("partition_date", "metric", "segment")),
+        ("worst_traces", ("partition_date", "metric", "trace_id")),
+    ):
+        duck, postgres = (
+            {tuple(row[k] for k in key): row for row in _view(url, pg_schema, f"SELECT * FROM {view}")}
+            for url in (warehouses["duckdb"], warehouses["postgresql"])
+        )
+        assert duck and set(duck) == set(postgres), view
+        for group, row in duck.items():
+            other = postgres[group]
+            assert set(row) == set(other), view
+            different = {
+                name
+                for name, value in row.items()
+                # jsonb keeps the value, not the text; timestamps and run ids are each run's own.
+                if name not in ("metadata", "computed_at", "run_id")
+                and not (value is None and other[name] is None)
+                and not _close(value, other[name])
+            }
+            assert not different, (view, group, {name: (row[name], other[name]) for name in different})
+
+
+@pytest.mark.parametrize("backend", ["duckdb", "postgresql"])
+def test_drift_segments_split_the_segment_and_flag_alerting_verdicts(
+    warehouses: dict[str, str], pg_schema: str, backend: str
+) -> None:
+    rows = _view(warehouses[backend], pg_schema, "SELECT * FROM drift_segments")
+    assert {row["segment_key"] for row in rows} == {"all", "metadata.app"}
+    alerting = {verdict.value for verdict in ALERTING}
+    for row in rows:
+        key, _, value = row["segment"].partition("=")
+        assert (row["segment_key"], row["segment_value"]) == (
+            ("all", "all") if row["segment"] == "all" else (key, value)
+        )
+        assert row["alerting"] == (row["verdict"] in alerting)
+        if row["ci_low"] is not None:
+            # Outside the band exactly when the interval of the difference excludes 0.
+            outside = not row["band_low"] <= row["current_mean"] <= row["band_high"]
+            assert outside == (row["ci_low"] > 0 or row["ci_high"] < 0)
+            assert _close(row["band_high"] - row["band_low"], row["ci_high"] - row["ci_low"])
+
+
+@pytest.mark.parametrize("backend", ["duckdb", "postgresql"])
+def test_latest_alerts_keep_the_newest_delivery_per_channel_with_its_drift_row(
+    warehouses: dict[str, str], pg_schema: str, backend: str
+) -> None:
+    rows = _view(warehouses[backend], pg_schema, "SELECT * FROM latest_alerts ORDER BY channel")
+    assert [(row["channel"], row["status"], row["run_id"]) for row in rows] == [
+        ("slack", "failed", "run-3"),
+        ("webhook", "sent", "run-2"),
+    ]
+    drift = _view(
+        warehouses[backend],
+        pg_schema,
+        "SELECT current_mean FROM drift WHERE metric = 'document_mrr' AND segment = 'metadata.app=support-bot' "
+        f"AND partition_date = DATE '{START + dt.timedelta(days=DAYS - 1)}'",
+    )
+    assert all(_close(row["current_mean"], drift[0]["current_mean"]) for row in rows)
+    assert {(row["segment_key"], row["segment_value"]) for row in rows} == {("metadata.app", "support-bot")}
+
+
+@pytest.mark.parametrize("backend", ["duckdb", "postgresql"])
+def test_worst_traces_rank_each_days_scores_from_the_lowest(
+    warehouses: dict[str, str], pg_schema: str, backend: str
+) -> None:
+    url = warehouses[backend]
+    rows = _view(url, pg_schema, "SELECT * FROM worst_traces")
+    scores = [s for s in open_warehouse(url).read("scores").to_pylist() if s["status"] == "ok"]
+    assert len(rows) == len(scores)
+    for row in rows:
+        same = [
+            s["value"] for s in scores if (s["partition_date"], s["metric"]) == (row["partition_date"], row["metric"])
+        ]
+        assert row["worst_rank"] == 1 + sum(value < row["value"] for value in same)
+        assert row["higher_is_better"] is True and row["question"]
+
+
+def test_postgresql_stores_trace_metadata_as_jsonb(warehouses: dict[str, str], pg_schema: str) -> None:
+    (column,) = _view(
+        warehouses["postgresql"],
+        pg_schema,
+        f"SELECT data_type FROM information_schema.columns WHERE table_schema = '{pg_schema}' "
+        "AND table_name = 'traces' AND column_name = 'metadata'",
+    )
+    assert column["data_type"] == "jsonb"
+    apps = _view(warehouses["postgresql"], pg_schema, "SELECT DISTINCT metadata->>'app' AS app FROM traces")
+    traces = open_warehouse(warehouses["postgresql"]).read("traces", columns=["metadata"])["metadata"].to_pylist()
+    assert {row["app"] for row in apps} == {json.loads(metadata)["app"] for metadata in traces}
+
+
+_MACRO_TIME_FILTER = re.compile(r"\$__timeFilter\(([^)]*)\)")
+_VARIABLE = re.compile(r"\$\{(\w+):sqlstring\}")
+
+
+def _sqlstring(values: list[str]) -> str:
+    """Grafana's ``sqlstring`` format: each value quoted, quotes doubled, joined by commas."""
+    return ",".join("'" + value.replace("'", "''") + "'" for value in values)
+
+
+def _grafana_sql(raw: str, picked: dict[str, list[str]], days: tuple[dt.date, dt.date]) -> str:
+    """``raw`` as Grafana's PostgreSQL data source sends it: the time macro and ``${var:sqlstring}`` expanded."""
+    first, last = days
+    window = f"'{first:%Y-%m-%d}T00:00:00Z' AND '{last:%Y-%m-%d}T23:59:59Z'"
+    expanded = _MACRO_TIME_FILTER.sub(lambda m: f"{m.group(1)} BETWEEN {window}", raw)
+    assert "$__" not in expanded, expanded
+    return _VARIABLE.sub(lambda m: _sqlstring(picked[m.group(1)]), expanded)
+
+
+def _pg_rows(raw_sql: str) -> tuple[list[str], list[str], list[tuple[Any, ...]]]:
+    """Column names, PostgreSQL type names and rows of a query, as the data source receives them."""
+    with psycopg.connect(PG_DSN) as con:
+        cursor = con.execute(raw_sql)  # type: ignore[arg-type]
+        rows = cursor.fetchall()
+        types = [con.adapters.types.get(d.type_code).name for d in cursor.description or []]  # type: ignore[union-attr]
+        return [d.name for d in cursor.description or []], types, rows
+
+
+def _panels(document: dict[str, Any]) -> list[dict[str, Any]]:
+    return [panel for panel in document["panels"] if panel["type"] != "row"]
+
+
+@pytest.mark.parametrize("segment_key", ["all", "metadata.app", "language"])
+def test_every_dashboard_panel_returns_rows_of_its_panel_types_shape(
+    warehouses: dict[str, str], pg_schema: str, segment_key: str
+) -> None:
+    """Each panel's SQL and each variable's, with the variables Grafana would substitute (every value, as its
+    "All" does), run on the PostgreSQL warehouse the backfill filled; a repeated panel once per value."""
+    document = dashboard_json(schema=pg_schema)
+    days = (START, START + dt.timedelta(days=DAYS - 1))
+    picked: dict[str, list[str]] = {"segment_key": [segment_key]}
+    for variable in document["templating"]["list"]:
+        names, _, rows = _pg_rows(_grafana_sql(variable["query"], picked, days))
+        assert len(names) == 1 and rows, variable["name"]
+        if variable["multi"]:
+            picked[variable["name"]] = [value for (value,) in rows]
+    assert set(picked["metric"]) == set(METRICS) and segment_key in {"all", *picked["segment_key"]}
+    for panel in _panels(document):
+        (target,) = panel["targets"]
+        assert target["datasource"] == {"type": "grafana-postgresql-datasource", "uid": "ragpulse-warehouse"}
+        repeated = panel.get("repeat")
+        choices = [{**picked, repeated: [value]} for value in picked[repeated]] if repeated else [picked]
+        # The drift rows exist for the segment drift was configured with, and for the whole day.
+        if repeated:
+            choices = [{**c, "segment_value": [v]} for c in choices for v in picked["segment_value"]]
+        results = [_pg_rows(_grafana_sql(target["rawSql"], choice, days)) for choice in choices]
+        assert any(rows for _, _, rows in results), panel["title"]
+        for names, types, rows in results:
+            if target["format"] == "time_series":
+                assert names[0] == "time" and types[0] == "timestamptz", panel["title"]
+                numeric = [n for n, t in zip(names, types, strict=True) if t in ("float8", "numeric", "int8")]
+                assert numeric and set(names) - set(numeric) <= {"time", "metric"}, (panel["title"], names)
+                assert [row[0] for row in rows] == sorted(row[0] for row in rows)
+            elif panel["type"] == "stat":
+                assert len(rows) == 1 and types == ["int8"] and rows[0][0] >= 0
+            else:
+                assert target["format"] == "table" and len(set(names)) == len(names)
+        if panel["title"] == "Worst traces":
+            for _, _, rows in results:
+                assert all(1 <= row[2] <= 10 for row in rows)
+        if repeated and segment_key in ("all", "metadata.app"):
+            # The band is drawn where a drift comparison had a baseline.
+            assert any(row[3] is not None for _, _, rows in results for row in rows), panel["title"]
+    if segment_key == "metadata.app":
+        trend = next(p for p in _panels(document) if p["title"] == "Daily mean")
+        _, _, rows = _pg_rows(_grafana_sql(trend["targets"][0]["rawSql"], picked, days))
+        assert {row[1] for row in rows} == {f"{m} · {app}" for m in METRICS for app in picked["segment_value"]}
+
+
+def test_the_provisioned_dashboard_is_the_one_the_code_builds() -> None:
+    provisioned = Path(__file__).resolve().parents[2] / "infra" / "grafana" / "dashboards" / "ragpulse.json"
+    assert json.loads(provisioned.read_text()) == dashboard_json(), "regenerate it: ragpulse dashboard --out " + str(
+        provisioned
+    )
