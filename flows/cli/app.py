@@ -571,8 +571,8 @@ def dashboard(
     schema: Annotated[str, typer.Option(help="PostgreSQL schema of the warehouse (its URL's ?schema=).")] = "ragpulse",
     table_prefix: Annotated[str, typer.Option(help="Prefix of the warehouse's table names, if it has one.")] = "",
     datasource_uid: Annotated[
-        str, typer.Option(help="uid of Grafana's PostgreSQL data source.")
-    ] = "ragpulse-warehouse",
+        str | None, typer.Option(help="uid of Grafana's PostgreSQL data source; default the one infra/grafana makes.")
+    ] = None,
 ) -> None:
     """Write the Grafana dashboard of a PostgreSQL warehouse (docs/dashboards.md)."""
     from ragpulse.tasks.reporting.grafana import dashboard_json

@@ -21,6 +21,7 @@ from grafana_foundation_sdk.models import dashboard as model
 
 from ragpulse.tasks.core.errors import ConfigError
 from ragpulse.tasks.warehouse import _IDENTIFIER, TableNames
+from ragpulse.tasks.warehouse._views import qualified
 
 __all__ = ["DASHBOARD_UID", "DATASOURCE_TYPE", "DATASOURCE_UID", "SqlQuery", "dashboard_json"]
 
@@ -75,8 +76,7 @@ def dashboard_json(
     source = model.DataSourceRef(type_val=DATASOURCE_TYPE, uid=datasource_uid or DATASOURCE_UID)
 
     def view(key: str) -> str:
-        name = f'"{getattr(names, key)}"'
-        return f'"{schema}".{name}' if schema else name
+        return qualified(getattr(names, key), schema)
 
     def sql(raw: str, query_format: _Format = "time_series") -> _Sql:
         return _Sql(raw, query_format, source)

@@ -13,7 +13,7 @@ from ragpulse.metrics.aspect_critique import BUILTIN_ASPECTS
 from ragpulse.metrics.drift import ALERTING
 from ragpulse.tasks.warehouse import TableNames
 
-__all__ = ["DUCKDB", "LOWER_IS_BETTER", "POSTGRESQL", "ViewDialect", "view_definitions"]
+__all__ = ["DUCKDB", "LOWER_IS_BETTER", "POSTGRESQL", "ViewDialect", "qualified", "view_definitions"]
 
 LOWER_IS_BETTER = tuple(
     sorted(f"aspect_critique:{name}" for name, aspect in BUILTIN_ASPECTS.items() if not aspect.higher_is_better)
@@ -45,8 +45,9 @@ POSTGRESQL = ViewDialect(
 )
 
 
-def _quoted(name: str) -> str:
-    return f'"{name}"'
+def qualified(name: str, schema: str | None = None) -> str:
+    """``"name"``, or ``"schema"."name"``; every name and schema reaching here was checked against ``_IDENTIFIER``."""
+    return f'"{schema}"."{name}"' if schema else f'"{name}"'
 
 
 def _listed(values: tuple[str, ...] | frozenset[str]) -> str:
@@ -66,9 +67,8 @@ def view_definitions(names: TableNames, dialect: ViewDialect, schema: str | None
     """``{view key (a TableNames field): SELECT statement}``, none reading another, over the tables ``names``
     gives, in ``schema`` if any; the names were checked by ``TableNames`` (the schema by the backend), the rest
     are constants."""
-    prefix = f"{_quoted(schema)}." if schema else ""
-    scores, traces = prefix + _quoted(names.scores), prefix + _quoted(names.traces)
-    drift, alerts = prefix + _quoted(names.drift), prefix + _quoted(names.alerts)
+    scores, traces = qualified(names.scores, schema), qualified(names.traces, schema)
+    drift, alerts = qualified(names.drift, schema), qualified(names.alerts, schema)
     score = "s.partition_date, s.metric, s.value, s.status, s.judge_model, s.prompt_version"
     joined = f"{scores} AS s JOIN {traces} AS t ON t.partition_date = s.partition_date AND t.trace_id = s.trace_id"
     ratio = "CAST({} AS DOUBLE PRECISION) / count(*)"

@@ -20,8 +20,10 @@ import pyarrow as pa
 import pytest
 from psycopg import sql
 from psycopg.rows import dict_row
+from typer.testing import CliRunner
 
 from ragpulse.flows.backfill import backfill
+from ragpulse.flows.cli import app
 from ragpulse.metrics.drift import ALERTING
 from ragpulse.tasks.config import DriftConfig, OutputConfig, ScoringConfig, SourceConfig
 from ragpulse.tasks.demo.generate import generate_demo_traces
@@ -332,8 +334,23 @@ def test_every_dashboard_panel_returns_rows_of_its_panel_types_shape(
         assert {row[1] for row in rows} == {f"{m} · {app}" for m in METRICS for app in picked["segment_value"]}
 
 
-def test_the_provisioned_dashboard_is_the_one_the_code_builds() -> None:
-    provisioned = Path(__file__).resolve().parents[2] / "infra" / "grafana" / "dashboards" / "ragpulse.json"
-    assert json.loads(provisioned.read_text()) == dashboard_json(), "regenerate it: ragpulse dashboard --out " + str(
-        provisioned
-    )
+PROVISIONED = Path(__file__).resolve().parents[2] / "infra" / "grafana" / "dashboards" / "ragpulse.json"
+
+
+def test_the_provisioned_dashboard_is_the_one_the_command_writes(tmp_path: Path) -> None:
+    written = tmp_path / "dashboard.json"
+    result = CliRunner().invoke(app, ["dashboard", "--out", str(written)])
+    assert result.exit_code == 0, result.output
+    assert written.read_text() == PROVISIONED.read_text(), f"regenerate it: ragpulse dashboard --out {PROVISIONED}"
+    assert json.loads(written.read_text()) == dashboard_json()
+
+
+def test_the_dashboard_command_names_other_tables_and_refuses_a_bad_schema() -> None:
+    result = CliRunner().invoke(app, ["dashboard", "--schema", "s1", "--table-prefix", "rp_", "--datasource-uid", "x"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    queries = [p["targets"][0]["rawSql"] for p in _panels(document)]
+    assert all('"s1"."rp_' in query for query in queries)
+    assert {p["targets"][0]["datasource"]["uid"] for p in _panels(document)} == {"x"}
+    refused = CliRunner().invoke(app, ["dashboard", "--schema", "a; DROP TABLE scores"])
+    assert refused.exit_code == 2 and "invalid PostgreSQL schema" in refused.output
