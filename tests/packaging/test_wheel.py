@@ -30,6 +30,7 @@ pytestmark = pytest.mark.slow
 DAY = dt.date(2026, 11, 28)
 DEPENDENCIES_PTH = "ragpulse_test_dependencies.pth"
 DEV_VENV = Path(sys.prefix)
+PROVISIONED_DASHBOARD = Path(__file__).resolve().parents[2] / "infra" / "grafana" / "dashboards" / "ragpulse.json"
 
 
 def _run(args: list[str | Path], **kwargs: Any) -> subprocess.CompletedProcess[str]:
@@ -244,6 +245,9 @@ def test_user_modules_and_ragpulse_coexist(venv: Venv, tmp_path: Path, layout: s
 
     cli = _run([venv.script("ragpulse"), "--help"], cwd=project, env=env)
     assert "evaluate" in cli.stdout
+    # The installed wheel writes the dashboard the compose stack provisions.
+    dashboard = _run([venv.script("ragpulse"), "dashboard"], cwd=project, env=env)
+    assert json.loads(dashboard.stdout) == json.loads(PROVISIONED_DASHBOARD.read_text())
 
 
 # Canonical traces of one day: (trace id, ranked context ids, graded labels), so that the reciprocal ranks differ:
@@ -305,3 +309,10 @@ def test_users_flow_runs_ragpulse_evaluate_into_duckdb(venv: Venv, tmp_path: Pat
     expected = {trace["trace_id"]: _reciprocal_rank(trace) for trace in traces}
     assert mrr.keys() == expected.keys()
     assert mrr == pytest.approx(expected)
+    # The user's warehouse has the views too, over those scores.
+    with duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True) as con:
+        summary = con.execute(
+            "SELECT n, n_ok, mean FROM daily_scores WHERE metric = 'document_mrr' AND segment_key = 'all'"
+        ).fetchall()
+    ranks = [rank for rank in expected.values() if rank is not None]
+    assert summary == [(len(expected), len(ranks), pytest.approx(sum(ranks) / len(ranks)))]
