@@ -1,4 +1,4 @@
-"""Publishing throughput: N score rows into DuckDB, PostgreSQL and the Parquet lake (local disk, S3), side by side.
+"""Publishing throughput: N score rows into DuckDB, PostgreSQL and the Iceberg lake (local disk, S3), side by side.
 
 One seeded publication is built before any clock starts, with ``tasks.warehouse.publication.build_publication`` as a run
 builds it: N/10 traces x 10 metrics (N score rows, 2 % of them not_applicable with a NULL value), 100
@@ -6,16 +6,16 @@ quarantined records and the run row. Each backend then, through ``open_warehouse
 
 - ``first``: publishes it into an empty warehouse;
 - ``replace``: publishes the same partition again ``--repeat`` times, the steady state of a daily re-run
-  (PostgreSQL and DuckDB delete and insert; the lake writes new files, commits, deletes the old ones).
+  (PostgreSQL and DuckDB delete and insert; the lake writes new files and commits a snapshot per table).
 
 Rows/s is N / wall seconds of one publish. PostgreSQL works in its own server process, so the client's CPU
 time is shown apart, with the seconds each phase took (COPY into staging; DELETE; INSERT from staging; the
 rest is schema checks and locks). S3 is moto's server on loopback (real HTTP through s3fs, in this process):
-it shows the request pattern's cost, not AWS's bandwidth. After each backend the partition's row count is
-checked.
+it shows the request pattern's cost, not AWS's bandwidth; the lake on S3 keeps its catalog in a SQLite file of the
+work folder. After each backend the partition's row count is checked.
 
     python bench/bench_publish.py                                   # N = 1,000,000, every backend
-    python bench/bench_publish.py --n 100000 --repeat 1 --backends duckdb,parquet-file
+    python bench/bench_publish.py --n 100000 --repeat 1 --backends duckdb,iceberg-file
 
 ``--memory`` measures peak memory instead (issue 17): a child process per backend publishes a lazily generated
 day of ``--traces`` traces x 5 metrics with ~2.5 kB excerpts per trace, batch by batch (5,000 traces a batch, as
@@ -24,7 +24,7 @@ it through ``/proc/self/clear_refs``). ``--baseline DIR`` runs the same children
 package (``PYTHONPATH``; see bench/README.md); a revision whose ``Publication`` takes tables gets the same rows
 materialised as tables first, which is what publishing cost there.
 
-    python bench/bench_publish.py --memory --traces 1000000 --backends duckdb,parquet-file --baseline /tmp/base-pkg
+    python bench/bench_publish.py --memory --traces 1000000 --backends duckdb,iceberg-file --baseline /tmp/base-pkg
 """
 
 from __future__ import annotations
@@ -61,14 +61,14 @@ from ragpulse.metrics import Status
 from ragpulse.tasks.core.storage import filesystem
 from ragpulse.tasks.core.types import PartitionScores, QuarantinedRecord, RunInfo
 from ragpulse.tasks.warehouse import Publication, open_warehouse
-from ragpulse.tasks.warehouse.parquet import ParquetLake
+from ragpulse.tasks.warehouse.iceberg import IcebergLake
 from ragpulse.tasks.warehouse.postgres import PostgresWarehouse
 from ragpulse.tasks.warehouse.publication import build_publication
 
 DAY = dt.date(2026, 11, 1)
 METRICS = [f"metric_{i}" for i in range(10)]
 PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
-BACKENDS = ("duckdb", "postgresql", "parquet-file", "parquet-s3")
+BACKENDS = ("duckdb", "postgresql", "iceberg-file", "iceberg-s3")
 
 
 MEMORY_METRICS = [f"metric_{i}" for i in range(5)]
@@ -305,7 +305,7 @@ def target(backend: str, workdir: Path, pg_url: str) -> Iterator[tuple[str, Call
         finally:
             with psycopg.connect(PG_DSN, autocommit=True) as con:
                 con.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
-    elif backend == "parquet-file":
+    elif backend == "iceberg-file":
         url = str(workdir / "lake")
         yield url, lambda: lake_rows(url)
     else:
@@ -326,7 +326,8 @@ def target(backend: str, workdir: Path, pg_url: str) -> Iterator[tuple[str, Call
             import s3fs
 
             s3fs.S3FileSystem(skip_instance_cache=True).mkdir("ragpulse-bench")
-            yield "s3://ragpulse-bench/lake", lambda: lake_rows("s3://ragpulse-bench/lake")
+            url = f"s3://ragpulse-bench/lake?catalog=sqlite:///{workdir}/catalog.db"
+            yield url, lambda: lake_rows(url)
         finally:
             server.stop()
             for name, value in saved.items():
@@ -338,7 +339,7 @@ def target(backend: str, workdir: Path, pg_url: str) -> Iterator[tuple[str, Call
 
 def lake_rows(url: str) -> int:
     rows = 0
-    for location in ParquetLake(url).live_files("scores"):
+    for location in IcebergLake(url).data_files("scores"):
         fs, path = filesystem(location)
         rows += pq.read_metadata(path, filesystem=fs).num_rows
     return rows

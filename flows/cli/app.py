@@ -479,14 +479,14 @@ def _check_report(warehouse_url: str, metrics: list[str] | None, rank_metric: st
     from ragpulse.tasks.core.storage import filesystem, redact_url
     from ragpulse.tasks.warehouse import open_warehouse
     from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse
-    from ragpulse.tasks.warehouse.parquet import ParquetLake
+    from ragpulse.tasks.warehouse.iceberg import IcebergLake
 
     shown = redact_url(warehouse_url)
     store = open_warehouse(warehouse_url)
     if isinstance(store, DuckDBWarehouse) and not store.path.is_file():
         raise fail(f"no warehouse at {shown}: {store.path.absolute()} does not exist", ExitCode.USAGE)
-    if isinstance(store, ParquetLake):
-        fs, root = filesystem(warehouse_url)
+    if isinstance(store, IcebergLake):
+        fs, root = filesystem(store.location.root)
         if isinstance(fs, LocalFileSystem) and not fs.isdir(root):
             raise fail(f"no warehouse at {shown}: folder {root} does not exist", ExitCode.USAGE)
     asked = [*(metrics or []), *([rank_metric] if rank_metric else [])]
@@ -589,6 +589,42 @@ def dashboard(
         return
     out_path.write_text(text, encoding="utf-8")
     console.print(f"Dashboard: [bold]{out_path}[/bold] (import it in Grafana, or provision it: docs/dashboards.md)")
+
+
+@app.command("migrate-lake", cls=FlagsCommand)
+def migrate_lake(
+    source: Annotated[str, typer.Option("--from", help="The lake in the manifest layout (s3://... or a folder).")],
+    target: Annotated[
+        str | None, typer.Option("--to", help="The Iceberg lake URL (docs/warehouses.md); default the same root.")
+    ] = None,
+    table_prefix: Annotated[str, typer.Option(help="Prefix of the lake's table names, if it has one.")] = "",
+    as_json: JsonOption = False,
+) -> None:
+    """Move a Parquet lake of the manifest layout (ragpulse before Iceberg) into Iceberg tables, once."""
+    from ragpulse.tasks.core.storage import redact_url
+    from ragpulse.tasks.warehouse import TableNames, resolve_warehouse_url
+    from ragpulse.tasks.warehouse.lake_migration import migrate_lake as migrate
+
+    def progress(day: dt.date, counts: dict[str, int]) -> None:
+        if not as_json:
+            console.print(f"dt={day}: " + ", ".join(f"{key} {n}" for key, n in counts.items() if n), highlight=False)
+
+    try:
+        tables = TableNames.with_prefix(table_prefix) if table_prefix else TableNames()
+        done = migrate(resolve_warehouse_url(source), resolve_warehouse_url(target or source), tables=tables,
+                       progress=progress)  # fmt: skip
+    except RagpulseError as exc:
+        raise fail_with(exc) from None
+    if as_json:
+        result = {"dates": [d.isoformat() for d in done.dates], "rows": done.rows, "to": redact_url(target or source)}
+        out.print(json.dumps(result), markup=False, highlight=False, soft_wrap=True)
+    if not done.dates:
+        raise fail(f"no dates to migrate in {redact_url(source)}", ExitCode.NOTHING_TO_DO)
+    if not as_json:
+        console.print(
+            f"Migrated {len(done.dates)} date(s) into {redact_url(target or source)}; the manifest layout's folders "
+            "can be deleted once readers use the Iceberg tables (docs/warehouses.md)."
+        )
 
 
 @app.command("metrics", cls=FlagsCommand)

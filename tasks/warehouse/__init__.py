@@ -7,8 +7,8 @@ results replace a partition's drift rows the same way; alert deliveries are appe
 Every table reads back through ``Warehouse.read``, filtered by date and metric in the backend.
 
 Backends, one module each: ``duckdb`` (embedded default), ``postgres`` (SQLAlchemy 2 + psycopg 3,
-COPY and advisory locks) and ``parquet`` (a Hive-partitioned Parquet lake on S3 or local disk,
-committed through per-partition manifests). Table layout, constraints and migrations shared by all
+COPY and advisory locks) and ``iceberg`` (Apache Iceberg tables on S3 or local disk, committed
+through a SQL catalog). Table layout, constraints and migrations shared by all
 of them live in ``_schema``; see docs/warehouses.md.
 """
 
@@ -246,8 +246,8 @@ _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
 
 @dataclass(frozen=True)
 class TableNames:
-    """Physical table and view names (SQL tables, or the lake's top-level folders), checked so SQL is never built
-    from an unchecked string. ``meta`` holds the schema version (the lake's ``_<meta>/`` folder holds its manifests).
+    """Physical table and view names (SQL tables, or the lake's Iceberg tables), checked so SQL is never built
+    from an unchecked string. ``meta`` holds the schema version (in the lake, it names the publish locks).
     The last four are the views of SQL warehouses (``_views``); the lake has none.
     """
 
@@ -287,9 +287,9 @@ _BACKENDS = {
     "duckdb": "ragpulse.tasks.warehouse.duckdb:DuckDBWarehouse",
     "postgresql": "ragpulse.tasks.warehouse.postgres:PostgresWarehouse",
     "postgres": "ragpulse.tasks.warehouse.postgres:PostgresWarehouse",
-    "s3": "ragpulse.tasks.warehouse.parquet:ParquetLake",
-    "s3a": "ragpulse.tasks.warehouse.parquet:ParquetLake",
-    "file": "ragpulse.tasks.warehouse.parquet:ParquetLake",
+    "s3": "ragpulse.tasks.warehouse.iceberg:IcebergLake",
+    "s3a": "ragpulse.tasks.warehouse.iceberg:IcebergLake",
+    "file": "ragpulse.tasks.warehouse.iceberg:IcebergLake",
 }
 _SECRET_SCHEME = "secret://"
 
@@ -300,7 +300,8 @@ def open_warehouse(url: str, *, tables: TableNames | None = None) -> Warehouse:
     - ``duckdb:///path.duckdb`` or a plain ``*.duckdb``/``*.db`` path: one DuckDB file (the default);
     - ``postgresql://user@host:5432/db?schema=name`` (or ``postgresql+psycopg://``): PostgreSQL;
       the password comes from ``PGPASSWORD``/``~/.pgpass`` rather than the URL;
-    - ``s3://bucket/prefix``, ``file:///dir`` or any other plain path: a Hive-partitioned Parquet lake;
+    - ``s3://bucket/prefix?catalog=postgresql://user@host/db``, ``file:///dir`` or any other plain path: an Iceberg
+      lake (a folder keeps its SQLite catalog inside);
     - ``secret://block-name``: the URL stored in that Prefect Secret block, so it may carry a password.
     """
     url = resolve_warehouse_url(url)

@@ -1,12 +1,13 @@
-"""The ``lock_timeout`` warehouse URL parameter: how long a publish waits for another publisher's lock."""
+"""Publish locks: the ``lock_timeout`` warehouse URL parameter, and the key hash of PostgreSQL advisory locks."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 from ragpulse.tasks.core.errors import ConfigError
 
-__all__ = ["lock_timeout"]
+__all__ = ["advisory_lock_id", "lock_timeout"]
 
 
 def lock_timeout(value: object, shown_url: str, default: float) -> float:
@@ -20,3 +21,8 @@ def lock_timeout(value: object, shown_url: str, default: float) -> float:
     if not (seconds > 0 and math.isfinite(seconds)):
         raise ConfigError(f"lock_timeout={value!r} in warehouse URL {shown_url!r} must be a positive number of seconds")
     return seconds
+
+
+def advisory_lock_id(key: str) -> int:
+    """The signed 64-bit ``pg_advisory_lock`` key of a lock named ``key``."""
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big", signed=True)

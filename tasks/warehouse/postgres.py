@@ -12,7 +12,6 @@ A publisher that died holding those locks must not stall the next one forever: t
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import io
 import logging
 import math
@@ -31,7 +30,7 @@ from sqlalchemy.dialects import postgresql
 from ragpulse.tasks.core.errors import ConfigError, WarehouseLockedError
 from ragpulse.tasks.core.storage import redact_url
 from ragpulse.tasks.warehouse import _IDENTIFIER, TableNames
-from ragpulse.tasks.warehouse._locks import lock_timeout
+from ragpulse.tasks.warehouse._locks import advisory_lock_id, lock_timeout
 from ragpulse.tasks.warehouse._sql import SqlWarehouse
 from ragpulse.tasks.warehouse._views import POSTGRESQL
 
@@ -139,11 +138,11 @@ class PostgresWarehouse(SqlWarehouse):
 
     def advisory_lock_ids(self, day: dt.date) -> list[int]:
         """The ``pg_advisory_xact_lock`` keys a publish of ``day`` takes; holding them pauses its publishers."""
-        return sorted(_lock_id(key) for key in self._partition_keys(day))
+        return sorted(advisory_lock_id(key) for key in self._partition_keys(day))
 
     def _lock(self, conn: sa.Connection, keys: list[str], what: str) -> None:
         # Always in the same order, so two publishers never hold one lock each and wait for the other's.
-        ids = sorted(_lock_id(k) for k in keys)
+        ids = sorted(advisory_lock_id(k) for k in keys)
         # For the rest of the transaction: the deletes and DDL after the lock are bounded the same way.
         conn.execute(sa.text(f"SET LOCAL lock_timeout = '{math.ceil(self.lock_timeout * 1000)}ms'"))
         try:
@@ -221,10 +220,6 @@ def _configure_session(connection: psycopg.Connection[object], _record: object) 
     if connection.execute("SHOW idle_in_transaction_session_timeout").fetchone() == ("0",):
         connection.execute(f"SET idle_in_transaction_session_timeout = '{_IDLE_IN_TRANSACTION}'")
     connection.autocommit = False
-
-
-def _lock_id(key: str) -> int:
-    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big", signed=True)
 
 
 def _as_copy_text(rows: pa.RecordBatch) -> pa.RecordBatch:

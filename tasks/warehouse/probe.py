@@ -4,7 +4,8 @@ folder read-only.
 
 The probe writes no row: for DuckDB a temporary file beside the database (opening the file itself would take the
 lock another process may be publishing under), for PostgreSQL the schema created if absent and the right to create
-tables in it, for a Parquet lake a probe object written and deleted under its root.
+tables in it, for an Iceberg lake a probe object written and deleted under its root and its catalog reached (nothing
+created in it).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ragpulse.tasks.core.errors import ConfigError
 from ragpulse.tasks.core.storage import filesystem, redact_url
 from ragpulse.tasks.warehouse import open_warehouse, resolve_warehouse_url
 from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse
-from ragpulse.tasks.warehouse.parquet import ParquetLake
+from ragpulse.tasks.warehouse.iceberg import IcebergLake
 from ragpulse.tasks.warehouse.postgres import PostgresWarehouse
 
 __all__ = ["CONNECT_TIMEOUT_SECONDS", "probe_warehouse"]
@@ -41,8 +42,8 @@ def probe_warehouse(url: str) -> None:
             _probe_directory(store.path)
         elif isinstance(store, PostgresWarehouse):
             _probe_schema(store)
-        elif isinstance(store, ParquetLake):
-            _probe_lake(resolved)
+        elif isinstance(store, IcebergLake):
+            _probe_lake(store)
     except ConfigError:
         raise
     except Exception as exc:
@@ -86,9 +87,11 @@ def _probe_schema(store: PostgresWarehouse) -> None:
         engine.dispose()
 
 
-def _probe_lake(url: str) -> None:
-    """Write and delete an object under the lake's root (a local root is created, as the first publish would)."""
-    fs, root = filesystem(url)
+def _probe_lake(lake: IcebergLake) -> None:
+    """Write and delete an object under the lake's root (a local root is created, as the first publish would), and
+    reach its catalog: a lake in the manifest layout, an unreachable catalog or one that is not SQL fails here."""
+    lake.check_writable()
+    fs, root = filesystem(lake.location.root)
     if isinstance(fs, LocalFileSystem):
         fs.makedirs(root, exist_ok=True)
     probe = f"{root}/_ragpulse-probe-{uuid.uuid4().hex}"

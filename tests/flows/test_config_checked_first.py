@@ -211,19 +211,19 @@ def test_a_deployment_run_fails_before_its_first_task(
 
 
 def test_the_probe_leaves_nothing_behind_but_a_created_schema(s3: Any, tmp_path: Path) -> None:
-    """A lake gets a probe object written and deleted; DuckDB a temporary file beside the (unopened) database;
-    PostgreSQL its schema created, as the first publish would."""
+    """A lake gets a probe object written and deleted and its catalog reached; DuckDB a temporary file beside the
+    (unopened) database; PostgreSQL its schema created, as the first publish would."""
     import sqlalchemy as sa
 
     from ragpulse.tasks.warehouse.probe import probe_warehouse
 
-    probe_warehouse(f"s3://{s3.name}/lake")
+    probe_warehouse(f"s3://{s3.name}/lake?catalog={PG}&namespace=t16_probe_{uuid.uuid4().hex[:8]}")
     probe_warehouse(f"file://{tmp_path}/lake")
     probe_warehouse(f"duckdb:///{tmp_path}/db/w.duckdb")
     s3.fs.invalidate_cache()
     assert s3.fs.find(s3.name) == [] and [*(tmp_path / "lake").iterdir(), *(tmp_path / "db").iterdir()] == []
     with pytest.raises(ConfigError, match="cannot be written"):
-        probe_warehouse("s3://t16-d-no-such-bucket/lake")
+        probe_warehouse(f"s3://t16-d-no-such-bucket/lake?catalog={PG}")
     schema = f"t16_d_{uuid.uuid4().hex[:8]}"
     engine = sa.create_engine(PG.replace("postgresql://", "postgresql+psycopg://"))
     try:

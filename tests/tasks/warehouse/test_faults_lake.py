@@ -1,5 +1,6 @@
-"""Fault 5 of issue 16 and S3 faults of the Parquet lake: a reader after another process's republish, and PUTs
-cut through ``tests/doubles/tcp_proxy.py`` in front of moto's S3 server. Outcomes counted from the rows read.
+"""Faults of the Iceberg lake, injected for real through ``tests/doubles/tcp_proxy.py``: in front of moto's S3 (a data
+file PUT cut mid-body) and in front of the PostgreSQL that holds the catalog (a commit that never arrives, a commit
+whose reply is lost). Outcomes counted from the rows an independent reader (pyiceberg, through the catalog) reads.
 """
 
 from __future__ import annotations
@@ -9,15 +10,18 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow.compute as pc
+import psycopg
 import pytest
+from psycopg import sql
+from pyiceberg.catalog.sql import SqlCatalog
 
 from ragpulse.tasks.core.errors import WarehouseError
 from ragpulse.tasks.warehouse import Publication
-from ragpulse.tasks.warehouse.parquet import ParquetLake
+from ragpulse.tasks.warehouse.iceberg import IcebergLake
 from tests.doubles.publications import scores_publication
 from tests.doubles.tcp_proxy import TcpProxy
 
@@ -25,137 +29,144 @@ DAY = dt.date(2026, 11, 1)
 NOW = dt.datetime(2026, 11, 2, tzinfo=dt.UTC)
 OLD, NEW = 5, 7
 ROOT = Path(__file__).resolve().parents[3]
+PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
 # botocore's retries off, so a fault is not simply retried away in the test (s3fs' own few quick ones stay).
 NO_RETRIES: dict[str, Any] = {"config_kwargs": {"retries": {"max_attempts": 1}}}
-# botocore quotes "=" in keys.
-MANIFESTS = f"_ragpulse_schema/commits/dt%3D{DAY}/"
+TABLES = ("scores", "quarantine", "traces", "runs", "validations")
 
 
 def publication(run_id: str, n: int) -> Publication:
     return scores_publication(DAY, run_id, n, now=NOW)
 
 
-def _state(lake: ParquetLake) -> tuple[int, int, list[str], list[str]]:
-    """Score rows present and distinct (trace, metric) keys of the date, the runs they come from, the runs rows."""
-    scores = lake.read("scores", start=DAY, end=DAY)
-    keys = {(t, m) for t, m in zip(scores["trace_id"].to_pylist(), scores["metric"].to_pylist(), strict=True)}
-    runs = lake.read("runs", start=DAY, end=DAY)["run_id"].to_pylist()
-    return scores.num_rows, len(keys), sorted(set(pc.unique(scores["run_id"]).to_pylist())), sorted(runs)
+@pytest.fixture
+def namespace() -> Iterator[str]:
+    name = f"f{os.urandom(6).hex()}"
+    yield name
+    with psycopg.connect(PG_DSN, autocommit=True) as con:
+        for table, column in (("iceberg_tables", "table_namespace"), ("iceberg_namespace_properties", "namespace")):
+            if con.execute("SELECT to_regclass(%s)", (table,)).fetchone() != (None,):
+                query = sql.SQL("DELETE FROM {} WHERE {} = %s").format(sql.Identifier(table), sql.Identifier(column))
+                con.execute(query, (name,))
 
 
-def _through(proxy: TcpProxy, s3: Any, **options: Any) -> ParquetLake:
-    storage = {"endpoint_url": f"http://127.0.0.1:{proxy.port}", "skip_instance_cache": True, **options}
-    return ParquetLake(f"{s3.url}/lake", storage_options=storage)
+def _url(s3: Any, namespace: str, port: int = 5432) -> str:
+    return f"{s3.url}/lake?catalog=postgresql://postgres@127.0.0.1:{port}/test&namespace={namespace}"
+
+
+def _rows(s3: Any, namespace: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Every table's (run, trace, metric-or-suite) keys, read by pyiceberg through the catalog, not by ragpulse."""
+    catalog = SqlCatalog(
+        "ragpulse",
+        uri="postgresql+psycopg://postgres@127.0.0.1:5432/test",
+        warehouse=f"{s3.url}/lake",
+        **{"py-io-impl": "pyiceberg.io.fsspec.FsspecFileIO"},
+    )
+    found = {}
+    for key in TABLES:
+        rows = catalog.load_table((namespace, key)).scan().to_arrow().to_pylist()
+        found[key] = sorted((r["run_id"], r.get("trace_id"), r.get("metric") or r.get("suite")) for r in rows)
+    return found
+
+
+def _state(s3: Any, namespace: str) -> tuple[int, int, list[str], list[str]]:
+    """Score rows of the date, distinct (trace, metric) keys, the runs they come from, and the runs rows."""
+    rows = _rows(s3, namespace)
+    scores = rows["scores"]
+    return (
+        len(scores),
+        len({(t, m) for _, t, m in scores}),
+        sorted({r for r, _, _ in scores}),
+        [r for r, _, _ in rows["runs"]],
+    )
+
+
+def _uncommitted(s3: Any, namespace: str) -> list[str]:
+    """Data files of the run that failed: a failed publish deletes what no commit names."""
+    s3.fs.invalidate_cache()
+    return [p for p in s3.fs.find(f"{s3.name}/lake/{namespace}") if "/data/" in p and p.endswith(".parquet")]
+
+
+@pytest.fixture
+def pg_proxy(tcp_proxy: type[TcpProxy]) -> TcpProxy:
+    return tcp_proxy("127.0.0.1", 5432)
 
 
 @pytest.fixture
 def s3_proxy(tcp_proxy: type[TcpProxy], s3: Any) -> TcpProxy:
-    port = int(s3.endpoint.url.rsplit(":", 1)[1])
-    return tcp_proxy("127.0.0.1", port)
+    return tcp_proxy("127.0.0.1", int(s3.endpoint.url.rsplit(":", 1)[1]))
 
 
-def test_a_reader_reads_what_another_process_republished(s3: Any) -> None:
-    reader = ParquetLake(f"{s3.url}/lake")
-    reader.publish(publication("r-old", OLD))  # leaves this process's listings of the date cached
-    assert _state(reader) == (OLD, OLD, ["r-old"], ["r-old"])
+def test_a_reader_reads_what_another_process_republished(s3: Any, namespace: str) -> None:
+    reader = IcebergLake(_url(s3, namespace))
+    reader.publish(publication("r-old", OLD))
+    assert reader.read("scores", start=DAY, end=DAY).num_rows == OLD
     script = (
         "import sys; sys.path.insert(0, sys.argv[1]);"
         "from tests.tasks.warehouse.test_faults_lake import publication;"
-        "from ragpulse.tasks.warehouse.parquet import ParquetLake;"
-        f"ParquetLake(sys.argv[2]).publish(publication('r-new', {NEW}))"
+        "from ragpulse.tasks.warehouse.iceberg import IcebergLake;"
+        f"IcebergLake(sys.argv[2]).publish(publication('r-new', {NEW}))"
     )
     done = subprocess.run(
-        [sys.executable, "-c", script, str(ROOT), f"{s3.url}/lake"],
+        [sys.executable, "-c", script, str(ROOT), _url(s3, namespace)],
         env=os.environ.copy(),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    # The same reader: the new rows only, whole, no FileNotFoundError from its stale listing of the date.
-    assert _state(reader) == (NEW, NEW, ["r-new"], ["r-new", "r-old"])
+    # The same reader, whose tables were loaded before: the new rows only, whole.
+    scores = reader.read("scores", start=DAY, end=DAY)
+    assert scores.num_rows == NEW and set(scores["run_id"].to_pylist()) == {"r-new"}
 
 
-def test_a_cut_during_a_data_file_put_keeps_the_previous_rows(s3: Any, s3_proxy: TcpProxy) -> None:
-    direct = ParquetLake(f"{s3.url}/lake", storage_options={"skip_instance_cache": True})
-    direct.publish(publication("r-old", OLD))
-    lake = _through(s3_proxy, s3, **NO_RETRIES)
+def test_a_cut_during_a_data_file_put_keeps_the_previous_rows(s3: Any, namespace: str, s3_proxy: TcpProxy) -> None:
+    IcebergLake(_url(s3, namespace)).publish(publication("r-old", OLD))
+    before = _rows(s3, namespace)
+    files = _uncommitted(s3, namespace)
+    storage = {"endpoint_url": f"http://127.0.0.1:{s3_proxy.port}", "skip_instance_cache": True, **NO_RETRIES}
+    lake = IcebergLake(_url(s3, namespace), storage_options=storage)
     # Mid-body of the first data file's PUT, and the store stays unreachable for the client's retries.
-    fired = s3_proxy.after_bytes(1500, "up", "down", armed_by=f"PUT /{s3.name}/lake/scores/".encode())
+    fired = s3_proxy.after_bytes(1500, "up", "down", armed_by=f"PUT /{s3.name}/lake/{namespace}/scores/data".encode())
     with pytest.raises(WarehouseError, match="failed, previous rows kept"):
         lake.publish(publication("r-new", NEW))
     assert fired.is_set()
-    assert _state(direct) == (OLD, OLD, ["r-old"], ["r-old"])
+    assert _rows(s3, namespace) == before
+    assert _uncommitted(s3, namespace) == files
     s3_proxy.heal()
     lake.publish(publication("r-new", NEW))
-    assert _state(direct) == (NEW, NEW, ["r-new"], ["r-new", "r-old"])
+    assert _state(s3, namespace) == (NEW, NEW, ["r-new"], ["r-new", "r-old"])
 
 
-def test_a_lost_reply_to_the_manifest_put_is_found_by_the_clients_retry(s3: Any, s3_proxy: TcpProxy) -> None:
-    direct = ParquetLake(f"{s3.url}/lake", storage_options={"skip_instance_cache": True})
-    direct.publish(publication("r-old", OLD))
-    lake = _through(s3_proxy, s3)
-    # The manifest PUT reaches the store, which commits it; its reply is lost. The client's retry of the PUT
-    # finds the generation taken: by this very manifest, read back, so the publish is committed, once.
-    fired = s3_proxy.on_reply(b" 200 OK", armed_by=f"PUT /{s3.name}/lake/{MANIFESTS}".encode())
-    lake.publish(publication("r-new", NEW))
-    assert fired.is_set()
-    assert _state(direct) == (NEW, NEW, ["r-new"], ["r-new", "r-old"])
-
-
-def test_a_lost_reply_to_the_manifest_put_is_resolved_by_reading_it_back(
-    s3: Any, s3_proxy: TcpProxy, caplog: pytest.LogCaptureFixture
+def test_a_catalog_commit_that_never_arrives_restores_the_tables_committed_before_it(
+    s3: Any, namespace: str, pg_proxy: TcpProxy, caplog: pytest.LogCaptureFixture
 ) -> None:
-    direct = ParquetLake(f"{s3.url}/lake", storage_options={"skip_instance_cache": True})
-    direct.publish(publication("r-old", OLD))
-    lake = _through(s3_proxy, s3, **NO_RETRIES)
-    # The first manifest PUT lands but its reply is lost; every retry of it is cut before reaching the store.
-    put = f"PUT /{s3.name}/lake/{MANIFESTS}".encode()
-    fired = s3_proxy.on_reply(b" 200 OK", armed_by=put)
-    s3_proxy.on_upstream(put, forward=False, times=None)
+    IcebergLake(_url(s3, namespace)).publish(publication("r-old", OLD))
+    before = _rows(s3, namespace)
+    lake = IcebergLake(_url(s3, namespace, pg_proxy.port))
+    # scores commit; the runs commit's UPDATE of the catalog row is cut before PostgreSQL sees it.
+    fired = pg_proxy.on_upstream(f"/{namespace}/runs/metadata/".encode(), forward=False)
+    with caplog.at_level(logging.WARNING), pytest.raises(WarehouseError, match="failed, previous rows kept"):
+        lake.publish(publication("r-new", NEW))
+    assert fired.is_set()
+    assert "scores restored to its files before the failed publish" in caplog.text
+    assert _rows(s3, namespace) == before
+    # r-new's runs file, which no commit names, is gone; its scores file stays in the scores table's history.
+    assert len([p for p in _uncommitted(s3, namespace) if f"/{namespace}/runs/" in p]) == 1
+    lake.publish(publication("r-new", NEW))
+    assert _state(s3, namespace) == (NEW, NEW, ["r-new"], ["r-new", "r-old"])
+
+
+def test_a_catalog_commit_whose_reply_is_lost_is_found_committed_once(
+    s3: Any, namespace: str, pg_proxy: TcpProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    IcebergLake(_url(s3, namespace)).publish(publication("r-old", OLD))
+    lake = IcebergLake(_url(s3, namespace, pg_proxy.port))
+    # The scores commit reaches PostgreSQL and commits; the reply to its COMMIT is lost. The publish goes on.
+    fired = pg_proxy.on_reply(b"COMMIT", armed_by=f"/{namespace}/scores/metadata/".encode())
     with caplog.at_level(logging.WARNING):
         lake.publish(publication("r-new", NEW))
     assert fired.is_set()
-    assert "the reply to the manifest write" in caplog.text and "it is committed" in caplog.text
-    assert _state(direct) == (NEW, NEW, ["r-new"], ["r-new", "r-old"])
-
-
-def test_a_manifest_put_that_never_arrived_is_fenced_and_fails_cleanly(s3: Any, s3_proxy: TcpProxy) -> None:
-    direct = ParquetLake(f"{s3.url}/lake", storage_options={"skip_instance_cache": True})
-    direct.publish(publication("r-old", OLD))
-    lake = _through(s3_proxy, s3, **NO_RETRIES)
-    # Every attempt of the manifest PUT is cut before the store sees it, until the publisher reads the
-    # generation back; its fence (the previous state at that generation) then passes.
-    generation = f"/{s3.name}/lake/{MANIFESTS}{2:020d}.json".encode()
-    fired = s3_proxy.on_upstream(
-        b"PUT " + generation, forward=False, times=None, until=(b"GET " + generation, b"HEAD " + generation)
-    )
-    with pytest.raises(WarehouseError, match="failed, previous rows kept: the manifest write failed") as caught:
-        lake.publish(publication("r-new", NEW))
-    assert fired.is_set() and "did not commit; re-run the date" in str(caught.value)
-    assert _state(direct) == (OLD, OLD, ["r-old"], ["r-old"])
-    # The fence holds generation 2, and the run's data files are gone: no manifest can ever name them.
-    assert direct.read("scores", start=DAY, end=DAY).num_rows == OLD
-    assert [p.rsplit("/", 1)[1] for p in direct._fs.ls(f"{s3.name}/lake/_ragpulse_schema/commits/dt={DAY}")] == [
-        f"{1:020d}.json",
-        f"{2:020d}.json",
-    ]
-    assert not [f for f in direct._fs.find(f"{s3.name}/lake") if "/r-new" in f]
-    lake.publish(publication("r-new", NEW))
-    assert _state(direct) == (NEW, NEW, ["r-new"], ["r-new", "r-old"])
-
-
-def test_a_manifest_put_whose_outcome_cannot_be_read_back_says_so(s3: Any, s3_proxy: TcpProxy) -> None:
-    direct = ParquetLake(f"{s3.url}/lake", storage_options={"skip_instance_cache": True})
-    direct.publish(publication("r-old", OLD))
-    lake = _through(s3_proxy, s3, **NO_RETRIES)
-    # The manifest lands, then the store is unreachable for the retries and the read-back too.
-    fired = s3_proxy.on_reply(b" 200 OK", "down", armed_by=f"PUT /{s3.name}/lake/{MANIFESTS}".encode())
-    with pytest.raises(WarehouseError, match="cannot tell yet whether it committed") as caught:
-        lake.publish(publication("r-new", NEW))
-    assert fired.is_set() and "\n" not in str(caught.value)
-    assert _state(direct) == (NEW, NEW, ["r-new"], ["r-new", "r-old"])  # it had committed
-    s3_proxy.heal()
-    lake.publish(publication("r-new2", NEW))
-    assert _state(direct) == (NEW, NEW, ["r-new2"], ["r-new", "r-new2", "r-old"])
+    assert "the reply to the scores commit" in caplog.text and "it is committed" in caplog.text
+    assert _state(s3, namespace) == (NEW, NEW, ["r-new"], ["r-new", "r-old"])

@@ -24,7 +24,7 @@ from ragpulse.tasks.core.types import PartitionScores, QuarantinedRecord, RunInf
 from ragpulse.tasks.warehouse import Publication, TableNames, open_warehouse
 from ragpulse.tasks.warehouse._schema import SCHEMA_VERSION
 from ragpulse.tasks.warehouse.duckdb import LOCK_PROGRESS_SECONDS, DuckDBWarehouse, duckdb_path
-from ragpulse.tasks.warehouse.parquet import ParquetLake
+from ragpulse.tasks.warehouse.iceberg import IcebergLake
 from ragpulse.tasks.warehouse.postgres import PostgresWarehouse
 from ragpulse.tasks.warehouse.publication import build_publication
 
@@ -293,9 +293,9 @@ def test_bad_duckdb_url_parameters_are_config_errors(url: str, message: str) -> 
         ("x.db", DuckDBWarehouse),
         ("postgresql://ragpulse@db.internal/analytics", PostgresWarehouse),
         ("postgresql+psycopg://ragpulse:pw@db.internal/analytics?schema=scores", PostgresWarehouse),
-        ("s3://bucket/scores", ParquetLake),
-        ("file:///data/lake", ParquetLake),
-        ("data/lake", ParquetLake),
+        ("s3://bucket/scores?catalog=postgresql://ragpulse:pw@db.internal/catalog", IcebergLake),
+        ("file:///data/lake", IcebergLake),
+        ("data/lake", IcebergLake),
     ],
 )
 def test_the_url_chooses_the_backend(url: str, backend: type) -> None:

@@ -1,7 +1,8 @@
-"""One contract, every warehouse: DuckDB, PostgreSQL (127.0.0.1:5432), and the Parquet lake on disk and on S3 (moto).
+"""One contract, every warehouse: DuckDB, PostgreSQL (127.0.0.1:5432), and the Iceberg lake on disk (SQLite catalog)
+and on S3 (moto, with its catalog in PostgreSQL).
 
-Each backend is read back with an independent reader (DuckDB's own file, psycopg, DuckDB's read_parquet over the
-committed files) and checked for what a publish may leave behind.
+Each backend is read back with an independent reader (DuckDB's own file, psycopg, pyiceberg's scan through the
+catalog) and checked for what a publish may leave behind.
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ import numpy as np
 import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 from psycopg import sql
 from psycopg.rows import dict_row
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
 from ragpulse.metrics import Status
 from ragpulse.tasks.core.errors import ConfigError, WarehouseError
@@ -53,7 +55,7 @@ from ragpulse.tasks.warehouse._schema import (
     DefineViews,
     StoreAsJson,
 )
-from ragpulse.tasks.warehouse.parquet import ParquetLake
+from ragpulse.tasks.warehouse.iceberg import LakeUrl, schema_version_property
 from ragpulse.tasks.warehouse.publication import build_publication
 
 DAY = dt.date(2026, 11, 1)
@@ -318,42 +320,42 @@ def _postgres(schema: str) -> Backend:
     )
 
 
-def _lake(url: str, fs: Any, root: str) -> Backend:
-    def files(key: str) -> list[str]:
-        lake = open_warehouse(url)
-        assert isinstance(lake, ParquetLake)
-        return lake.live_files(key)
+def _lake(url: str, fs: Any, root: str, catalog: Callable[[], Any]) -> Backend:
+    """An Iceberg lake, looked into through its catalog with pyiceberg (tests/tasks/warehouse/test_lake.py reads it
+    with DuckDB and pyarrow too)."""
+    namespace = LakeUrl.parse(url).namespace
+    version_property = schema_version_property(TableNames())
+
+    def table(key: str) -> Any:
+        try:
+            return catalog().load_table((namespace, key))
+        except (NoSuchTableError, NoSuchNamespaceError):
+            return None
 
     def query(key: str) -> list[dict[str, Any]]:
-        paths = files(key)
-        if not paths:
-            return []
-        con = duckdb.connect()
-        if fs.protocol != "file" and "file" not in fs.protocol:
-            con.register_filesystem(fs)
-        cursor = con.execute("SELECT * FROM read_parquet(?, union_by_name = true, hive_partitioning = false)", [paths])
-        names = [d[0] for d in cursor.description or []]
-        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        # Iceberg's reference reader: by field id, so a column dropped and added again reads as new.
+        iceberg = table(key)
+        return iceberg.scan().to_arrow().to_pylist() if iceberg is not None else []
 
     def leftovers() -> list[str]:
+        """Data files no snapshot of any table names, and temporary files."""
         fs.invalidate_cache()
-        live = {path.split("://", 1)[-1] for key in KEYS for path in files(key)}
-        present = fs.find(root)
-        return sorted(
-            p
-            for p in present
-            if p.rsplit("/", 1)[-1].startswith(".") or (p not in live and "/_ragpulse_schema/" not in p)
-        )
-
-    def drop_column(key: str, column: str) -> None:
-        for path in files(key):
-            with fs.open(path, "rb") as handle:
-                old = pq.read_table(handle)
-            sink = pa.BufferOutputStream()
-            pq.write_table(old.drop_columns([column]), sink)
-            fs.pipe_file(path, sink.getvalue().to_pybytes())
+        named = {
+            entry.data_file.file_path.split("://", 1)[-1]
+            for key in KEYS
+            if (iceberg := table(key)) is not None
+            for snapshot in iceberg.snapshots()
+            for manifest in snapshot.manifests(iceberg.io)
+            for entry in manifest.fetch_manifest_entry(iceberg.io, discard_deleted=False)
+        }
+        present = fs.find(root) if fs.exists(root) else []
+        return sorted(p for p in present if p.rsplit("/", 1)[-1].startswith(".") or ("/data/" in p and p not in named))
 
     def rewind(version: int) -> None:
+        def drop_column(key: str, column: str) -> None:
+            with table(key).update_schema() as update:
+                update.delete_column(column)
+
         if version < 2:
             drop_column("runs", "published_at")
         if 4 <= version < 5:
@@ -361,16 +363,16 @@ def _lake(url: str, fs: Any, root: str) -> Backend:
         for column in _added_run_columns(version):
             drop_column("runs", column)
         if version < 4:
-            # A v3 manifest names no files of the v4 tables, which have no folders.
             for key in V4_KEYS:
-                if fs.exists(f"{root}/{key}"):
-                    fs.rm(f"{root}/{key}", recursive=True)
-            for manifest in fs.find(f"{root}/_ragpulse_schema/commits"):
-                doc = json.loads(fs.cat_file(manifest))
-                doc["files"] = {key: files for key, files in doc["files"].items() if key not in V4_KEYS}
-                fs.pipe_file(manifest, json.dumps(doc).encode())
-            fs.invalidate_cache()
-        fs.pipe_file(f"{root}/_ragpulse_schema/schema.json", json.dumps({"version": version}).encode())
+                catalog().purge_table((namespace, key))
+        catalog().update_namespace_properties(namespace, updates={version_property: str(version)})
+
+    def created() -> bool:
+        fs.invalidate_cache()
+        try:
+            return (fs.exists(root) and bool(fs.find(root))) or (namespace,) in catalog().list_namespaces()
+        except Exception:
+            return False
 
     return Backend(
         url,
@@ -378,8 +380,8 @@ def _lake(url: str, fs: Any, root: str) -> Backend:
         query,
         leftovers,
         rewind,
-        lambda: int(json.loads(fs.cat_file(f"{root}/_ragpulse_schema/schema.json"))["version"]),
-        lambda: fs.invalidate_cache() or fs.exists(root),
+        lambda: int(catalog().load_namespace_properties(namespace)[version_property]),
+        created,
     )
 
 
@@ -392,16 +394,42 @@ def pg_schema() -> Iterator[str]:
         con.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
-@pytest.fixture(params=["duckdb", "postgresql", "parquet-file", "parquet-s3"])
+@pytest.fixture
+def pg_catalog() -> Iterator[str]:
+    """A namespace of its own in an Iceberg SQL catalog in the real PostgreSQL, its catalog rows deleted afterwards."""
+    namespace = f"t{uuid.uuid4().hex[:12]}"
+    yield namespace
+    with psycopg.connect(PG_DSN, autocommit=True) as con:
+        for name in ("iceberg_tables", "iceberg_namespace_properties"):
+            if con.execute("SELECT to_regclass(%s)", (name,)).fetchone() != (None,):
+                con.execute(
+                    sql.SQL("DELETE FROM {} WHERE {} = %s").format(
+                        sql.Identifier(name),
+                        sql.Identifier("table_namespace" if name == "iceberg_tables" else "namespace"),
+                    ),
+                    (namespace,),
+                )
+
+
+def _sql_catalog(uri: str, warehouse: str) -> Callable[[], Any]:
+    return lambda: SqlCatalog(
+        "ragpulse", uri=uri, warehouse=warehouse, **{"py-io-impl": "pyiceberg.io.fsspec.FsspecFileIO"}
+    )
+
+
+@pytest.fixture(params=["duckdb", "postgresql", "iceberg-file", "iceberg-s3"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     if request.param == "duckdb":
         return _duckdb(tmp_path)
     if request.param == "postgresql":
         return _postgres(request.getfixturevalue("pg_schema"))
-    if request.param == "parquet-file":
-        return _lake(f"file://{tmp_path}/lake", LocalFileSystem(), f"{tmp_path}/lake")
-    s3 = request.getfixturevalue("s3")
-    return _lake(f"{s3.url}/lake", s3.fs, f"{s3.name}/lake")
+    if request.param == "iceberg-file":
+        catalog = _sql_catalog(f"sqlite:///{tmp_path}/lake/catalog.db", f"file://{tmp_path}/lake")
+        return _lake(f"file://{tmp_path}/lake", LocalFileSystem(), f"{tmp_path}/lake", catalog)
+    s3, namespace = request.getfixturevalue("s3"), request.getfixturevalue("pg_catalog")
+    url = f"{s3.url}/lake?catalog={PG_URL}&namespace={namespace}"
+    catalog = _sql_catalog("postgresql+psycopg://postgres@127.0.0.1:5432/test", f"{s3.url}/lake")
+    return _lake(url, s3.fs, f"{s3.name}/lake", catalog)
 
 
 def _expected(table: pa.Table) -> list[dict[str, Any]]:
@@ -888,10 +916,10 @@ def test_publishing_streams_so_memory_holds_a_few_batches_not_the_day(
         pytest.skip("moto keeps the uploaded objects in this process's memory")
     import tracemalloc
 
-    from ragpulse.tasks.warehouse import parquet
+    from ragpulse.tasks.warehouse import iceberg
 
     # The lake gathers up to 64 MB into a row group; a smaller bound keeps the measure about streaming.
-    monkeypatch.setattr(parquet, "_ROW_GROUP_BYTES", 4 * 2**20)
+    monkeypatch.setattr(iceberg, "_ROW_GROUP_BYTES", 4 * 2**20)
     pub = dataclasses.replace(publication(DAY, "big", n=10), traces=_large_traces(DAY, 40, 2_000, 2_000))
     total = sum(batch.nbytes for batch in pub.traces.batches())
     assert total > 160 * 10**6

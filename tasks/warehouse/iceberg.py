@@ -1,0 +1,782 @@
+"""An Apache Iceberg lake: every score table an Iceberg table, partitioned by ``partition_date``, with its data and
+metadata on S3 (or an S3-compatible store) or a local folder and its commits made through a catalog.
+
+URL: ``s3://bucket/prefix?catalog=<catalog>&namespace=ragpulse&lock_timeout=300`` (or a folder, ``file:///dir``).
+``catalog`` is a SQLAlchemy URL of a SQL catalog (``sqlite:////path/catalog.db``, ``postgresql://user@host/db``),
+the layout that Iceberg's JDBC catalog, Spark, Trino and Flink share, or the name of a catalog configured for
+pyiceberg (``.pyiceberg.yaml`` or ``PYICEBERG_CATALOG__<NAME>__*``) whose type is ``sql``. A folder without one
+keeps its catalog in ``<folder>/catalog.db``.
+
+Tables live at ``<root>/<namespace>/<table>``. Publishing a date takes the date's lock (a PostgreSQL advisory lock
+in the catalog's database, or an ``flock`` beside a SQLite catalog), writes every table's new Parquet files (each
+row checked as SQL constraints would, before anything is committed), then commits table by table, ``runs`` last:
+each commit replaces the date's files of one table in one Iceberg snapshot, so a reader of a table sees the whole
+previous date or the whole new one. A commit that fails restores the tables already committed to their previous
+files before the error is raised. Publishers of different dates commit concurrently (Iceberg retries a commit that
+lost a race, which cannot conflict); publishers of one date queue on its lock.
+
+The schema version is the namespace property ``ragpulse.schema-version.<meta>``; migrations add columns and tables
+with Iceberg's own schema evolution, so files written before read a new column as NULL.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import itertools
+import logging
+import os
+import posixpath
+import re
+import tempfile
+import time
+import urllib.parse
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO, Protocol
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import sqlalchemy as sa
+from fsspec.implementations.local import LocalFileSystem
+from pyiceberg.catalog import Catalog, load_catalog
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, EqualTo, GreaterThanOrEqual, In, LessThanOrEqual
+from pyiceberg.io.pyarrow import parquet_file_to_data_file, schema_to_pyarrow
+from pyiceberg.manifest import DataFile
+from pyiceberg.table import Table
+from pyiceberg.utils.config import Config
+
+from ragpulse.metrics.errors import RagpulseError
+from ragpulse.tasks.core.errors import ConfigError, WarehouseError, WarehouseLockedError
+from ragpulse.tasks.core.storage import filesystem, redact_url
+from ragpulse.tasks.warehouse import _IDENTIFIER, Publication, TableNames
+from ragpulse.tasks.warehouse._locks import advisory_lock_id, lock_timeout
+from ragpulse.tasks.warehouse._schema import (
+    PUBLISHED_AT,
+    SCHEMA_VERSION,
+    TABLES,
+    AddColumn,
+    AddTable,
+    Query,
+    TableSpec,
+    check_partition,
+    conform,
+    conform_rows,
+    pending_migrations,
+    violation,
+)
+
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "IcebergLake", "LakeUrl", "schema_version_property"]
+
+_log = logging.getLogger(__name__)
+
+DEFAULT_LOCK_TIMEOUT = 300.0
+# Written on every snapshot a publish commits: which publish made it, to recognise a commit whose reply was lost.
+_PUBLISH_PROPERTY = "ragpulse.publish-id"
+_CATALOG_NAME = "ragpulse"
+_LOCAL_CATALOG = "catalog.db"
+_FSSPEC_IO = "pyiceberg.io.fsspec.FsspecFileIO"
+_TABLE_PROPERTIES = {
+    "format-version": "2",
+    # Each commit writes a metadata file; keep the last 100, not every one since the table began.
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "100",
+    # Publishers of other dates commit to the same tables; a lost race is retried on the new state.
+    "commit.retry.num-retries": "20",
+    "commit.retry.min-wait-ms": "20",
+    "commit.retry.max-wait-ms": "2000",
+}
+# Arrow bytes gathered into one row group: a whole table would be the whole day in memory.
+_ROW_GROUP_BYTES = 64 * 2**20
+_LOCK_POLL_SECONDS = 0.1
+_LOCK_PROGRESS_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class LakeUrl:
+    """A lake's warehouse URL taken apart: where the tables live, which catalog commits them, under which
+    namespace, and how long a publish waits for another publisher of its date."""
+
+    root: str
+    catalog: str
+    namespace: str
+    lock_timeout: float
+    shown: str
+
+    @classmethod
+    def parse(cls, url: str) -> LakeUrl:
+        shown = redact_url(url)
+        base, _, query = url.partition("?")
+        # A "+" is meant literally (postgresql+psycopg://), not as a form-encoded space.
+        literal = query.replace("+", "%2B")
+        params = {key: values[-1] for key, values in urllib.parse.parse_qs(literal, keep_blank_values=True).items()}
+        unknown = sorted(set(params) - {"catalog", "namespace", "lock_timeout"})
+        if unknown:
+            raise ConfigError(
+                f"unknown parameter(s) {unknown} in lake URL {shown!r}; it takes catalog=, namespace= and lock_timeout="
+            )
+        scheme = base.split("://", 1)[0].lower() if "://" in base else "file"
+        if scheme in ("s3", "s3a"):
+            root = "s3://" + base.split("://", 1)[1].rstrip("/")
+        elif scheme == "file":
+            root = "file://" + os.path.abspath(base.removeprefix("file://"))
+        else:
+            raise ConfigError(f"warehouse URL {shown!r}: an Iceberg lake lives on s3:// or in a local folder")
+        catalog = params.get("catalog")
+        if not catalog:
+            if scheme != "file":
+                raise ConfigError(
+                    f"lake URL {shown!r} names no catalog: add ?catalog=postgresql://user@host/db (or sqlite:////path, "
+                    "or the name of a pyiceberg catalog); only a local folder keeps its own"
+                )
+            catalog = f"sqlite:///{root.removeprefix('file://')}/{_LOCAL_CATALOG}"
+        namespace = params.get("namespace", "ragpulse")
+        if not _IDENTIFIER.match(namespace):
+            raise ConfigError(f"invalid namespace {namespace!r} in lake URL {shown!r}")
+        timeout = lock_timeout(params.get("lock_timeout"), shown, DEFAULT_LOCK_TIMEOUT)
+        location = cls(root, catalog, namespace, timeout, shown)
+        _ = location.sql_catalog  # a bad catalog URL is a configuration error now, not at the first publish
+        return location
+
+    @property
+    def local(self) -> bool:
+        return self.root.startswith("file://")
+
+    @property
+    def sql_catalog(self) -> sa.URL | None:
+        """The catalog's SQLAlchemy URL (PostgreSQL through psycopg 3), or None for a named pyiceberg catalog."""
+        if "://" not in self.catalog:
+            return None
+        try:
+            url = sa.make_url(self.catalog)
+        except (sa.exc.ArgumentError, ValueError):
+            raise ConfigError(f"invalid catalog URL in lake URL {self.shown!r}") from None
+        backend = url.get_backend_name()
+        if backend == "postgresql":
+            return url.set(drivername="postgresql+psycopg")
+        if backend == "sqlite":
+            return url
+        raise ConfigError(
+            f"catalog {redact_url(self.catalog)!r}: use sqlite:///..., postgresql://... or a catalog name"
+        )
+
+
+class IcebergLake:
+    """Score tables as Iceberg tables; see the module docstring for the URL and the commit protocol."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        tables: TableNames | None = None,
+        storage_options: dict[str, Any] | None = None,
+        migrating: bool = False,
+    ) -> None:
+        """``migrating``: ``ragpulse migrate-lake`` is importing a manifest-layout lake, perhaps from this very root,
+        which otherwise is refused with the command to run."""
+        self.location = LakeUrl.parse(url)
+        self._migrating = migrating
+        self.url = self.location.shown
+        self.tables = tables or TableNames()
+        self._storage_options = dict(storage_options or {})
+        self._fs, self._root = filesystem(self.location.root, self._storage_options)
+        self._local = isinstance(self._fs, LocalFileSystem)
+        self._catalog: Catalog | None = None
+        self._locks: _Locks | None = None
+        self._schema_checked = False
+
+    # -- the Warehouse interface ---------------------------------------------------------------------------
+
+    def publish(self, publication: Publication) -> None:
+        """Replace the date's scores of the publication's metrics, its quarantine and its traces, and append its
+        run and validations: every file written and checked first, then one commit per table, ``runs`` last."""
+        day = publication.partition_date
+        publish_id = uuid.uuid4().hex
+        with self._errors(f"publishing dt={day}"), self._date_lock(day) as tables:
+            written: list[str] = []
+            try:
+                sources = {
+                    "scores": conform_rows(TABLES["scores"], publication.scores, day).batches(),
+                    "quarantine": conform(TABLES["quarantine"], publication.quarantine).to_batches(),
+                    "traces": conform_rows(TABLES["traces"], publication.traces, day).batches(),
+                    "validations": conform(TABLES["validations"], publication.validations).to_batches(),
+                }
+                new = {key: self._write(tables[key], day, rows, written) for key, rows in sources.items()}
+                kept = self._carry_over(tables["scores"], day, publication.metrics, written)
+                run = conform(TABLES["runs"], publication.run)
+                # Stamped under the date's lock, just before the commits: orders the date's publishes by commit.
+                now = pa.array([dt.datetime.now(dt.UTC)] * run.num_rows, pa.timestamp("us", tz="UTC"))
+                runs = self._write(tables["runs"], day, run.append_column(PUBLISHED_AT, now).to_batches(), written)
+            except BaseException:
+                self._discard(written)
+                raise
+            self._commit_all(
+                day,
+                publish_id,
+                [
+                    _Change(tables["scores"], new["scores"] + kept, replace=True),
+                    _Change(tables["quarantine"], new["quarantine"], replace=True),
+                    _Change(tables["traces"], new["traces"], replace=True),
+                    _Change(tables["validations"], new["validations"], replace=False),
+                    _Change(tables["runs"], runs, replace=False),
+                ],
+                written,
+            )
+
+    def publish_drift(self, partition_date: dt.date, drift: pa.Table) -> None:
+        """Replace the date's drift rows as a whole, in one commit."""
+        rows = conform(TABLES["drift"], drift)
+        check_partition(TABLES["drift"], rows, partition_date)
+        self.replace_partition(partition_date, {"drift": rows}, action=f"publishing drift of dt={partition_date}")
+
+    def record_validations(self, validations: pa.Table) -> None:
+        """Append validation rows, one commit per date they belong to."""
+        self._append("validations", validations, "recording validations")
+
+    def record_alerts(self, alerts: pa.Table) -> None:
+        """Append alert ledger rows, one commit per date they belong to."""
+        self._append("alerts", alerts, "recording alerts")
+
+    def read(
+        self,
+        table: str,
+        *,
+        start: dt.date | None = None,
+        end: dt.date | None = None,
+        columns: Sequence[str] | None = None,
+        metrics: Sequence[str] | None = None,
+    ) -> pa.Table:
+        """The committed rows of the table's current snapshot; Iceberg prunes by partition and column statistics.
+        Creates nothing: a lake or table that does not exist yet reads as empty."""
+        query = Query.of(table, start=start, end=end, columns=columns, metrics=metrics)
+        with self._errors(f"reading {table}", writes=False):
+            iceberg = self._existing_table(query.spec.key)
+            if iceberg is None:
+                return query.empty()
+            present = [name for name in query.columns if name in iceberg.schema().column_names]
+            rows = iceberg.scan(row_filter=_row_filter(query), selected_fields=tuple(present) or ("partition_date",))
+            found = rows.to_arrow()
+            return pa.table(
+                [found[name] if name in present else pa.nulls(found.num_rows) for name in query.columns],
+                names=list(query.columns),
+            ).cast(query.schema)
+
+    # -- for readers and the migration from the manifest lake -----------------------------------------------
+
+    def data_files(self, table: str) -> list[str]:
+        """URLs of the files of the table's current snapshot: what an engine without an Iceberg reader reads, e.g.
+        ``duckdb.sql(f"SELECT * FROM read_parquet({lake.data_files('scores')})")``."""
+        iceberg = self._existing_table(table)
+        if iceberg is None:
+            return []
+        return [task.file.file_path for task in iceberg.scan().plan_files()]
+
+    def table(self, table: str) -> Table | None:
+        """The pyiceberg table behind ``table`` (``scores``, ``runs``...), or None before the first publish."""
+        return self._existing_table(table)
+
+    def replace_partition(self, day: dt.date, rows: dict[str, pa.Table], *, action: str | None = None) -> None:
+        """Replace the date's rows of each table in ``rows`` (stored columns, ``published_at`` included) with them:
+        the drift publish, and the import of a date from the manifest lake."""
+        with self._errors(action or f"replacing dt={day}"), self._date_lock(day) as tables:
+            written: list[str] = []
+            changes = []
+            try:
+                for key, table in rows.items():
+                    stored = table.select(TABLES[key].schema.names).cast(TABLES[key].schema)
+                    changes.append(
+                        _Change(tables[key], self._write(tables[key], day, stored.to_batches(), written), True)
+                    )
+            except BaseException:
+                self._discard(written)
+                raise
+            self._commit_all(day, uuid.uuid4().hex, changes, written)
+
+    def check_writable(self) -> None:
+        """Reach the catalog, creating nothing, and refuse a lake in the manifest layout: what a publish would find
+        first, checked before any work."""
+        catalog = self._open_catalog(create=False)
+        if catalog is None or self._version(catalog) == 0:
+            self._refuse_legacy()
+
+    def legacy_layout(self) -> bool:
+        """Whether the root holds a lake in the manifest layout of ragpulse before Iceberg (``_<meta>/``)."""
+        self._fs.invalidate_cache()
+        return bool(self._fs.exists(f"{self._root}/_{self.tables.meta}/schema.json"))
+
+    # -- writing --------------------------------------------------------------------------------------------
+
+    def _append(self, key: str, rows: pa.Table, action: str) -> None:
+        conformed = conform(TABLES[key], rows)
+        with self._errors(action):
+            for day in sorted(set(conformed["partition_date"].to_pylist())):
+                part = conformed.filter(pc.equal(conformed["partition_date"], pa.scalar(day, pa.date32())))
+                with self._date_lock(day) as tables:
+                    written: list[str] = []
+                    try:
+                        files = self._write(tables[key], day, part.to_batches(), written)
+                    except BaseException:
+                        self._discard(written)
+                        raise
+                    self._commit_all(day, uuid.uuid4().hex, [_Change(tables[key], files, replace=False)], written)
+
+    def _write(
+        self, table: Table, day: dt.date, batches: Iterable[pa.RecordBatch], written: list[str]
+    ) -> list[DataFile]:
+        """The rows of ``batches`` in one new data file of ``table`` (none if there are none), each batch checked
+        (every stored column) as SQL constraints would. They stream through a Parquet writer into a temporary
+        file, in row groups of about ``_ROW_GROUP_BYTES``, carrying the table's field ids; a bad batch or a failing
+        source leaves no file."""
+        key = self._key_of(table)
+        spec = TABLES[key]
+        target = schema_to_pyarrow(table.schema())
+        groups = _row_groups(_checked(key, spec, day, batches, target), target)
+        first = next(groups, None)
+        if first is None:
+            return []
+        url = f"{table.location()}/data/partition_date={day.isoformat()}/{uuid.uuid4().hex}.parquet"
+
+        def write(handle: BinaryIO) -> None:
+            with pq.ParquetWriter(handle, target, compression="zstd") as writer:
+                for group in itertools.chain([first], groups):
+                    writer.write_table(group, row_group_size=group.num_rows)
+
+        written.append(url)
+        self._put_file(url, write)
+        return [parquet_file_to_data_file(table.io, table.metadata, url)]
+
+    def _carry_over(self, scores: Table, day: dt.date, replaced: Sequence[str], written: list[str]) -> list[DataFile]:
+        """The date's score rows of metrics this publish does not replace, in a new file: a date's scores are
+        replaced file by file."""
+        present = scores.scan(row_filter=EqualTo("partition_date", day.isoformat()), selected_fields=("metric",))
+        kept = sorted(set(pc.unique(present.to_arrow()["metric"]).to_pylist()) - set(replaced))
+        if not kept:
+            return []
+        rows = scores.scan(row_filter=And(EqualTo("partition_date", day.isoformat()), In("metric", kept))).to_arrow()
+        return self._write(scores, day, rows.to_batches(), written)
+
+    def _commit_all(self, day: dt.date, publish_id: str, changes: list[_Change], written: list[str]) -> None:
+        """Commit ``changes`` in order. When one fails, the tables committed before it get their previous files
+        back, so the date reads as before; the error says whether that worked. Files no commit names are deleted."""
+        done: list[tuple[_Change, list[DataFile]]] = []
+        for position, change in enumerate(changes):
+            change.table.refresh()
+            removed = self._current_files(change.table, day) if change.replace else []
+            try:
+                self._commit(change, removed, publish_id)
+            except BaseException as exc:
+                if self._landed(change, publish_id):
+                    _log.warning(
+                        "dt=%s: the reply to the %s commit on %s was lost (%s); it is committed",
+                        day, self._key_of(change.table), self.url, _one_line(exc),
+                    )  # fmt: skip
+                    done.append((change, removed))
+                    continue
+                uncommitted = {f.file_path for c in changes[position:] for f in c.files}
+                self._discard([url for url in written if url in uncommitted])
+                if done and not self._restore(done, day):
+                    committed = ", ".join(self._key_of(c.table) for c, _ in done)
+                    raise WarehouseError(
+                        f"publishing dt={day} on {self.url} failed after committing {committed} ({_one_line(exc)}), "
+                        "and restoring them failed too: re-run the date, which replaces every table"
+                    ) from exc
+                raise
+            done.append((change, removed))
+
+    def _commit(self, change: _Change, removed: list[DataFile], publish_id: str) -> None:
+        """One snapshot: ``removed`` (the date's files, for a replace) out and ``change.files`` in."""
+        if not removed and not change.files:
+            return
+        with change.table.transaction() as tx:
+            update = tx.update_snapshot(snapshot_properties={_PUBLISH_PROPERTY: publish_id})
+            with update.overwrite() if removed else update.fast_append() as snapshot:
+                for data_file in removed:
+                    snapshot.delete_data_file(data_file)
+                for data_file in change.files:
+                    snapshot.append_data_file(data_file)
+
+    def _landed(self, change: _Change, publish_id: str) -> bool:
+        """Whether a commit of ``publish_id`` is in the table's history."""
+        try:
+            change.table.refresh()
+        except Exception:
+            return False
+        return any(
+            s.summary is not None and s.summary.get(_PUBLISH_PROPERTY) == publish_id for s in change.table.snapshots()
+        )
+
+    def _restore(self, done: list[tuple[_Change, list[DataFile]]], day: dt.date) -> bool:
+        """Put the files each committed change took out back, and take its own out: the date reads as before."""
+        try:
+            for change, removed in reversed(done):
+                table = change.table
+                table.refresh()
+                current = {f.file_path: f for f in self._current_files(table, day)}
+                ours = [current[f.file_path] for f in change.files if f.file_path in current]
+                if not ours and not removed:
+                    continue
+                with table.transaction() as tx, tx.update_snapshot().overwrite() as snapshot:
+                    for data_file in ours:
+                        snapshot.delete_data_file(data_file)
+                    for data_file in removed:
+                        snapshot.append_data_file(data_file)
+                _log.warning("dt=%s: %s restored to its files before the failed publish", day, self._key_of(table))
+        except Exception as exc:
+            _log.error(
+                "dt=%s: restoring the tables of a failed publish on %s failed: %s", day, self.url, _one_line(exc)
+            )
+            return False
+        return True
+
+    @staticmethod
+    def _current_files(table: Table, day: dt.date) -> list[DataFile]:
+        """The data files of the date in the table's current snapshot (its partition, as tables are partitioned by
+        date)."""
+        return [task.file for task in table.scan(row_filter=EqualTo("partition_date", day.isoformat())).plan_files()]
+
+    # -- catalog, schema and locks --------------------------------------------------------------------------
+
+    @contextmanager
+    def _date_lock(self, day: dt.date) -> Iterator[dict[str, Table]]:
+        """The date's lock held, the schema current, and every table loaded afresh."""
+        catalog = self._writable_catalog()
+        tables = self._ensure_schema(catalog)
+        assert self._locks is not None
+        with self._locks.hold(f"{self.location.namespace}.{self.tables.meta}/dt={day.isoformat()}", f"dt={day}"):
+            for table in tables.values():
+                table.refresh()
+            yield tables
+
+    def _writable_catalog(self) -> Catalog:
+        if self._catalog is None:
+            catalog = self._open_catalog(create=True)
+            assert isinstance(catalog, SqlCatalog)
+            locks = _locks_for(catalog, self.location)
+            if not _has_catalog_tables(catalog):
+                # Two first publishers must not both create them (SQLAlchemy checks, then creates).
+                with locks.hold(f"{self.location.namespace}.{self.tables.meta}/catalog", "creating the catalog"):
+                    catalog.create_tables()
+            self._catalog, self._locks = catalog, locks
+        return self._catalog
+
+    def _open_catalog(self, *, create: bool) -> Catalog | None:
+        """The catalog, its tables not created yet; None when reading (``create`` false) a catalog that has none."""
+        properties = {
+            "py-io-impl": _FSSPEC_IO,
+            "init_catalog_tables": "false",
+            # A connection the network dropped is replaced, not reused: the check after a failed commit needs one.
+            "pool_pre_ping": "true",
+            **_io_properties(self._storage_options),
+        }
+        url = self.location.sql_catalog
+        if url is None:
+            # The configuration as it is now: pyiceberg reads its environment variables once, at import.
+            configured = Config().get_catalog_config(self.location.catalog) or {}
+            catalog = load_catalog(self.location.catalog, **{**configured, **properties})
+            if not isinstance(catalog, SqlCatalog):
+                raise ConfigError(
+                    f"catalog {self.location.catalog!r} is of type {type(catalog).__name__}: ragpulse serialises the "
+                    "publishers of a date with a lock in the catalog's database, so it needs a SQL catalog"
+                )
+        else:
+            if url.get_backend_name() == "sqlite" and url.database:
+                if not create and not Path(url.database).exists():
+                    return None
+                Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+            uri = url.render_as_string(hide_password=False)
+            catalog = SqlCatalog(_CATALOG_NAME, uri=uri, warehouse=self.location.root, **properties)
+        if not create and not _has_catalog_tables(catalog):
+            return None
+        return catalog
+
+    def _existing_table(self, key: str) -> Table | None:
+        catalog = self._catalog or self._open_catalog(create=False)
+        if catalog is None:
+            self._refuse_legacy()
+            return None
+        try:
+            return catalog.load_table((self.location.namespace, getattr(self.tables, key)))
+        except (NoSuchTableError, NoSuchNamespaceError):
+            self._refuse_legacy()
+            return None
+
+    def _refuse_legacy(self) -> None:
+        if not self._migrating and self.legacy_layout():
+            raise WarehouseError(
+                f"{self.url} holds a lake in ragpulse's manifest layout, which Iceberg readers cannot read: move it "
+                f"into Iceberg tables once with `ragpulse migrate-lake --from {self.location.root} --to '{self.url}'`"
+            )
+
+    def _ensure_schema(self, catalog: Catalog) -> dict[str, Table]:
+        """Every table, created at the current version on a new lake or migrated from an older one, under the
+        schema lock: two first publishers must not both create or migrate."""
+        namespace = self.location.namespace
+        names = {key: getattr(self.tables, key) for key in TABLES}
+        if self._schema_checked:
+            return {key: catalog.load_table((namespace, name)) for key, name in names.items()}
+        assert self._locks is not None
+        with self._locks.hold(f"{namespace}.{self.tables.meta}/schema", "the schema"):
+            catalog.create_namespace_if_not_exists(namespace)
+            version = self._version(catalog)
+            if version == 0:
+                self._refuse_legacy()
+                for key, name in names.items():
+                    self._create_table(catalog, key, name)
+            elif version != SCHEMA_VERSION:
+                for migration in pending_migrations(version):
+                    if isinstance(migration, AddTable):
+                        self._create_table(catalog, migration.table, names[migration.table])
+                    elif isinstance(migration, AddColumn):
+                        table = catalog.load_table((namespace, names[migration.table]))
+                        if migration.column not in table.schema().column_names:
+                            with table.update_schema() as update:
+                                update.union_by_name(pa.schema([migration.field]))
+                    _log.info("migrated warehouse %s to schema version %d", self.url, migration.version)
+            if version != SCHEMA_VERSION:
+                catalog.update_namespace_properties(
+                    namespace, updates={schema_version_property(self.tables): str(SCHEMA_VERSION)}
+                )
+            tables = {key: catalog.load_table((namespace, name)) for key, name in names.items()}
+        self._schema_checked = True
+        return tables
+
+    def _version(self, catalog: Catalog) -> int:
+        """The schema version of these tables in the namespace; 0 before the first publish."""
+        try:
+            properties = catalog.load_namespace_properties(self.location.namespace)
+        except NoSuchNamespaceError:
+            return 0
+        return int(properties.get(schema_version_property(self.tables), 0))
+
+    def _create_table(self, catalog: Catalog, key: str, name: str) -> None:
+        identifier = (self.location.namespace, name)
+        if catalog.table_exists(identifier):
+            return
+        location = f"{self.location.root}/{self.location.namespace}/{name}"
+        with (
+            catalog.create_table_transaction(
+                identifier, schema=TABLES[key].schema, location=location, properties=_TABLE_PROPERTIES
+            ) as tx,
+            tx.update_spec() as spec,
+        ):
+            spec.add_identity("partition_date")
+
+    def _key_of(self, table: Table) -> str:
+        name = table.name()[-1]
+        return next(key for key in TABLES if getattr(self.tables, key) == name)
+
+    # -- storage --------------------------------------------------------------------------------------------
+
+    def _put_file(self, url: str, write: Callable[[BinaryIO], object]) -> None:
+        """Put the object that ``write`` writes, whole or not at all, never holding it in memory: written to a
+        local temporary file first, then uploaded (s3fs sends a large one in parts) or renamed into place."""
+        path = self._fs._strip_protocol(url)
+        if self._local:
+            os.makedirs(posixpath.dirname(path), exist_ok=True)
+            temp = f"{posixpath.dirname(path)}/.{uuid.uuid4().hex}.tmp"
+            try:
+                with open(temp, "wb") as handle:
+                    write(handle)
+                os.replace(temp, path)
+            finally:
+                with suppress(FileNotFoundError):
+                    os.unlink(temp)
+            return
+        with tempfile.TemporaryDirectory(prefix="ragpulse-lake-") as directory:
+            temp = f"{directory}/{posixpath.basename(path)}"
+            with open(temp, "wb") as handle:
+                write(handle)
+            self._fs.put_file(temp, path)
+
+    def _discard(self, urls: list[str]) -> None:
+        """Delete files no commit names, best effort: the store may be what failed, and its error, not this one, is
+        the publish's."""
+        if not urls:
+            return
+        try:
+            with suppress(FileNotFoundError):
+                self._fs.rm([self._fs._strip_protocol(url) for url in urls])
+        except Exception as exc:
+            _log.warning("%d uncommitted file(s) left on %s: %s", len(urls), self.url, _one_line(exc))
+
+    @contextmanager
+    def _errors(self, action: str, *, writes: bool = True) -> Iterator[None]:
+        """A failure before the first commit, or one whose commits were restored, leaves the previous rows."""
+        try:
+            yield
+        except RagpulseError:
+            raise
+        except Exception as exc:
+            kept = ", previous rows kept" if writes else ""
+            raise WarehouseError(f"{action} on {self.url} failed{kept}: {_one_line(exc)}") from exc
+
+
+@dataclass(frozen=True)
+class _Change:
+    """One table's part of a publish: new files, replacing the date's files (``replace``) or added to them."""
+
+    table: Table
+    files: list[DataFile]
+    replace: bool
+
+
+class _Locks(Protocol):
+    def hold(self, key: str, what: str) -> AbstractContextManager[None]: ...
+
+
+@dataclass(frozen=True)
+class _AdvisoryLocks:
+    """Session advisory locks in the PostgreSQL database of the catalog: released by the server when the holder's
+    connection ends, so a publisher that dies holds nothing."""
+
+    engine: sa.Engine
+    timeout: float
+    shown: str
+
+    @contextmanager
+    def hold(self, key: str, what: str) -> Iterator[None]:
+        lock = advisory_lock_id(key)
+        with self.engine.connect() as conn:
+            conn.execute(sa.text(f"SET lock_timeout = '{int(self.timeout * 1000)}ms'"))
+            try:
+                conn.execute(sa.text("SELECT pg_advisory_lock(:id)"), {"id": lock})
+            except sa.exc.OperationalError as exc:
+                if "lock timeout" not in str(exc.orig):
+                    raise
+                raise WarehouseLockedError(
+                    f"{what} on {self.shown}: gave up after waiting {self.timeout:g} s for another publisher's lock; "
+                    "to wait longer add lock_timeout=<seconds> to the lake URL"
+                ) from None
+            conn.commit()
+            try:
+                yield
+            finally:
+                with suppress(sa.exc.SQLAlchemyError):
+                    conn.execute(sa.text("SELECT pg_advisory_unlock(:id)"), {"id": lock})
+                    conn.commit()
+
+
+@dataclass(frozen=True)
+class _FileLocks:
+    """``flock`` on files beside a SQLite catalog, which lives on one machine: released by the kernel when the
+    holder's process ends."""
+
+    directory: Path
+    timeout: float
+    shown: str
+
+    @contextmanager
+    def hold(self, key: str, what: str) -> Iterator[None]:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / (re.sub(r"[^A-Za-z0-9_.=-]", "_", key) + ".lock")
+        with open(path, "a+b") as handle:
+            started = last_report = time.monotonic()
+            while True:
+                try:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    waited = time.monotonic() - started
+                    if waited >= self.timeout:
+                        raise WarehouseLockedError(
+                            f"{what} on {self.shown}: gave up after waiting {self.timeout:g} s for another publisher's "
+                            "lock; to wait longer add lock_timeout=<seconds> to the lake URL"
+                        ) from None
+                    if time.monotonic() - last_report >= _LOCK_PROGRESS_SECONDS:
+                        _log.warning("%s on %s: waiting %.0f s for another publisher", what, self.shown, waited)
+                        last_report = time.monotonic()
+                    time.sleep(_LOCK_POLL_SECONDS)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _locks_for(catalog: Catalog, location: LakeUrl) -> _Locks:
+    assert isinstance(catalog, SqlCatalog)
+    engine = catalog.engine
+    if engine.url.get_backend_name() == "postgresql":
+        return _AdvisoryLocks(engine, location.lock_timeout, location.shown)
+    database = engine.url.database
+    if not database or database == ":memory:":
+        raise ConfigError(f"lake URL {location.shown!r}: an in-memory SQLite catalog cannot be shared by publishers")
+    return _FileLocks(Path(f"{database}.locks"), location.lock_timeout, location.shown)
+
+
+def _has_catalog_tables(catalog: SqlCatalog) -> bool:
+    inspector = sa.inspect(catalog.engine)
+    return all(inspector.has_table(name) for name in ("iceberg_tables", "iceberg_namespace_properties"))
+
+
+def schema_version_property(tables: TableNames) -> str:
+    """The namespace property that holds the schema version of the tables named by ``tables`` (a namespace can hold
+    several sets, by prefix)."""
+    return f"ragpulse.schema-version.{tables.meta}"
+
+
+def _io_properties(storage_options: dict[str, Any]) -> dict[str, str]:
+    """pyiceberg's FileIO properties for the fsspec options ragpulse takes; credentials stay in the environment."""
+    properties = {}
+    endpoint = storage_options.get("endpoint_url") or storage_options.get("client_kwargs", {}).get("endpoint_url")
+    if endpoint:
+        properties["s3.endpoint"] = str(endpoint)
+    return properties
+
+
+def _row_filter(query: Query) -> BooleanExpression:
+    conditions: list[BooleanExpression] = []
+    if query.start is not None:
+        conditions.append(GreaterThanOrEqual("partition_date", query.start.isoformat()))
+    if query.end is not None:
+        conditions.append(LessThanOrEqual("partition_date", query.end.isoformat()))
+    if query.metrics is not None:
+        conditions.append(In("metric", list(query.metrics)) if query.metrics else EqualTo("metric", "\x00"))
+    expression: BooleanExpression = AlwaysTrue()
+    for condition in conditions:
+        expression = condition if isinstance(expression, AlwaysTrue) else And(expression, condition)
+    return expression
+
+
+def _checked(
+    key: str, spec: TableSpec, day: dt.date, batches: Iterable[pa.RecordBatch], target: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """The non-empty ``batches`` in the table's column order and types, each refused (ValueError) if it breaks a
+    constraint or belongs to another partition."""
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        stored = batch.cast(spec.schema) if batch.schema != spec.schema else batch
+        problem = violation(spec, stored)
+        if problem is None and not pc.all(pc.equal(stored["partition_date"], pa.scalar(day, pa.date32()))).as_py():
+            problem = f"{key} rows of another partition than dt={day}"
+        if problem:
+            raise ValueError(problem)
+        yield pa.RecordBatch.from_arrays(
+            [stored.column(name).cast(field.type) for name, field in zip(target.names, target, strict=True)],
+            schema=target,
+        )
+
+
+def _row_groups(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.Table]:
+    """``batches`` gathered into tables of about ``_ROW_GROUP_BYTES`` (a batch larger than that on its own)."""
+    group: list[pa.RecordBatch] = []
+    size = 0
+    for batch in batches:
+        if group and size + batch.nbytes > _ROW_GROUP_BYTES:
+            yield pa.Table.from_batches(group, schema=schema)
+            group, size = [], 0
+        group.append(batch)
+        size += batch.nbytes
+    if group:
+        yield pa.Table.from_batches(group, schema=schema)
+
+
+def _one_line(exc: BaseException) -> str:
+    """The client's own words, redacted, on one line."""
+    return " ".join(redact_url(str(exc) or type(exc).__name__).split())
