@@ -69,6 +69,7 @@ __all__ = [
     "list_metrics",
     "list_settings",
     "main",
+    "migrate_lake",
     "monitor",
     "report",
     "serve",

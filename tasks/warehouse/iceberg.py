@@ -1,7 +1,8 @@
 """An Apache Iceberg lake: every score table an Iceberg table, partitioned by ``partition_date``, with its data and
 metadata on S3 (or an S3-compatible store) or a local folder and its commits made through a catalog.
 
-URL: ``s3://bucket/prefix?catalog=<catalog>&namespace=ragpulse&lock_timeout=300`` (or a folder, ``file:///dir``).
+URL: ``s3://bucket/prefix?catalog=<catalog>&namespace=ragpulse&lock_timeout=300&retention_days=7`` (or a folder,
+``file:///dir``).
 ``catalog`` is a SQLAlchemy URL of a SQL catalog (``sqlite:////path/catalog.db``, ``postgresql://user@host/db``),
 the layout that Iceberg's JDBC catalog, Spark, Trino and Flink share, or the name of a catalog configured for
 pyiceberg (``.pyiceberg.yaml`` or ``PYICEBERG_CATALOG__<NAME>__*``) whose type is ``sql``. A folder without one
@@ -46,9 +47,23 @@ from fsspec.implementations.local import LocalFileSystem
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
-from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, EqualTo, GreaterThanOrEqual, In, LessThanOrEqual
-from pyiceberg.io.pyarrow import parquet_file_to_data_file, schema_to_pyarrow
-from pyiceberg.manifest import DataFile
+from pyiceberg.expressions import (
+    AlwaysFalse,
+    AlwaysTrue,
+    And,
+    BooleanExpression,
+    EqualTo,
+    GreaterThanOrEqual,
+    In,
+    LessThanOrEqual,
+)
+from pyiceberg.io.pyarrow import (
+    compute_statistics_plan,
+    data_file_statistics_from_parquet_metadata,
+    parquet_path_to_id_mapping,
+    schema_to_pyarrow,
+)
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.table import Table
 from pyiceberg.utils.config import Config
 
@@ -56,7 +71,7 @@ from ragpulse.metrics.errors import RagpulseError
 from ragpulse.tasks.core.errors import ConfigError, WarehouseError, WarehouseLockedError
 from ragpulse.tasks.core.storage import filesystem, redact_url
 from ragpulse.tasks.warehouse import _IDENTIFIER, Publication, TableNames
-from ragpulse.tasks.warehouse._locks import advisory_lock_id, lock_timeout
+from ragpulse.tasks.warehouse._locks import advisory_lock_id, lock_timeout, positive_parameter
 from ragpulse.tasks.warehouse._schema import (
     PUBLISHED_AT,
     SCHEMA_VERSION,
@@ -72,11 +87,16 @@ from ragpulse.tasks.warehouse._schema import (
     violation,
 )
 
-__all__ = ["DEFAULT_LOCK_TIMEOUT", "IcebergLake", "LakeUrl", "schema_version_property"]
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "DEFAULT_RETENTION_DAYS", "IcebergLake", "LakeUrl", "schema_version_property"]
 
 _log = logging.getLogger(__name__)
 
 DEFAULT_LOCK_TIMEOUT = 300.0
+# Snapshots older than this are expired after a publish, and the files only they named are deleted: how far back
+# time travel reaches.
+DEFAULT_RETENTION_DAYS = 7.0
+# A file no snapshot names is deleted only once this old: younger, it may be a publish's in flight.
+_ORPHAN_GRACE = dt.timedelta(hours=1)
 # Written on every snapshot a publish commits: which publish made it, to recognise a commit whose reply was lost.
 _PUBLISH_PROPERTY = "ragpulse.publish-id"
 _CATALOG_NAME = "ragpulse"
@@ -107,6 +127,7 @@ class LakeUrl:
     catalog: str
     namespace: str
     lock_timeout: float
+    retention: dt.timedelta
     shown: str
 
     @classmethod
@@ -116,10 +137,11 @@ class LakeUrl:
         # A "+" is meant literally (postgresql+psycopg://), not as a form-encoded space.
         literal = query.replace("+", "%2B")
         params = {key: values[-1] for key, values in urllib.parse.parse_qs(literal, keep_blank_values=True).items()}
-        unknown = sorted(set(params) - {"catalog", "namespace", "lock_timeout"})
+        unknown = sorted(set(params) - {"catalog", "namespace", "lock_timeout", "retention_days"})
         if unknown:
             raise ConfigError(
-                f"unknown parameter(s) {unknown} in lake URL {shown!r}; it takes catalog=, namespace= and lock_timeout="
+                f"unknown parameter(s) {unknown} in lake URL {shown!r}; it takes catalog=, namespace=, lock_timeout= "
+                "and retention_days="
             )
         scheme = base.split("://", 1)[0].lower() if "://" in base else "file"
         if scheme in ("s3", "s3a"):
@@ -140,7 +162,8 @@ class LakeUrl:
         if not _IDENTIFIER.match(namespace):
             raise ConfigError(f"invalid namespace {namespace!r} in lake URL {shown!r}")
         timeout = lock_timeout(params.get("lock_timeout"), shown, DEFAULT_LOCK_TIMEOUT)
-        location = cls(root, catalog, namespace, timeout, shown)
+        days = positive_parameter(params.get("retention_days"), "retention_days", shown, DEFAULT_RETENTION_DAYS)
+        location = cls(root, catalog, namespace, timeout, dt.timedelta(days=days), shown)
         _ = location.sql_catalog  # a bad catalog URL is a configuration error now, not at the first publish
         return location
 
@@ -228,6 +251,7 @@ class IcebergLake:
                 ],
                 written,
             )
+        self._expire(tables.values())
 
     def publish_drift(self, partition_date: dt.date, drift: pa.Table) -> None:
         """Replace the date's drift rows as a whole, in one commit."""
@@ -297,6 +321,13 @@ class IcebergLake:
                 self._discard(written)
                 raise
             self._commit_all(day, uuid.uuid4().hex, changes, written)
+        self._expire(change.table for change in changes)
+
+    def expire_snapshots(self, *, now: dt.datetime | None = None) -> None:
+        """Expire every table's snapshots older than ``retention_days`` before ``now`` and delete the files only
+        they named, as each publish does for the tables it touched."""
+        tables = [table for key in TABLES if (table := self._existing_table(key)) is not None]
+        self._expire(tables, now)
 
     def check_writable(self) -> None:
         """Reach the catalog, creating nothing, and refuse a lake in the manifest layout: what a publish would find
@@ -341,24 +372,26 @@ class IcebergLake:
         if first is None:
             return []
         url = f"{table.location()}/data/partition_date={day.isoformat()}/{uuid.uuid4().hex}.parquet"
+        footer: list[pq.FileMetaData] = []
 
         def write(handle: BinaryIO) -> None:
             with pq.ParquetWriter(handle, target, compression="zstd") as writer:
                 for group in itertools.chain([first], groups):
                     writer.write_table(group, row_group_size=group.num_rows)
+            footer.append(writer.writer.metadata)
 
         written.append(url)
-        self._put_file(url, write)
-        return [parquet_file_to_data_file(table.io, table.metadata, url)]
+        size = self._put_file(url, write)
+        return [_data_file(table, url, footer[0], size)]
 
     def _carry_over(self, scores: Table, day: dt.date, replaced: Sequence[str], written: list[str]) -> list[DataFile]:
         """The date's score rows of metrics this publish does not replace, in a new file: a date's scores are
         replaced file by file."""
-        present = scores.scan(row_filter=EqualTo("partition_date", day.isoformat()), selected_fields=("metric",))
+        present = scores.scan(row_filter=_on(day), selected_fields=("metric",))
         kept = sorted(set(pc.unique(present.to_arrow()["metric"]).to_pylist()) - set(replaced))
         if not kept:
             return []
-        rows = scores.scan(row_filter=And(EqualTo("partition_date", day.isoformat()), In("metric", kept))).to_arrow()
+        rows = scores.scan(row_filter=_all(_on(day), _term(In, "metric", kept))).to_arrow()
         return self._write(scores, day, rows.to_batches(), written)
 
     def _commit_all(self, day: dt.date, publish_id: str, changes: list[_Change], written: list[str]) -> None:
@@ -366,7 +399,7 @@ class IcebergLake:
         back, so the date reads as before; the error says whether that worked. Files no commit names are deleted."""
         done: list[tuple[_Change, list[DataFile]]] = []
         for position, change in enumerate(changes):
-            change.table.refresh()
+            # The tables were loaded under the date's lock, and only its holder changes the date's files.
             removed = self._current_files(change.table, day) if change.replace else []
             try:
                 self._commit(change, removed, publish_id)
@@ -434,28 +467,80 @@ class IcebergLake:
             return False
         return True
 
+    def _expire(self, tables: Iterable[Table], now: dt.datetime | None = None) -> None:
+        """Expire the snapshots of ``tables`` older than the retention (never a table's current one, nor one replaced
+        within ``_ORPHAN_GRACE``), then delete the data and manifest files that no remaining snapshot names and that
+        are older than ``_ORPHAN_GRACE``: the replaced files of old publishes and the files of publishers that died
+        before their commit. Does something once a table has snapshots past the retention, so about once a day per
+        table; it never fails a publish."""
+        now = now or dt.datetime.now(dt.UTC)
+        cutoff = now - self.location.retention
+        for table in tables:
+            try:
+                # Current: loaded under the date's lock and updated by this publish's own commits.
+                expired = _expirable(table, cutoff, now - _ORPHAN_GRACE)
+                if not expired:
+                    continue
+                table.maintenance.expire_snapshots().by_ids(expired).commit()
+                table.refresh()
+                removed = self._remove_unnamed(table, now - _ORPHAN_GRACE)
+                _log.info("%s on %s: snapshots before %s expired, %d file(s) deleted",
+                          self._key_of(table), self.url, f"{cutoff:%Y-%m-%d %H:%M}", removed)  # fmt: skip
+            except Exception as exc:
+                _log.warning("expiring old snapshots of %s on %s failed, the next publish retries: %s",
+                             self._key_of(table), self.url, _one_line(exc))  # fmt: skip
+        self._release()
+
+    def _remove_unnamed(self, table: Table, before: dt.datetime) -> int:
+        """Delete the files under the table's data and metadata folders that no snapshot names, modified before
+        ``before``; metadata JSON files are Iceberg's own to delete (``write.metadata.delete-after-commit``)."""
+        named: set[str] = set()
+        seen_manifests: set[str] = set()
+        for snapshot in table.snapshots():
+            named.add(snapshot.manifest_list)
+            for manifest in snapshot.manifests(table.io):
+                if manifest.manifest_path in seen_manifests:
+                    continue
+                seen_manifests.add(manifest.manifest_path)
+                named.add(manifest.manifest_path)
+                named.update(entry.data_file.file_path for entry in manifest.fetch_manifest_entry(table.io))
+        named_paths = {self._fs._strip_protocol(url) for url in named}
+        unnamed = []
+        for folder in ("data", "metadata"):
+            directory = self._fs._strip_protocol(f"{table.location()}/{folder}")
+            self._fs.invalidate_cache(directory)
+            if not self._fs.exists(directory):
+                continue
+            for path, info in self._fs.find(directory, detail=True).items():
+                if path in named_paths or path.endswith(".metadata.json") or info.get("type") == "directory":
+                    continue
+                if _modified(info) < before:
+                    unnamed.append(path)
+        if unnamed:
+            self._fs.rm(unnamed)
+        return len(unnamed)
+
     @staticmethod
     def _current_files(table: Table, day: dt.date) -> list[DataFile]:
         """The data files of the date in the table's current snapshot (its partition, as tables are partitioned by
         date)."""
-        return [task.file for task in table.scan(row_filter=EqualTo("partition_date", day.isoformat())).plan_files()]
+        return [task.file for task in table.scan(row_filter=_on(day)).plan_files()]
 
     # -- catalog, schema and locks --------------------------------------------------------------------------
 
     @contextmanager
     def _date_lock(self, day: dt.date) -> Iterator[dict[str, Table]]:
-        """The date's lock held, the schema current, and every table loaded afresh."""
+        """The date's lock held, the schema current, and every table loaded once the lock is held: a publisher of
+        the same date that held it before has committed by then."""
         catalog = self._writable_catalog()
-        tables = self._ensure_schema(catalog)
+        self._ensure_schema(catalog)
         assert self._locks is not None
         with self._locks.hold(f"{self.location.namespace}.{self.tables.meta}/dt={day.isoformat()}", f"dt={day}"):
-            for table in tables.values():
-                table.refresh()
-            yield tables
+            yield {key: catalog.load_table((self.location.namespace, getattr(self.tables, key))) for key in TABLES}
 
     def _writable_catalog(self) -> Catalog:
-        if self._catalog is None:
-            catalog = self._open_catalog(create=True)
+        if self._locks is None:
+            catalog = self._catalog or self._open_catalog(create=True)
             assert isinstance(catalog, SqlCatalog)
             locks = _locks_for(catalog, self.location)
             if not _has_catalog_tables(catalog):
@@ -463,6 +548,7 @@ class IcebergLake:
                 with locks.hold(f"{self.location.namespace}.{self.tables.meta}/catalog", "creating the catalog"):
                     catalog.create_tables()
             self._catalog, self._locks = catalog, locks
+        assert self._catalog is not None
         return self._catalog
 
     def _open_catalog(self, *, create: bool) -> Catalog | None:
@@ -478,7 +564,7 @@ class IcebergLake:
         if url is None:
             # The configuration as it is now: pyiceberg reads its environment variables once, at import.
             configured = Config().get_catalog_config(self.location.catalog) or {}
-            catalog = load_catalog(self.location.catalog, **{**configured, **properties})
+            catalog = load_catalog(self.location.catalog, **{**configured, **properties})  # type: ignore[arg-type]
             if not isinstance(catalog, SqlCatalog):
                 raise ConfigError(
                     f"catalog {self.location.catalog!r} is of type {type(catalog).__name__}: ragpulse serialises the "
@@ -496,7 +582,10 @@ class IcebergLake:
         return catalog
 
     def _existing_table(self, key: str) -> Table | None:
-        catalog = self._catalog or self._open_catalog(create=False)
+        if self._catalog is None:
+            # Kept once it exists: a reader reads several tables, each through the same catalog.
+            self._catalog = self._open_catalog(create=False)
+        catalog = self._catalog
         if catalog is None:
             self._refuse_legacy()
             return None
@@ -513,13 +602,13 @@ class IcebergLake:
                 f"into Iceberg tables once with `ragpulse migrate-lake --from {self.location.root} --to '{self.url}'`"
             )
 
-    def _ensure_schema(self, catalog: Catalog) -> dict[str, Table]:
+    def _ensure_schema(self, catalog: Catalog) -> None:
         """Every table, created at the current version on a new lake or migrated from an older one, under the
         schema lock: two first publishers must not both create or migrate."""
         namespace = self.location.namespace
         names = {key: getattr(self.tables, key) for key in TABLES}
         if self._schema_checked:
-            return {key: catalog.load_table((namespace, name)) for key, name in names.items()}
+            return
         assert self._locks is not None
         with self._locks.hold(f"{namespace}.{self.tables.meta}/schema", "the schema"):
             catalog.create_namespace_if_not_exists(namespace)
@@ -542,9 +631,7 @@ class IcebergLake:
                 catalog.update_namespace_properties(
                     namespace, updates={schema_version_property(self.tables): str(SCHEMA_VERSION)}
                 )
-            tables = {key: catalog.load_table((namespace, name)) for key, name in names.items()}
         self._schema_checked = True
-        return tables
 
     def _version(self, catalog: Catalog) -> int:
         """The schema version of these tables in the namespace; 0 before the first publish."""
@@ -573,9 +660,10 @@ class IcebergLake:
 
     # -- storage --------------------------------------------------------------------------------------------
 
-    def _put_file(self, url: str, write: Callable[[BinaryIO], object]) -> None:
+    def _put_file(self, url: str, write: Callable[[BinaryIO], object]) -> int:
         """Put the object that ``write`` writes, whole or not at all, never holding it in memory: written to a
-        local temporary file first, then uploaded (s3fs sends a large one in parts) or renamed into place."""
+        local temporary file first, then uploaded (s3fs sends a large one in parts) or renamed into place. Returns
+        its size in bytes."""
         path = self._fs._strip_protocol(url)
         if self._local:
             os.makedirs(posixpath.dirname(path), exist_ok=True)
@@ -583,16 +671,18 @@ class IcebergLake:
             try:
                 with open(temp, "wb") as handle:
                     write(handle)
+                size = os.path.getsize(temp)
                 os.replace(temp, path)
             finally:
                 with suppress(FileNotFoundError):
                     os.unlink(temp)
-            return
+            return size
         with tempfile.TemporaryDirectory(prefix="ragpulse-lake-") as directory:
             temp = f"{directory}/{posixpath.basename(path)}"
             with open(temp, "wb") as handle:
                 write(handle)
             self._fs.put_file(temp, path)
+            return os.path.getsize(temp)
 
     def _discard(self, urls: list[str]) -> None:
         """Delete files no commit names, best effort: the store may be what failed, and its error, not this one, is
@@ -615,6 +705,13 @@ class IcebergLake:
         except Exception as exc:
             kept = ", previous rows kept" if writes else ""
             raise WarehouseError(f"{action} on {self.url} failed{kept}: {_one_line(exc)}") from exc
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        """No idle connection to the catalog's database outlives a call (a served flow opens lakes every day)."""
+        if isinstance(self._catalog, SqlCatalog):
+            self._catalog.engine.dispose()
 
 
 @dataclass(frozen=True)
@@ -709,6 +806,45 @@ def _locks_for(catalog: Catalog, location: LakeUrl) -> _Locks:
     return _FileLocks(Path(f"{database}.locks"), location.lock_timeout, location.shown)
 
 
+def _data_file(table: Table, url: str, footer: pq.FileMetaData, size: int) -> DataFile:
+    """The manifest entry of a data file just written, from its writer's footer: column statistics and the partition
+    as Iceberg's own writer records them, without reading the file back."""
+    schema = table.schema()
+    statistics = data_file_statistics_from_parquet_metadata(
+        parquet_metadata=footer,
+        stats_columns=compute_statistics_plan(schema, table.metadata.properties),
+        parquet_column_mapping=parquet_path_to_id_mapping(schema),
+    )
+    return DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=url,
+        file_format=FileFormat.PARQUET,
+        partition=statistics.partition(table.metadata.spec(), schema),
+        file_size_in_bytes=size,
+        sort_order_id=None,
+        spec_id=table.metadata.default_spec_id,
+        equality_ids=None,
+        key_metadata=None,
+        **statistics.to_serialized_dict(),
+    )
+
+
+def _expirable(table: Table, cutoff: dt.datetime, superseded_before: dt.datetime) -> list[int]:
+    """Snapshots made before ``cutoff`` that stopped being current before ``superseded_before``. The second bound
+    keeps the state a publish in flight may restore (the one its first commit just replaced, however old) and the
+    files only it names."""
+    log = table.metadata.snapshot_log
+    superseded = {entry.snapshot_id: after.timestamp_ms for entry, after in itertools.pairwise(log)}
+    current = table.metadata.current_snapshot_id
+    return [
+        snapshot.snapshot_id
+        for snapshot in table.snapshots()
+        if snapshot.snapshot_id != current
+        and snapshot.timestamp_ms < cutoff.timestamp() * 1000
+        and superseded.get(snapshot.snapshot_id, snapshot.timestamp_ms) < superseded_before.timestamp() * 1000
+    ]
+
+
 def _has_catalog_tables(catalog: SqlCatalog) -> bool:
     inspector = sa.inspect(catalog.engine)
     return all(inspector.has_table(name) for name in ("iceberg_tables", "iceberg_namespace_properties"))
@@ -732,11 +868,25 @@ def _io_properties(storage_options: dict[str, Any]) -> dict[str, str]:
 def _row_filter(query: Query) -> BooleanExpression:
     conditions: list[BooleanExpression] = []
     if query.start is not None:
-        conditions.append(GreaterThanOrEqual("partition_date", query.start.isoformat()))
+        conditions.append(_term(GreaterThanOrEqual, "partition_date", query.start.isoformat()))
     if query.end is not None:
-        conditions.append(LessThanOrEqual("partition_date", query.end.isoformat()))
+        conditions.append(_term(LessThanOrEqual, "partition_date", query.end.isoformat()))
     if query.metrics is not None:
-        conditions.append(In("metric", list(query.metrics)) if query.metrics else EqualTo("metric", "\x00"))
+        conditions.append(_term(In, "metric", list(query.metrics)) if query.metrics else AlwaysFalse())
+    return _all(*conditions)
+
+
+def _on(day: dt.date) -> BooleanExpression:
+    """The rows of one date: in a table partitioned by date, exactly its partition's files."""
+    return _term(EqualTo, "partition_date", day.isoformat())
+
+
+def _term(kind: type[BooleanExpression], column: str, value: object) -> BooleanExpression:
+    """``kind(column, value)``: pyiceberg's documented positional form, which its pydantic signatures hide."""
+    return kind(column, value)  # type: ignore[call-arg]
+
+
+def _all(*conditions: BooleanExpression) -> BooleanExpression:
     expression: BooleanExpression = AlwaysTrue()
     for condition in conditions:
         expression = condition if isinstance(expression, AlwaysTrue) else And(expression, condition)
@@ -775,6 +925,14 @@ def _row_groups(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> Iterato
         size += batch.nbytes
     if group:
         yield pa.Table.from_batches(group, schema=schema)
+
+
+def _modified(info: dict[str, Any]) -> dt.datetime:
+    """A listing entry's modification time (S3's LastModified, a local file's mtime), in UTC."""
+    modified = info.get("LastModified", info.get("mtime"))
+    if isinstance(modified, dt.datetime):
+        return modified if modified.tzinfo else modified.replace(tzinfo=dt.UTC)
+    return dt.datetime.fromtimestamp(float(modified or 0), dt.UTC)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -14,7 +14,7 @@ import json
 import logging
 import posixpath
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,9 +45,10 @@ class LakeMigration:
 
 def read_manifest_lake(
     url: str, *, tables: TableNames | None = None, storage_options: dict[str, Any] | None = None
-) -> dict[dt.date, dict[str, pa.Table]]:
-    """Every date of a manifest-layout lake at ``url``, with the rows of each table its newest manifest names, in
-    the current schema (columns added since the lake's version read as NULL)."""
+) -> Iterator[tuple[dt.date, dict[str, pa.Table]]]:
+    """Every date of a manifest-layout lake at ``url``, oldest first, with the rows of each table its newest manifest
+    names, in the current schema (columns added since the lake's version read as NULL). Read a date at a time, so
+    memory holds one date; the layout is checked before the first."""
     names = tables or TableNames()
     fs, root = filesystem(url.partition("?")[0], storage_options)
     meta = f"{root}/_{names.meta}"
@@ -57,7 +58,10 @@ def read_manifest_lake(
     version = int(json.loads(fs.cat_file(f"{meta}/schema.json"))["version"])
     if version > SCHEMA_VERSION:
         raise WarehouseError(f"the lake at {redact_url(url)} is at schema version {version}, newer than this ragpulse")
-    found: dict[dt.date, dict[str, pa.Table]] = {}
+    return _dates(fs, root, meta)
+
+
+def _dates(fs: Any, root: str, meta: str) -> Iterator[tuple[dt.date, dict[str, pa.Table]]]:
     for entry in sorted(fs.ls(f"{meta}/commits", detail=False)):
         match = _PARTITION.match(posixpath.basename(entry.rstrip("/")))
         if match is None:
@@ -69,11 +73,13 @@ def read_manifest_lake(
             continue
         manifest = json.loads(fs.cat_file(f"{entry}/{generations[-1]}"))
         files: dict[str, list[str]] = manifest["files"]
-        found[dt.date.fromisoformat(match[1])] = {
-            key: _read(fs, [f"{root}/{path}" for path in files.get(key, [])], spec.schema)
-            for key, spec in TABLES.items()
-        }
-    return found
+        yield (
+            dt.date.fromisoformat(match[1]),
+            {
+                key: _read(fs, [f"{root}/{path}" for path in files.get(key, [])], spec.schema)
+                for key, spec in TABLES.items()
+            },
+        )
 
 
 def _read(fs: Any, paths: list[str], schema: pa.Schema) -> pa.Table:
@@ -106,13 +112,7 @@ def migrate_lake(
     names = tables or TableNames()
     lake = IcebergLake(target, tables=names, storage_options=storage_options, migrating=True)
     report = LakeMigration()
-    try:
-        dates = read_manifest_lake(source, tables=names, storage_options=storage_options)
-    except RagpulseError:
-        raise
-    except (OSError, ValueError, KeyError) as exc:
-        raise WarehouseError(f"reading the manifest lake at {redact_url(source)} failed: {exc}") from exc
-    for day, rows in dates.items():
+    for day, rows in _reading(read_manifest_lake(source, tables=names, storage_options=storage_options), source):
         lake.replace_partition(day, rows, action=f"importing dt={day}")
         counts = {key: table.num_rows for key, table in rows.items()}
         stored = {key: lake.read(key, start=day, end=day, columns=["partition_date"]).num_rows for key in rows}
@@ -125,3 +125,17 @@ def migrate_lake(
             progress(day, counts)
         _log.info("dt=%s imported into %s: %s", day, lake.url, counts)
     return report
+
+
+def _reading(
+    dates: Iterator[tuple[dt.date, dict[str, pa.Table]]], source: str
+) -> Iterator[tuple[dt.date, dict[str, pa.Table]]]:
+    """``dates``, a storage or format failure while reading them a WarehouseError naming the source."""
+    try:
+        yield from dates
+    except RagpulseError:
+        raise
+    except (OSError, ValueError, KeyError) as exc:
+        raise WarehouseError(
+            f"reading the manifest lake at {redact_url(source)} failed: {' '.join(redact_url(str(exc)).split())}"
+        ) from exc

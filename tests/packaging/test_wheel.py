@@ -156,11 +156,11 @@ OWNER = "user"
 
 
 @flow(name="user-nightly")
-def nightly(root: str) -> None:
+def nightly(root: str, warehouse: str = "") -> None:
     evaluate_partition(
         date=dt.date(2026, 11, 28),
         source=SourceConfig(url=f"{root}/traces"),
-        output=OutputConfig(warehouse=f"duckdb:///{root}/w.duckdb", work_dir=f"{root}/work"),
+        output=OutputConfig(warehouse=warehouse or f"duckdb:///{root}/w.duckdb", work_dir=f"{root}/work"),
     )
 '''
 USER_MODULE = 'OWNER = "user"\n'
@@ -286,12 +286,18 @@ def _reciprocal_rank(trace: dict[str, Any]) -> float | None:
     return 1 / ranks[0] if ranks else 0.0
 
 
-def test_users_flow_runs_ragpulse_evaluate_into_duckdb(venv: Venv, tmp_path: Path, prefect_api: str) -> None:
-    """A user's own Prefect flow (in their flows.py) runs evaluate_partition from the installed wheel."""
+def _write_traces(root: Path) -> list[dict[str, Any]]:
+    """The day's traces as the user's app logged them, under ``root/traces/dt=<DAY>/``."""
     traces = [_trace(*spec, hour=hour) for hour, spec in enumerate(TRACES, start=8)]
-    partition = tmp_path / "traces" / f"dt={DAY}"
+    partition = root / "traces" / f"dt={DAY}"
     partition.mkdir(parents=True)
     (partition / "part.jsonl").write_text("".join(json.dumps(trace) + "\n" for trace in traces))
+    return traces
+
+
+def test_users_flow_runs_ragpulse_evaluate_into_duckdb(venv: Venv, tmp_path: Path, prefect_api: str) -> None:
+    """A user's own Prefect flow (in their flows.py) runs evaluate_partition from the installed wheel."""
+    traces = _write_traces(tmp_path)
     project = _project(tmp_path, "modules")
     env = _env(venv, tmp_path, project, prefect_api)
 
@@ -316,3 +322,45 @@ def test_users_flow_runs_ragpulse_evaluate_into_duckdb(venv: Venv, tmp_path: Pat
         ).fetchall()
     ranks = [rank for rank in expected.values() if rank is not None]
     assert summary == [(len(expected), len(ranks), pytest.approx(sum(ranks) / len(ranks)))]
+
+
+def test_users_flow_publishes_into_an_iceberg_lake_on_s3_and_migrate_lake_runs_from_the_wheel(
+    venv: Venv, tmp_path: Path, prefect_api: str, s3: Any
+) -> None:
+    """The same flow with an Iceberg lake on S3 (moto) whose catalog is in PostgreSQL; the scores are read back with
+    pyiceberg alone. Then the wheel's ``ragpulse migrate-lake`` moves a manifest-layout lake into the same catalog."""
+    import psycopg
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    traces = _write_traces(tmp_path)
+    project = _project(tmp_path, "modules")
+    env = _env(venv, tmp_path, project, prefect_api)
+    namespace = f"wheel_{os.urandom(4).hex()}"
+    catalog_url = "postgresql://postgres@127.0.0.1:5432/test"
+    lake = f"{s3.url}/lake?catalog={catalog_url}&namespace={namespace}"
+    try:
+        code = "import sys, flows; flows.nightly(sys.argv[1], sys.argv[2])"
+        _run([venv.python, "-c", code, tmp_path, lake], cwd=project, env=env, timeout=600)
+        catalog = SqlCatalog(
+            "ragpulse",
+            uri="postgresql+psycopg://postgres@127.0.0.1:5432/test",
+            **{"py-io-impl": "pyiceberg.io.fsspec.FsspecFileIO"},
+        )
+        scores = catalog.load_table((namespace, "scores")).scan(row_filter="metric == 'document_mrr'").to_arrow()
+        mrr = dict(zip(scores["trace_id"].to_pylist(), scores["value"].to_pylist(), strict=True))
+        expected = {trace["trace_id"]: _reciprocal_rank(trace) for trace in traces}
+        assert mrr == pytest.approx(expected)
+
+        legacy = Path(__file__).resolve().parents[1] / "fixtures" / "legacy_lake" / "lake"
+        s3.fs.put(str(legacy), f"{s3.name}/old", recursive=True)
+        target = f"{s3.url}/old?catalog={catalog_url}&namespace={namespace}_old"
+        done = _run([venv.root / "bin" / "ragpulse", "migrate-lake", "--from", f"{s3.url}/old", "--to", target,
+                     "--json"], cwd=tmp_path, env=env, timeout=300)  # fmt: skip
+        assert json.loads(done.stdout)["rows"]["scores"] == 18
+        migrated = catalog.load_table((f"{namespace}_old", "runs")).scan().to_arrow()["run_id"].to_pylist()
+        assert sorted(migrated) == ["r1", "r2", "r3", "r4"]
+    finally:
+        with psycopg.connect("host=127.0.0.1 port=5432 dbname=test user=postgres", autocommit=True) as con:
+            for name in (namespace, f"{namespace}_old"):
+                con.execute("DELETE FROM iceberg_tables WHERE table_namespace = %s", (name,))
+                con.execute("DELETE FROM iceberg_namespace_properties WHERE namespace = %s", (name,))

@@ -10,13 +10,10 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-from psycopg import sql
 from pyiceberg.catalog.sql import SqlCatalog
 
 from ragpulse.tasks.core.errors import WarehouseError
@@ -29,7 +26,6 @@ DAY = dt.date(2026, 11, 1)
 NOW = dt.datetime(2026, 11, 2, tzinfo=dt.UTC)
 OLD, NEW = 5, 7
 ROOT = Path(__file__).resolve().parents[3]
-PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
 # botocore's retries off, so a fault is not simply retried away in the test (s3fs' own few quick ones stay).
 NO_RETRIES: dict[str, Any] = {"config_kwargs": {"retries": {"max_attempts": 1}}}
 TABLES = ("scores", "quarantine", "traces", "runs", "validations")
@@ -37,17 +33,6 @@ TABLES = ("scores", "quarantine", "traces", "runs", "validations")
 
 def publication(run_id: str, n: int) -> Publication:
     return scores_publication(DAY, run_id, n, now=NOW)
-
-
-@pytest.fixture
-def namespace() -> Iterator[str]:
-    name = f"f{os.urandom(6).hex()}"
-    yield name
-    with psycopg.connect(PG_DSN, autocommit=True) as con:
-        for table, column in (("iceberg_tables", "table_namespace"), ("iceberg_namespace_properties", "namespace")):
-            if con.execute("SELECT to_regclass(%s)", (table,)).fetchone() != (None,):
-                query = sql.SQL("DELETE FROM {} WHERE {} = %s").format(sql.Identifier(table), sql.Identifier(column))
-                con.execute(query, (name,))
 
 
 def _url(s3: Any, namespace: str, port: int = 5432) -> str:

@@ -12,17 +12,14 @@ import shutil
 import subprocess
 import sys
 import threading
-import uuid
-from collections.abc import Iterator
+import time
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import psycopg
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
-from psycopg import sql
 from pyiceberg.catalog.sql import SqlCatalog
 from typer.testing import CliRunner
 
@@ -35,21 +32,8 @@ from tests.tasks.warehouse.test_warehouse_contract import publication
 
 DAY = dt.date(2026, 11, 1)
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
-PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
 ROOT = Path(__file__).resolve().parents[3]
 LEGACY = ROOT / "tests" / "fixtures" / "legacy_lake" / "lake"
-
-
-@pytest.fixture
-def namespace() -> Iterator[str]:
-    """A namespace of its own in the SQL catalog in PostgreSQL, its catalog rows deleted afterwards."""
-    name = f"t{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(PG_DSN, autocommit=True) as con:
-        for table, column in (("iceberg_tables", "table_namespace"), ("iceberg_namespace_properties", "namespace")):
-            if con.execute("SELECT to_regclass(%s)", (table,)).fetchone() != (None,):
-                query = sql.SQL("DELETE FROM {} WHERE {} = %s").format(sql.Identifier(table), sql.Identifier(column))
-                con.execute(query, (name,))
 
 
 def _catalog(root: str) -> SqlCatalog:
@@ -169,6 +153,7 @@ def test_publishers_in_separate_processes_queue_per_date_and_land_across_dates(s
         ("s3://bucket/lake?catalog=mysql://u@h/db", "use sqlite:///..., postgresql://... or a catalog name"),
         ("gs://bucket/lake?catalog=sqlite:////tmp/c.db", "unsupported warehouse URL scheme"),
         ("/tmp/lake?lock_timeout=-1", "must be a positive number of seconds"),
+        ("/tmp/lake?retention_days=0", "retention_days='0' .* must be a positive number"),
     ],
 )
 def test_bad_lake_urls_are_configuration_errors(url: str, message: str) -> None:
@@ -261,3 +246,42 @@ def test_storage_failures_keep_credentials_out_of_the_error(s3: Any, namespace: 
     with pytest.raises(WarehouseError, match="previous rows kept") as failed:
         lake.publish(publication(DAY, "r1"))
     assert "testing-secret-do-not-log" not in str(failed.value) and "\n" not in str(failed.value)
+
+
+def test_snapshots_past_the_retention_are_expired_and_the_files_only_they_named_deleted(tmp_path: Path) -> None:
+    url = f"{tmp_path}/lake?retention_days=7"
+    for i in range(4):
+        open_warehouse(url).publish(publication(DAY, f"r{i}", n=5 + i, seed=i))
+    data = tmp_path / "lake" / "ragpulse" / "scores" / "data" / f"partition_date={DAY}"
+    assert len(list(data.glob("*.parquet"))) == 4  # the replaced ones stay, for time travel
+    crashed = data / "crashed-publisher.parquet"
+    shutil.copy(next(data.glob("*.parquet")), crashed)
+    lake = IcebergLake(url)
+    lake.expire_snapshots()  # nothing is older than seven days yet
+    assert len(list(data.glob("*.parquet"))) == 5
+    lake.expire_snapshots(now=dt.datetime.now(dt.UTC) + dt.timedelta(days=8))
+    live = {Path(p.removeprefix("file://")) for p in lake.data_files("scores")}
+    assert set(data.glob("*.parquet")) == live and len(live) == 1  # the old ones and the crashed one are gone
+    scores = lake.read("scores")
+    assert set(scores["run_id"].to_pylist()) == {"r3"} and scores.num_rows == 2 * 8
+    assert len(lake.table("scores").snapshots()) == 1
+    runs = lake.read("runs")["run_id"].to_pylist()
+    assert sorted(runs) == ["r0", "r1", "r2", "r3"]  # appended rows live in the current snapshot
+    metadata = tmp_path / "lake" / "ragpulse" / "scores" / "metadata"
+    named = {lake.table("scores").current_snapshot().manifest_list.removeprefix("file://")}
+    assert {str(p) for p in metadata.glob("snap-*.avro")} == named
+
+
+def test_a_state_replaced_within_the_last_hour_is_kept_however_old(tmp_path: Path) -> None:
+    """A publish that fails after its first commit puts the state that commit replaced back: that state, and the
+    files only it names, must survive an expiry running meanwhile, even when it was made before the retention."""
+    url = f"{tmp_path}/lake?retention_days=0.000001"  # 0.09 s
+    open_warehouse(url).publish(publication(DAY, "r0", n=5))
+    time.sleep(0.2)
+    open_warehouse(url).publish(publication(DAY, "r1", n=6))  # replaces r0's state now; r0's snapshot is "old"
+    data = tmp_path / "lake" / "ragpulse" / "scores" / "data"
+    lake = IcebergLake(url)
+    lake.expire_snapshots()
+    assert len(list(data.rglob("*.parquet"))) == 2
+    lake.expire_snapshots(now=dt.datetime.now(dt.UTC) + dt.timedelta(hours=2))
+    assert len(list(data.rglob("*.parquet"))) == 1
