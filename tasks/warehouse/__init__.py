@@ -30,7 +30,9 @@ from ragpulse.tasks.warehouse.rows import RowSource
 
 __all__ = [
     "ALERTS_SCHEMA",
+    "CALIBRATIONS_SCHEMA",
     "DRIFT_SCHEMA",
+    "ESTIMATES_SCHEMA",
     "QUARANTINE_SCHEMA",
     "RUNS_SCHEMA",
     "SCORES_SCHEMA",
@@ -183,6 +185,58 @@ ALERTS_SCHEMA = pa.schema(
 )
 
 
+# One row per (partition, metric, judge model, prompt version): how the judge agreed with the human labels that
+# the partition's estimates use (docs/calibration.md). Fields that do not apply to the labels' kind are NULL.
+CALIBRATIONS_SCHEMA = pa.schema(
+    [
+        ("partition_date", pa.date32()),
+        ("metric", pa.string()),
+        ("judge_model", pa.string()),
+        ("prompt_version", pa.string()),
+        ("labels_key", pa.string()),  # a digest of the labels used: a change of labels is a new calibration
+        ("labels_start", pa.date32()),
+        ("labels_end", pa.date32()),
+        ("n_labels", pa.int64()),
+        ("kind", pa.string()),  # binary or graded
+        ("accuracy", pa.float64()),
+        ("cohen_kappa", pa.float64()),
+        ("mae", pa.float64()),
+        ("spearman", pa.float64()),
+        ("mean_bias", pa.float64()),
+        ("confusion", pa.string()),  # JSON: {"levels": [...], "counts": [[...], ...]}, rows human, columns judge
+        ("run_id", pa.string()),
+        ("computed_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+# One row per (partition, metric, judge model, prompt version): the judge's raw mean beside the prediction-powered
+# estimate of the mean human score, with its interval; NULL estimate and a reason where it could not be made.
+ESTIMATES_SCHEMA = pa.schema(
+    [
+        ("partition_date", pa.date32()),
+        ("metric", pa.string()),
+        ("judge_model", pa.string()),
+        ("prompt_version", pa.string()),
+        ("n_judged", pa.int64()),
+        ("n_labels", pa.int64()),
+        ("raw_mean", pa.float64()),
+        ("raw_ci_low", pa.float64()),
+        ("raw_ci_high", pa.float64()),
+        ("ppi_mean", pa.float64()),
+        ("ppi_ci_low", pa.float64()),
+        ("ppi_ci_high", pa.float64()),
+        ("std_error", pa.float64()),
+        ("effective_n", pa.float64()),
+        ("tuning", pa.float64()),
+        ("confidence", pa.float64()),
+        ("labels_key", pa.string()),
+        ("reason", pa.string()),
+        ("run_id", pa.string()),
+        ("computed_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+
 @dataclass(frozen=True)
 class Publication:
     """Everything one run publishes for one partition; tables follow the schemas above.
@@ -213,7 +267,8 @@ class Warehouse(Protocol):
     and its validation results. ``record_validations`` appends validation results of a run that
     published nothing (its output failed validation), leaving every other table untouched.
     ``publish_drift`` replaces a partition's drift rows as a whole, atomically; ``record_alerts``
-    appends to the alert ledger. ``read`` returns a table's rows with
+    appends to the alert ledger; ``publish_calibration`` replaces a partition's calibrations and estimates
+    together, atomically (the lake: table by table, restored on failure). ``read`` returns a table's rows with
     ``start <= partition_date <= end`` (either bound optional), only ``metrics`` when given,
     projected to ``columns``, typed by the table's schema; a warehouse or table that does not exist
     yet reads as empty, and reading never creates anything. ``url`` never carries a password.
@@ -228,6 +283,8 @@ class Warehouse(Protocol):
     def publish_drift(self, partition_date: dt.date, drift: pa.Table) -> None: ...
 
     def record_alerts(self, alerts: pa.Table) -> None: ...
+
+    def publish_calibration(self, partition_date: dt.date, calibrations: pa.Table, estimates: pa.Table) -> None: ...
 
     def read(
         self,
@@ -258,6 +315,8 @@ class TableNames:
     traces: str = "traces"
     drift: str = "drift"
     alerts: str = "alerts"
+    calibrations: str = "calibrations"
+    estimates: str = "estimates"
     meta: str = "ragpulse_schema"
     daily_scores: str = "daily_scores"
     drift_segments: str = "drift_segments"

@@ -17,7 +17,9 @@ import pyarrow.compute as pc
 from ragpulse.tasks.core.errors import ConfigError, WarehouseError
 from ragpulse.tasks.warehouse import (
     ALERTS_SCHEMA,
+    CALIBRATIONS_SCHEMA,
     DRIFT_SCHEMA,
+    ESTIMATES_SCHEMA,
     QUARANTINE_SCHEMA,
     RUNS_SCHEMA,
     SCORES_SCHEMA,
@@ -31,6 +33,7 @@ __all__ = [
     "CONTENT_KEY",
     "JSON_COLUMNS",
     "JUDGE_RUN_COLUMNS",
+    "LABEL_KINDS",
     "META",
     "MIGRATIONS",
     "PUBLISHED_AT",
@@ -70,6 +73,8 @@ VERDICTS = (
     "no_baseline",
 )
 ALERT_STATUSES = ("sent", "failed")
+# The kinds of human labels a calibration compares with (metrics.calibration.Agreement.kind).
+LABEL_KINDS = ("binary", "graded")
 # Judge columns of runs: NULL for runs without judge metrics and for rows written before schema v3.
 JUDGE_RUN_COLUMNS = frozenset({"judge_model", "judge_usage", "estimated_cost_usd"})
 # Staging counts of runs (v6): NULL for rows written before, and the span counts for formats without spans.
@@ -224,6 +229,23 @@ TABLES: dict[str, TableSpec] = {
         frozenset(ALERTS_SCHEMA.names) - {"error"},
         checks=(_in("status", ALERT_STATUSES),),
     ),
+    "calibrations": TableSpec(
+        "calibrations",
+        CALIBRATIONS_SCHEMA,
+        frozenset({"partition_date", "metric", "labels_key", "n_labels", "kind", "mean_bias", "run_id", "computed_at"}),
+        checks=(_in("kind", LABEL_KINDS),),
+    ),
+    "estimates": TableSpec(
+        "estimates",
+        ESTIMATES_SCHEMA,
+        frozenset({"partition_date", "metric", "n_judged", "n_labels", "confidence", "run_id", "computed_at"}),
+        checks=(
+            Check(
+                "(ppi_mean IS NULL) = (reason IS NOT NULL)",
+                lambda t: pc.equal(pc.is_null(t["ppi_mean"]), pc.is_valid(t["reason"])),
+            ),
+        ),
+    ),
 }
 
 # The schema version table of SQL backends: one row per version applied.
@@ -255,6 +277,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     # v8: trace metadata as JSON for SQL readers, and the views dashboards read.
     StoreAsJson(8, "traces", "metadata"),
     DefineViews(8),
+    # v9: how far to trust the judge: its agreement with human labels, and prediction-powered estimates.
+    AddTable(9, "calibrations"),
+    AddTable(9, "estimates"),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 # Columns stored as JSON where the database has the type, whatever version created the table.

@@ -193,18 +193,27 @@ class SqlWarehouse(abc.ABC):
 
     def publish_drift(self, partition_date: dt.date, drift: pa.Table) -> None:
         """Stage the rows, then under the partition's drift lock delete and insert, in one transaction."""
-        rows = conform(TABLES["drift"], drift)
-        check_partition(TABLES["drift"], rows, partition_date)
-        table = self._tables["drift"]
-        with self._errors(f"publishing drift of dt={partition_date}"):
+        self._replace(partition_date, {"drift": drift}, f"publishing drift of dt={partition_date}")
+
+    def publish_calibration(self, partition_date: dt.date, calibrations: pa.Table, estimates: pa.Table) -> None:
+        """Replace the partition's calibrations and estimates together, in one transaction."""
+        rows = {"calibrations": calibrations, "estimates": estimates}
+        self._replace(partition_date, rows, f"publishing calibration of dt={partition_date}")
+
+    def _replace(self, partition_date: dt.date, tables: dict[str, pa.Table], action: str) -> None:
+        """Stage each table's rows, then under the partition's lock of each delete and insert, in one transaction."""
+        rows = {key: conform(TABLES[key], table) for key, table in tables.items()}
+        for key, table in rows.items():
+            check_partition(TABLES[key], table, partition_date)
+        with self._errors(action):
             self._ensure_schema()
             with self._engine.begin() as conn:
-                staged = self._stage(conn, "drift", RowSource.of(rows))
-                self._lock(
-                    conn, [f"{self._qualified('drift')}/{partition_date}"], f"publishing drift of dt={partition_date}"
-                )
-                conn.execute(table.delete().where(table.c.partition_date == partition_date))
-                self._insert(conn, "drift", staged)
+                staged = {key: self._stage(conn, key, RowSource.of(table)) for key, table in rows.items()}
+                self._lock(conn, [f"{self._qualified(key)}/{partition_date}" for key in rows], action)
+                for key, stage in staged.items():
+                    table = self._tables[key]
+                    conn.execute(table.delete().where(table.c.partition_date == partition_date))
+                    self._insert(conn, key, stage)
 
     def read(
         self,

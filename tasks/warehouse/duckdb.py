@@ -218,12 +218,23 @@ class DuckDBWarehouse:
 
     def publish_drift(self, partition_date: dt.date, drift: pa.Table) -> None:
         """Replace the partition's drift rows as a whole, in one transaction."""
-        rows = conform(TABLES["drift"], drift)
-        check_partition(TABLES["drift"], rows, partition_date)
-        with self._writing(f"publishing drift of dt={partition_date}") as con:
-            con.register("incoming_drift", rows)
-            con.execute(f"DELETE FROM {self._table('drift')} WHERE partition_date = ?", [partition_date])
-            con.execute(f"INSERT INTO {self._table('drift')} BY NAME SELECT * FROM incoming_drift")
+        self._replace(partition_date, {"drift": drift}, f"publishing drift of dt={partition_date}")
+
+    def publish_calibration(self, partition_date: dt.date, calibrations: pa.Table, estimates: pa.Table) -> None:
+        """Replace the partition's calibrations and estimates together, in one transaction."""
+        rows = {"calibrations": calibrations, "estimates": estimates}
+        self._replace(partition_date, rows, f"publishing calibration of dt={partition_date}")
+
+    def _replace(self, partition_date: dt.date, tables: dict[str, pa.Table], action: str) -> None:
+        """Replace the partition's rows of each table in ``tables`` by its rows, in one transaction."""
+        rows = {key: conform(TABLES[key], table) for key, table in tables.items()}
+        for key, table in rows.items():
+            check_partition(TABLES[key], table, partition_date)
+        with self._writing(action) as con:
+            for key, table in rows.items():
+                con.register(f"incoming_{key}", table)
+                con.execute(f"DELETE FROM {self._table(key)} WHERE partition_date = ?", [partition_date])
+                con.execute(f"INSERT INTO {self._table(key)} BY NAME SELECT * FROM incoming_{key}")
 
     def record_alerts(self, alerts: pa.Table) -> None:
         """Append delivery outcomes to the alert ledger."""

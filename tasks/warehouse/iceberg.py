@@ -109,6 +109,10 @@ _TABLE_PROPERTIES = {
     "write.metadata.previous-versions-max": "100",
     # Publishers of other dates commit to the same tables; a lost race is retried on the new state.
     "commit.retry.num-retries": "20",
+    # A replace conflicts only if the files it replaces changed meanwhile; files another date's publish added do
+    # not conflict (serializable isolation would refuse any added file). Publishers of one date queue on its lock.
+    "write.update.isolation-level": "snapshot",
+    "write.delete.isolation-level": "snapshot",
     "commit.retry.min-wait-ms": "20",
     "commit.retry.max-wait-ms": "2000",
 }
@@ -258,6 +262,16 @@ class IcebergLake:
         rows = conform(TABLES["drift"], drift)
         check_partition(TABLES["drift"], rows, partition_date)
         self.replace_partition(partition_date, {"drift": rows}, action=f"publishing drift of dt={partition_date}")
+
+    def publish_calibration(self, partition_date: dt.date, calibrations: pa.Table, estimates: pa.Table) -> None:
+        """Replace the date's calibrations and estimates: one commit each, under the date's lock."""
+        rows = {
+            "calibrations": conform(TABLES["calibrations"], calibrations),
+            "estimates": conform(TABLES["estimates"], estimates),
+        }
+        for key, table in rows.items():
+            check_partition(TABLES[key], table, partition_date)
+        self.replace_partition(partition_date, rows, action=f"publishing calibration of dt={partition_date}")
 
     def record_validations(self, validations: pa.Table) -> None:
         """Append validation rows, one commit per date they belong to."""

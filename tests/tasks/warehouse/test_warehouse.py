@@ -380,7 +380,9 @@ def test_a_traces_table_from_before_zstd_is_rebuilt_once_with_its_rows(tmp_path:
         assert con.execute("SELECT * FROM traces LIMIT 0").description == old_columns
         assert sorted(name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()) == [
             "alerts",
+            "calibrations",
             "drift",
+            "estimates",
             "quarantine",
             "ragpulse_schema",
             "runs",
@@ -396,9 +398,11 @@ def test_table_names_can_carry_a_prefix(tmp_path: Path) -> None:
     tables = _rows(warehouse.path, "SELECT table_name, table_type FROM information_schema.tables ORDER BY 1")
     assert tables == [
         ("rp_alerts", "BASE TABLE"),
+        ("rp_calibrations", "BASE TABLE"),
         ("rp_daily_scores", "VIEW"),
         ("rp_drift", "BASE TABLE"),
         ("rp_drift_segments", "VIEW"),
+        ("rp_estimates", "BASE TABLE"),
         ("rp_latest_alerts", "VIEW"),
         ("rp_quarantine", "BASE TABLE"),
         ("rp_ragpulse_schema", "BASE TABLE"),

@@ -34,7 +34,9 @@ from ragpulse.tasks.core.errors import ConfigError, WarehouseError
 from ragpulse.tasks.core.types import PartitionScores, QuarantinedRecord, RunInfo, StagingCounts
 from ragpulse.tasks.warehouse import (
     ALERTS_SCHEMA,
+    CALIBRATIONS_SCHEMA,
     DRIFT_SCHEMA,
+    ESTIMATES_SCHEMA,
     TRACES_SCHEMA,
     VALIDATIONS_SCHEMA,
     Publication,
@@ -65,6 +67,9 @@ KEYS = tuple(TABLES)
 # The tables of schema version 3; version 4 added the rest.
 V3_KEYS = ("scores", "quarantine", "runs", "validations")
 V4_KEYS = ("traces", "drift", "alerts")
+# The tables of schema version 9.
+V9_KEYS = ("calibrations", "estimates")
+V8_KEYS = tuple(key for key in KEYS if key not in V9_KEYS)
 # The views of schema version 8, by TableNames field.
 VIEW_KEYS = ("daily_scores", "drift_segments", "latest_alerts", "worst_traces")
 
@@ -243,6 +248,8 @@ def _duckdb(tmp_path: Path) -> Backend:
 
     def rewind(version: int) -> None:
         with duckdb.connect(str(path)) as con:
+            for key in V9_KEYS if version < 9 else ():
+                con.execute(f"DROP TABLE {key}")
             if version < 2:
                 con.execute("ALTER TABLE runs DROP COLUMN published_at")
             if version < 4:
@@ -292,6 +299,8 @@ def _postgres(schema: str) -> Backend:
 
     def rewind(version: int) -> None:
         with psycopg.connect(PG_DSN) as con:
+            for key in V9_KEYS if version < 9 else ():
+                con.execute(sql.SQL("DROP TABLE {}").format(table(key)))
             if version < 8:
                 for key in VIEW_KEYS:
                     con.execute(sql.SQL("DROP VIEW IF EXISTS {}").format(table(key)))
@@ -362,9 +371,8 @@ def _lake(url: str, fs: Any, root: str, catalog: Callable[[], Any]) -> Backend:
             drop_column("traces", "language")
         for column in _added_run_columns(version):
             drop_column("runs", column)
-        if version < 4:
-            for key in V4_KEYS:
-                catalog().purge_table((namespace, key))
+        for key in (*(V4_KEYS if version < 4 else ()), *(V9_KEYS if version < 9 else ())):
+            catalog().purge_table((namespace, key))
         catalog().update_namespace_properties(namespace, updates={version_property: str(version)})
 
     def created() -> bool:
@@ -658,7 +666,7 @@ def test_reading_a_warehouse_that_does_not_exist_gives_empty_tables_and_creates_
 @pytest.mark.parametrize(
     ("table", "options", "message"),
     [
-        ("score", {}, r"unknown warehouse table 'score'; use one of \['alerts', 'drift'"),
+        ("score", {}, r"unknown warehouse table 'score'; use one of \['alerts', 'calibrations', 'drift'"),
         ("runs", {"metrics": ["m1"]}, "no metric column"),
         ("scores", {"columns": ["trace_id", "nope"]}, r"no column\(s\) \['nope'\]"),
     ],
@@ -699,6 +707,74 @@ def test_publish_drift_is_all_or_nothing(backend: Backend) -> None:
     assert backend.leftovers() == []
 
 
+def calibration(day: dt.date, run_id: str, *, bias: float = 0.1) -> tuple[pa.Table, pa.Table]:
+    """A binary calibration of judge j1 for m1 and a graded one of judge j2 for m2, and their estimates; m2's
+    estimate is missing for too few labels."""
+    when = dt.datetime(2026, 11, 2, 7, tzinfo=dt.UTC)
+    identity = {"partition_date": day, "labels_key": "k-" + run_id, "run_id": run_id, "computed_at": when}
+    binary = json.dumps({"levels": [0, 1], "counts": [[40, 25], [6, 49]]})
+    calibrations = [
+        {**identity, "metric": "m1", "judge_model": "j1", "prompt_version": "m1/1", "labels_start": day,
+         "labels_end": day, "n_labels": 120, "kind": "binary", "accuracy": 0.85, "cohen_kappa": 0.6, "mae": None,
+         "spearman": None, "mean_bias": bias, "confusion": binary},
+        {**identity, "metric": "m2", "judge_model": "j2", "prompt_version": "m2/1", "labels_start": day,
+         "labels_end": day, "n_labels": 12, "kind": "graded", "accuracy": None, "cohen_kappa": None, "mae": 0.12,
+         "spearman": 0.71, "mean_bias": -bias, "confusion": json.dumps({"levels": [0, 0.5, 1], "counts": [[1]]})},
+    ]  # fmt: skip
+    estimates = [
+        {**identity, "metric": "m1", "judge_model": "j1", "prompt_version": "m1/1", "n_judged": 2000, "n_labels": 120,
+         "raw_mean": 0.72, "raw_ci_low": 0.70, "raw_ci_high": 0.74, "ppi_mean": 0.65, "ppi_ci_low": 0.60,
+         "ppi_ci_high": 0.70, "std_error": 0.026, "effective_n": 310.5, "tuning": 0.57, "confidence": 0.95,
+         "reason": None},
+        {**identity, "metric": "m2", "judge_model": "j2", "prompt_version": "m2/1", "n_judged": 2000, "n_labels": 12,
+         "raw_mean": 0.5, "raw_ci_low": 0.48, "raw_ci_high": 0.52, "ppi_mean": None, "ppi_ci_low": None,
+         "ppi_ci_high": None, "std_error": None, "effective_n": None, "tuning": None, "confidence": 0.95,
+         "reason": "12 labels, 30 needed"},
+    ]  # fmt: skip
+    return (
+        pa.Table.from_pylist(calibrations, schema=CALIBRATIONS_SCHEMA),
+        pa.Table.from_pylist(estimates, schema=ESTIMATES_SCHEMA),
+    )
+
+
+def test_publish_calibration_replaces_the_partitions_rows_of_both_tables(backend: Backend) -> None:
+    other = DAY + dt.timedelta(days=1)
+    backend.open().publish_calibration(DAY, *calibration(DAY, "c1"))
+    backend.open().publish_calibration(other, *calibration(other, "c-other"))
+    again = calibration(DAY, "c2", bias=0.2)
+    backend.open().publish_calibration(DAY, *again)
+    kept = calibration(other, "c-other")
+    assert backend.rows("calibrations") == _expected(pa.concat_tables([again[0], kept[0]]))
+    assert backend.rows("estimates") == _expected(pa.concat_tables([again[1], kept[1]]))
+    assert backend.leftovers() == []
+
+
+def test_publish_calibration_is_all_or_nothing(backend: Backend) -> None:
+    backend.open().publish_calibration(DAY, *calibration(DAY, "c1"))
+    before = {key: backend.rows(key) for key in V9_KEYS}
+    calibrations, estimates = calibration(DAY, "c2")
+    # An estimate without a mean must say why: the CHECK fails, and the calibrations stay as they were too.
+    silent = estimates.set_column(estimates.schema.get_field_index("reason"), "reason", pa.nulls(2, pa.string()))
+    with pytest.raises(WarehouseError, match=r"(?i)check"):
+        backend.open().publish_calibration(DAY, calibrations, silent)
+    unknown_kind = calibrations.set_column(calibrations.schema.get_field_index("kind"), "kind", pa.array(["x", "x"]))
+    with pytest.raises(WarehouseError, match=r"(?i)check"):
+        backend.open().publish_calibration(DAY, unknown_kind, estimates)
+    assert {key: backend.rows(key) for key in V9_KEYS} == before
+    assert backend.leftovers() == []
+
+
+def test_a_v8_warehouse_gains_the_calibration_tables_and_keeps_its_rows(migrated: Backend) -> None:
+    migrated.open().publish(publication(DAY, "r1"))
+    migrated.rewind(8)
+    before = {key: migrated.rows(key) for key in ("scores", "runs", "traces")}
+    assert migrated.open().read("estimates").num_rows == 0 and migrated.version() == 8
+    migrated.open().publish_calibration(DAY, *calibration(DAY, "c1"))
+    assert migrated.version() == SCHEMA_VERSION
+    assert {key: migrated.rows(key) for key in ("scores", "runs", "traces")} == before
+    assert len(migrated.rows("calibrations")) == len(migrated.rows("estimates")) == 2
+
+
 def test_record_alerts_appends_and_touches_nothing_else(backend: Backend) -> None:
     backend.open().publish(publication(DAY, "r1"))
     backend.open().publish_drift(DAY, drift(DAY, "d1"))
@@ -726,7 +802,7 @@ def test_a_v3_warehouse_gains_the_v4_tables_on_first_use(migrated: Backend) -> N
     assert migrated.version() == 3
     later = publication(DAY + dt.timedelta(days=1), "r2")
     migrated.open().publish(later)
-    assert migrated.version() == SCHEMA_VERSION == 8
+    assert migrated.version() == SCHEMA_VERSION == 9
     without = {"runs": _added_run_columns(3)}
     assert {
         key: [r for r in migrated.rows(key, without=without.get(key, ())) if r["run_id"] == "r1"] for key in V3_KEYS
@@ -790,15 +866,15 @@ def test_a_v6_warehouse_gains_the_runs_content_key_and_keeps_its_rows(migrated: 
     migrated.open().publish(first)
     migrated.rewind(6)
     assert migrated.version() == 6 and CONTENT_KEY not in migrated.rows("runs")[0]
-    old = {key: migrated.rows(key) for key in KEYS}
+    old = {key: migrated.rows(key) for key in V8_KEYS}
     later = publication(DAY + dt.timedelta(days=1), "r2")
     migrated.open().publish(dataclasses.replace(later, run=_keyed(later.run, "k2")))
     assert migrated.version() == SCHEMA_VERSION
     runs = {r["run_id"]: r for r in migrated.rows("runs")}
     assert (runs["r1"][CONTENT_KEY], runs["r2"][CONTENT_KEY]) == (None, "k2")
     assert [r for r in migrated.rows("runs", without=(CONTENT_KEY,)) if r["run_id"] == "r1"] == old["runs"]
-    assert {key: [r for r in migrated.rows(key) if r["run_id"] == "r1"] for key in KEYS if key != "runs"} == {
-        key: old[key] for key in KEYS if key != "runs"
+    assert {key: [r for r in migrated.rows(key) if r["run_id"] == "r1"] for key in V8_KEYS if key != "runs"} == {
+        key: old[key] for key in V8_KEYS if key != "runs"
     }
     assert migrated.leftovers() == []
 

@@ -179,11 +179,20 @@ def test_tables_are_created_with_constraints_indexes_and_a_version(schema: str) 
         "traces_partition_date_idx": True,
         "drift_partition_date_idx": False,
         "alerts_partition_date_idx": False,
+        "calibrations_partition_date_idx": False,
+        "estimates_partition_date_idx": False,
     }
     checks = _query(
         "SELECT conname FROM pg_constraint WHERE contype = 'c' AND connamespace = %s::regnamespace", schema, (schema,)
     )
-    assert sorted(checks) == [("alerts_check0",), ("drift_check0",), ("scores_check0",), ("scores_check1",)]
+    assert sorted(checks) == [
+        ("alerts_check0",),
+        ("calibrations_check0",),
+        ("drift_check0",),
+        ("estimates_check0",),
+        ("scores_check0",),
+        ("scores_check1",),
+    ]
     assert [row[0] for row in _query("SELECT version FROM ragpulse_schema", schema)] == [SCHEMA_VERSION]
 
 
