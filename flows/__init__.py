@@ -18,6 +18,7 @@ __all__ = [
     "ScoringConfig",
     "SourceConfig",
     "backfill",
+    "calibrate",
     "evaluate_partition",
     "load_config",
     "monitor",
@@ -25,6 +26,7 @@ __all__ = [
 
 _HOMES = {
     "backfill": "ragpulse.flows.backfill",
+    "calibrate": "ragpulse.flows.calibrate",
     "evaluate_partition": "ragpulse.flows.evaluate",
     "monitor": "ragpulse.flows.monitor",
 }

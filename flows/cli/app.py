@@ -63,6 +63,7 @@ __all__ = [
     "JsonOption",
     "app",
     "backfill",
+    "calibrate",
     "dashboard",
     "demo",
     "evaluate",
@@ -590,6 +591,59 @@ def dashboard(
         return
     out_path.write_text(text, encoding="utf-8")
     console.print(f"Dashboard: [bold]{out_path}[/bold] (import it in Grafana, or provision it: docs/dashboards.md)")
+
+
+@app.command(cls=FlagsCommand)
+def calibrate(
+    ctx: typer.Context,
+    labels: Annotated[str, typer.Option(help="Labels file or folder (*.jsonl, *.csv; s3:// or local).")],
+    date: Annotated[str | None, typer.Option(help="One partition, YYYY-MM-DD.")] = None,
+    start: Annotated[str | None, typer.Option(help="First partition of a range.")] = None,
+    end: Annotated[str | None, typer.Option(help="Last partition of a range.")] = None,
+    warehouse: Annotated[str | None, typer.Option(help="Warehouse URL (env RAGPULSE_WAREHOUSE).")] = None,
+    window_days: Annotated[int, typer.Option(min=1, max=366, help="Days of labels a partition uses, itself last.")] = 1,
+    confidence: Annotated[float, typer.Option(min=0.5, max=0.999, help="Confidence of the intervals.")] = 0.95,
+    min_labels: Annotated[int, typer.Option(min=2, help="Fewest labelled traces for an estimate.")] = 30,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Calibrate the judge against human labels and publish prediction-powered estimates (docs/calibration.md)."""
+    _collector.defer()
+    if date is not None and (start is not None or end is not None):
+        raise fail("give --date, or --start and --end, not both", ExitCode.USAGE)
+    if date is None and (start is None or end is None):
+        raise fail("give --date, or --start and --end", ExitCode.USAGE)
+    first = _date(date or start or "", "--date" if date else "--start")
+    last = _date(date or end or "", "--date" if date else "--end")
+    if last < first:
+        raise fail(f"--end {last} is before --start {first}", ExitCode.USAGE)
+    try:
+        output = load_group(OutputConfig, config, warehouse=warehouse)
+    except RagpulseError as exc:
+        raise fail_with(exc) from None
+    _announce_api()
+    _terminal_logs(ctx)
+    from ragpulse.flows.calibrate import calibrate as calibrate_flow
+
+    try:
+        result = calibrate_flow(
+            labels=labels, start=first, end=last, output=output, window_days=window_days, confidence=confidence,
+            min_labels=min_labels,
+        )  # fmt: skip
+    except RagpulseError as exc:
+        raise fail_with(exc) from None
+    if as_json:
+        out.print_json(json.dumps(result.to_dict(), default=str))
+    else:
+        console.print(
+            f"{result.labels} label(s) read, {len(result.rejected)} rejected, {result.unlabelled} not labelled yet"
+        )
+        for day, found in result.estimates.items():
+            for name, value in found.items():
+                shown = f"{value:.3f}" if isinstance(value, float) else value
+                console.print(f"dt={day} {name}: {shown}", highlight=False)
+    if not result.labels:
+        raise fail(f"no labels in {labels}", ExitCode.NOTHING_TO_DO)
 
 
 @app.command("migrate-lake", cls=FlagsCommand)

@@ -1,0 +1,74 @@
+"""Calibration: read the human labels once, then calibrate each partition of a date range and publish its
+``calibrations`` and ``estimates`` rows (docs/calibration.md)."""
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from prefect import flow
+from prefect.runtime import flow_run
+
+from ragpulse.tasks.calibration.estimate import CalibrationSettings, calibrate_partition
+from ragpulse.tasks.calibration.labels import load_labels
+from ragpulse.tasks.config import OutputConfig
+from ragpulse.tasks.warehouse.probe import probe_warehouse
+
+__all__ = ["CalibrationResult", "calibrate"]
+
+
+@dataclass(frozen=True)
+class CalibrationResult:
+    """Per partition: the estimates made (metric -> PPI mean, or the reason there is none); and the labels read."""
+
+    labels: int
+    rejected: list[dict[str, Any]]
+    unlabelled: int
+    estimates: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "labels": self.labels,
+            "rejected": self.rejected,
+            "unlabelled": self.unlabelled,
+            "estimates": self.estimates,
+        }
+
+
+def _run_name() -> str:
+    parameters = flow_run.parameters
+    return f"calibrate dt={parameters['start']}..{parameters['end']}"
+
+
+@flow(name="calibrate", flow_run_name=_run_name, log_prints=False)
+def calibrate(
+    labels: str,
+    start: dt.date,
+    end: dt.date,
+    output: OutputConfig = OutputConfig(),
+    window_days: int = 1,
+    confidence: float = 0.95,
+    min_labels: int = 30,
+    storage_options: dict[str, Any] | None = None,
+) -> CalibrationResult:
+    """Calibrate every partition from ``start`` to ``end``: each judge identity's agreement with the labels, and its
+    prediction-powered estimate of the mean human score beside the judge's raw mean."""
+    settings = CalibrationSettings(window_days=window_days, confidence=confidence, min_labels=min_labels)
+    probe_warehouse(output.warehouse)  # before any task: an unreachable or read-only warehouse fails here
+    label_set = load_labels(labels, storage_options or {})
+    run_id = str(flow_run.id or "local")
+    estimates: dict[str, dict[str, Any]] = {}
+    day = start
+    while day <= end:
+        done = calibrate_partition(output.warehouse, day, label_set, settings, run_id)
+        estimates[day.isoformat()] = {
+            f"{row['metric']} ({row['judge_model'] or 'no judge'})": row["ppi_mean"]
+            if row["ppi_mean"] is not None
+            else row["reason"]
+            for row in done.estimates.to_pylist()
+        }
+        day += dt.timedelta(days=1)
+    rejected = [
+        {"file": bad.source_file, "line": bad.line, "field": bad.field, "reason": bad.reason}
+        for bad in label_set.rejected
+    ]
+    return CalibrationResult(label_set.rows.num_rows, rejected, label_set.unlabelled, estimates)

@@ -1,0 +1,220 @@
+"""Calibrating a partition's judge scores against human labels, and its prediction-powered estimates.
+
+For one partition date, per metric and judge identity (judge model and prompt version, never mixed): the labels of
+the partitions in the label window are paired with the same traces' ok scores of that identity; their agreement is
+the calibration row, and the partition's ok scores with those pairs give the estimate row (the judge's raw mean
+beside the prediction-powered mean of the human score, ``metrics.calibration.ppi_mean``). Several labels of one
+trace (several labellers) count as their mean. Labelled traces of the partition itself are left out of its judged
+set, so no trace counts on both sides.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from ragpulse.metrics.calibration import agreement, ppi_mean
+from ragpulse.tasks.calibration.labels import LabelSet, labels_key
+from ragpulse.tasks.warehouse import CALIBRATIONS_SCHEMA, ESTIMATES_SCHEMA, open_warehouse
+
+__all__ = ["CalibrationSettings", "PartitionCalibration", "calibrate_partition", "calibration_rows"]
+
+_SCORE_COLUMNS = ["partition_date", "trace_id", "metric", "value", "status", "judge_model", "prompt_version"]
+
+
+@dataclass(frozen=True)
+class CalibrationSettings:
+    """``window_days``: labels of the partition and the days before it, this many in all (1: the partition alone;
+    more assumes the judge errs the same way on those days, docs/calibration.md); ``min_labels``: fewer labelled
+    traces of an identity and its estimate is NULL with a reason."""
+
+    window_days: int = 1
+    confidence: float = 0.95
+    min_labels: int = 30
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.window_days <= 366:
+            raise ValueError(f"window_days must lie in [1, 366], got {self.window_days}")
+        if not 0.5 < self.confidence < 1:
+            raise ValueError(f"confidence must lie in (0.5, 1), got {self.confidence}")
+        if self.min_labels < 2:
+            raise ValueError(f"min_labels must be at least 2, got {self.min_labels}")
+
+
+@dataclass(frozen=True)
+class PartitionCalibration:
+    """What one partition's calibration published."""
+
+    partition_date: dt.date
+    calibrations: pa.Table
+    estimates: pa.Table
+    unmatched_labels: int
+
+
+def calibration_rows(
+    day: dt.date,
+    labels: pa.Table,
+    scores: pa.Table,
+    settings: CalibrationSettings,
+    *,
+    run_id: str,
+    now: dt.datetime,
+) -> PartitionCalibration:
+    """The calibrations and estimates rows of ``day`` from ``labels`` (LABELS_SCHEMA) and the ok or other score
+    rows of the label window (``_SCORE_COLUMNS``). Pure: no I/O, no clock."""
+    first = day - dt.timedelta(days=settings.window_days - 1)
+    ok = scores.filter(pc.equal(scores["status"], "ok"))
+    judged = {
+        (r["metric"], r["judge_model"], r["prompt_version"], r["partition_date"], r["trace_id"]): r["value"]
+        for r in ok.to_pylist()
+    }
+    by_trace: dict[tuple[str, str], list[tuple[str | None, str | None, dt.date]]] = {}
+    for metric, judge, prompt, date, trace in judged:
+        by_trace.setdefault((metric, trace), []).append((judge, prompt, date))
+    human: dict[tuple[str, str | None, str | None, dt.date, str], list[float]] = {}
+    unmatched = 0
+    for label in labels.to_pylist():
+        date = label["partition_date"]
+        if date is not None and not first <= date <= day:
+            continue
+        found = [
+            (judge, prompt, when)
+            for judge, prompt, when in by_trace.get((label["metric"], label["trace_id"]), [])
+            if (date is None and first <= when <= day) or when == date
+        ]
+        if len({when for _, _, when in found}) != 1:
+            unmatched += 1  # no ok score of that trace and metric in the window, or a trace id on several dates
+            continue
+        for judge, prompt, when in found:
+            human.setdefault((label["metric"], judge, prompt, when, label["trace_id"]), []).append(label["value"])
+    calibrations, estimates = [], []
+    identities = sorted(
+        {(metric, judge, prompt) for metric, judge, prompt, date, _ in judged if date == day},
+        key=lambda identity: tuple(str(part) for part in identity),
+    )
+    for metric, judge, prompt in identities:
+        pairs = [(key, float(np.mean(values))) for key, values in human.items() if key[:3] == (metric, judge, prompt)]
+        pairs.sort(key=lambda pair: (pair[0][3], pair[0][4]))
+        y = np.array([value for _, value in pairs])
+        f_labelled = np.array([judged[key] for key, _ in pairs])
+        labelled_today = {key[4] for key, _ in pairs if key[3] == day}
+        today = np.array(
+            [
+                value
+                for (m, j, p, date, trace), value in judged.items()
+                if (m, j, p) == (metric, judge, prompt) and date == day and trace not in labelled_today
+            ]
+        )
+        identity = {"partition_date": day, "metric": metric, "judge_model": judge, "prompt_version": prompt}
+        stamp = {"run_id": run_id, "computed_at": now}
+        key = labels_key(
+            pa.table(
+                {
+                    "partition_date": pa.array([k[3] for k, _ in pairs], pa.date32()),
+                    "trace_id": pa.array([k[4] for k, _ in pairs], pa.string()),
+                    "metric": pa.array([metric] * len(pairs), pa.string()),
+                    "value": pa.array(y, pa.float64()),
+                }
+            )
+        )
+        if len(pairs):
+            found = agreement(y, f_labelled)
+            calibrations.append(
+                {
+                    **identity,
+                    "labels_key": key,
+                    "labels_start": min(k[3] for k, _ in pairs),
+                    "labels_end": max(k[3] for k, _ in pairs),
+                    "n_labels": found.n,
+                    "kind": found.kind,
+                    "accuracy": found.accuracy,
+                    "cohen_kappa": _finite_or_none(found.cohen_kappa),
+                    "mae": found.mae,
+                    "spearman": _finite_or_none(found.spearman),
+                    "mean_bias": found.mean_bias,
+                    "confusion": json.dumps(
+                        {"levels": list(found.levels), "counts": [list(r) for r in found.confusion]}
+                    ),
+                    **stamp,
+                }
+            )
+        estimates.append(
+            {
+                **identity,
+                **stamp,
+                **_estimate(today, y, f_labelled, settings),
+                "labels_key": key if len(pairs) else None,
+            }
+        )
+    return PartitionCalibration(
+        day,
+        pa.Table.from_pylist(calibrations, schema=CALIBRATIONS_SCHEMA),
+        pa.Table.from_pylist(estimates, schema=ESTIMATES_SCHEMA),
+        unmatched,
+    )
+
+
+def _estimate(
+    judged: np.ndarray, human: np.ndarray, judged_labelled: np.ndarray, settings: CalibrationSettings
+) -> dict[str, object]:
+    """The estimate columns: the raw mean always, the prediction-powered one with enough labels and traces."""
+    row: dict[str, object] = {"n_judged": len(judged), "n_labels": len(human), "confidence": settings.confidence}
+    if len(judged) >= 2:
+        from scipy import stats
+
+        half = (
+            float(stats.norm.ppf(0.5 + settings.confidence / 2))
+            * float(np.std(judged, ddof=1))
+            / math.sqrt(len(judged))
+        )
+        mean = float(np.mean(judged))
+        row.update(raw_mean=mean, raw_ci_low=mean - half, raw_ci_high=mean + half)
+    if len(human) < settings.min_labels:
+        return {**row, "reason": f"{len(human)} labelled trace(s), {settings.min_labels} needed"}
+    if len(judged) < 2:
+        return {**row, "reason": f"{len(judged)} judged trace(s) besides the labelled ones, 2 needed"}
+    found = ppi_mean(judged, human, judged_labelled, confidence=settings.confidence)
+    return {
+        **row,
+        "ppi_mean": found.mean,
+        "ppi_ci_low": found.ci_low,
+        "ppi_ci_high": found.ci_high,
+        "std_error": found.std_error,
+        "effective_n": found.effective_n if math.isfinite(found.effective_n) else None,
+        "tuning": found.tuning,
+        "reason": None,
+    }
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+@task(name="calibrate-partition", cache_policy=NO_CACHE, persist_result=False)
+def calibrate_partition(
+    warehouse_url: str, day: dt.date, labels: LabelSet, settings: CalibrationSettings, run_id: str
+) -> PartitionCalibration:
+    """Read the label window's scores of the labelled metrics, compute ``day``'s calibrations and estimates and
+    replace its rows of both tables."""
+    logger = get_run_logger()
+    metrics: Sequence[str] = sorted(set(labels.rows["metric"].to_pylist()))
+    warehouse = open_warehouse(warehouse_url)
+    first = day - dt.timedelta(days=settings.window_days - 1)
+    scores = warehouse.read("scores", start=first, end=day, metrics=metrics, columns=_SCORE_COLUMNS)
+    result = calibration_rows(day, labels.rows, scores, settings, run_id=run_id, now=dt.datetime.now(dt.UTC))
+    warehouse.publish_calibration(day, result.calibrations, result.estimates)
+    estimated = pc.sum(pc.is_valid(result.estimates["ppi_mean"]).cast(pa.int64())).as_py() or 0
+    logger.info(
+        "dt=%s: %d calibration(s), %d of %d estimate(s) with labels; %d label(s) matched no score in the window",
+        day, result.calibrations.num_rows, estimated, result.estimates.num_rows, result.unmatched_labels,
+    )  # fmt: skip
+    return result
