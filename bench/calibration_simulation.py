@@ -55,8 +55,8 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{args.traces} judged traces a day, {args.days} simulated days per row, 95 % intervals")
     print(
-        "| judge (says yes to good / to bad traces) | labels | PPI width | labels-only width | effective labels (median) "
-        "| PPI coverage | judge-only coverage |"
+        "| judge (says yes to good / to bad traces) | labels | PPI width | labels-only width "
+        "| effective labels (median) | PPI coverage | judge-only coverage |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, (sensitivity, false_positive) in JUDGES.items():
