@@ -151,3 +151,12 @@ def test_labels_file_to_published_interval_on_ares_human_labels(
     with duckdb.connect(str(warehouse), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM estimates").fetchone() == (1,)
         assert con.execute("SELECT count(*) FROM calibrations").fetchone() == (1,)
+
+    # The report shows both means side by side, for people who read the page rather than the table.
+    page = tmp_path / "report.html"
+    shown = CliRunner().invoke(app, ["report", "--warehouse", f"duckdb:///{warehouse}", "--out", str(page)])
+    assert shown.exit_code == 0, shown.output
+    html = page.read_text()
+    section = html[html.index('<section id="calibration">') : html.index("</section>", html.index('id="calibration"'))]
+    assert "judge-small" in section and f"{raw_mean:.3f}" in section and f"[{low:.3f}, {high:.3f}]" in section
+    assert f"accuracy {accuracy:.1%}" in section

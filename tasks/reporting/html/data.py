@@ -1,6 +1,6 @@
 """What the HTML report shows, read from the warehouse: per-metric means, failure rates and coverage per
-partition (over all traces, and over the chosen drift segment's traces for its charts), the drift rows, and the
-latest partition's worst traces with their text.
+partition (over all traces, and over the chosen drift segment's traces for its charts), the drift rows, the
+latest partition's worst traces with their text, and its calibration against human labels.
 
 Plain data only, so the page (render.py) is tested without a warehouse and this side without HTML; reading
 is one function (``read_report_data``) over ``Warehouse.read``.
@@ -93,6 +93,8 @@ class ReportData:
     segment: str = ALL_SEGMENTS
     rank_metric: str | None = None
     segment_points: list[MetricPoint] = field(default_factory=list)
+    estimates: list[dict[str, Any]] = field(default_factory=list)
+    calibrations: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def latest(self) -> dt.date | None:
@@ -256,4 +258,9 @@ def read_report_data(
     traces = warehouse.read(
         "traces", start=latest, end=latest, columns=["trace_id", "question", "answer", "contexts", "metadata"]
     )
-    return replace(data, worst=worst_traces(scores, traces, n=worst, metric=rank_metric))
+    # The latest partition's calibration (docs/calibration.md): empty where `ragpulse calibrate` has not run.
+    calibration = {
+        key: warehouse.read(key, start=latest, end=latest, metrics=metric_list).to_pylist()
+        for key in ("estimates", "calibrations")
+    }
+    return replace(data, worst=worst_traces(scores, traces, n=worst, metric=rank_metric), **calibration)

@@ -77,7 +77,7 @@ def write_report(warehouse_url: str, out_path: str | Path, **options: Any) -> Pa
 
 def render_report(data: ReportData) -> str:
     """The page for ``data``: header, what needs attention (the latest partition's alerts, every segment), the
-    latest-partition overview, trend charts, failure rates, drift, worst traces."""
+    latest-partition overview, trend charts, failure rates, drift, the judge's calibration, worst traces."""
     return _ENV.get_template(_TEMPLATE).render(_context(data))
 
 
@@ -94,6 +94,7 @@ def _context(data: ReportData) -> dict[str, Any]:
     drift = _drift_by_point(data.drift, data.segment)
     latest = dates[-1] if dates else None
     latest_drift = sorted((r for r in data.drift if r["partition_date"] == latest), key=_severity_order)
+    calibrations = {(r["metric"], r["judge_model"], r["prompt_version"]): r for r in data.calibrations}
     return {
         "data": data,
         "dates": dates,
@@ -113,6 +114,10 @@ def _context(data: ReportData) -> dict[str, Any]:
         },
         "drift_rows": latest_drift,
         "worst": [_trace(rank, t) for rank, t in enumerate(data.worst, 1)],
+        "calibration": [
+            (row, calibrations.get((row["metric"], row["judge_model"], row["prompt_version"])))
+            for row in sorted(data.estimates, key=lambda r: (r["metric"], str(r["judge_model"])))
+        ],
     }
 
 
