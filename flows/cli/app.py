@@ -67,6 +67,7 @@ __all__ = [
     "dashboard",
     "demo",
     "evaluate",
+    "label_sample",
     "list_metrics",
     "list_settings",
     "main",
@@ -644,6 +645,39 @@ def calibrate(
                 console.print(f"dt={day} {name}: {shown}", highlight=False)
     if not result.labels:
         raise fail(f"no labels in {labels}", ExitCode.NOTHING_TO_DO)
+
+
+@app.command("label-sample", cls=FlagsCommand)
+def label_sample(
+    date: Annotated[str, typer.Option(help="Partition to sample, YYYY-MM-DD.")],
+    metrics: Annotated[str, typer.Option(help="Comma-separated metrics to label, e.g. faithfulness.")],
+    out_path: Annotated[str, typer.Option("--out", help="The file to write: .csv or .jsonl (s3:// or local).")],
+    n: Annotated[int, typer.Option("--n", min=1, max=100_000, help="Traces to draw.")] = 200,
+    stratify: Annotated[
+        str | None, typer.Option(help="Strata in proportion to their sizes: language, or a key like metadata.app.")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the draw: the same seed, the same sample.")] = 0,
+    warehouse: Annotated[str | None, typer.Option(help="Warehouse URL (env RAGPULSE_WAREHOUSE).")] = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Draw a random, optionally stratified sample of a partition's traces for people to label (docs/calibration.md)."""
+    from ragpulse.tasks.calibration.sample import draw_label_sample
+
+    day = _date(date, "--date")
+    chosen = [name.strip() for name in metrics.split(",") if name.strip()]
+    try:
+        output = load_group(OutputConfig, config, warehouse=warehouse)
+        sample = draw_label_sample(output.warehouse, day, chosen, n, out_path, stratify=stratify, seed=seed)
+    except RagpulseError as exc:
+        raise fail_with(exc) from None
+    if as_json:
+        out.print_json(json.dumps({"out": sample.url, "drawn": sample.drawn, "eligible": sample.eligible,
+                                   "rows": sample.rows}))  # fmt: skip
+        return
+    for name, count in sample.drawn.items():
+        console.print(f"{name}: {count} of {sample.eligible[name]} traces", highlight=False)
+    console.print(f"Wrote {sample.rows} row(s) to label to [bold]{sample.url}[/bold]: fill in value (and labeller)")
 
 
 @app.command("migrate-lake", cls=FlagsCommand)
