@@ -32,6 +32,8 @@ __all__ = [
     "ALERTING",
     "DriftResult",
     "DriftThresholds",
+    "Estimate",
+    "EstimatedMeans",
     "Sample",
     "Verdict",
     "compare",
@@ -123,6 +125,22 @@ class Sample:
 
 
 @dataclass(frozen=True)
+class Estimate:
+    """A partition's estimate of the mean human score with its standard error (``metrics.calibration.ppi_mean``)."""
+
+    mean: float
+    std_error: float
+
+
+@dataclass(frozen=True)
+class EstimatedMeans:
+    """The estimates that replace the raw means in a comparison: one per baseline partition, and the current one."""
+
+    baseline: tuple[Estimate, ...]
+    current: Estimate
+
+
+@dataclass(frozen=True)
 class DriftResult:
     verdict: Verdict
     delta: float
@@ -185,6 +203,39 @@ def _increase_p_value(before_k: int, before_n: int, after_k: int, after_n: int) 
     return float(stats.norm.sf((after_k / after_n - before_k / before_n) / spread))
 
 
+def _compare_estimates(
+    estimates: EstimatedMeans, t: DriftThresholds, higher_is_better: bool
+) -> tuple[float, float, float, float, Verdict | None, str]:
+    """The mean part of a comparison on prediction-powered estimates: the current estimate against the mean of the
+    baseline partitions' estimates, with a normal interval of the difference from their standard errors."""
+    nan = math.nan
+    k = len(estimates.baseline)
+    if k < t.min_baseline_partitions:
+        needed = t.min_baseline_partitions
+        return (
+            nan,
+            nan,
+            nan,
+            nan,
+            None,
+            f"human mean not compared: {k} baseline partition(s) estimated, {needed} needed",
+        )
+    from scipy import stats
+
+    base = float(np.mean([e.mean for e in estimates.baseline]))
+    spread = math.sqrt(estimates.current.std_error**2 + sum(e.std_error**2 for e in estimates.baseline) / k**2)
+    delta = estimates.current.mean - base
+    half = float(stats.norm.ppf(0.5 + t.confidence / 2)) * spread
+    p_value = float(2 * stats.norm.sf(abs(delta) / spread)) if spread > 0 else (0.0 if delta else 1.0)
+    change = (
+        f"human mean (prediction-powered) {base:.3f} -> {estimates.current.mean:.3f} ({delta:+.3f}, "
+        f"{t.confidence:.0%} CI [{delta - half:+.3f}, {delta + half:+.3f}], p={p_value:.2g})"
+    )
+    significant = (delta - half > 0 or delta + half < 0) and abs(delta) >= t.min_delta
+    verdict = (Verdict.DEGRADED if (delta < 0) == higher_is_better else Verdict.IMPROVED) if significant else None
+    return delta, delta - half, delta + half, p_value, verdict, change
+
+
 def compare(
     baseline: Sample,
     current: Sample,
@@ -192,8 +243,11 @@ def compare(
     *,
     higher_is_better: bool = True,
     seed: int = 0,
+    estimates: EstimatedMeans | None = None,
 ) -> DriftResult:
-    """Compare ``current`` with ``baseline`` and give the most severe verdict, with every finding in ``detail``."""
+    """Compare ``current`` with ``baseline`` and give the most severe verdict, with every finding in ``detail``.
+    With ``estimates``, the mean is compared on them (the human mean the labels calibrate) instead of on the raw
+    judge scores; failure rate and coverage still come from the scores."""
     t = thresholds or DriftThresholds()
     nan = math.nan
     if baseline.partitions == 0 or baseline.n_total == 0:
@@ -206,7 +260,13 @@ def compare(
     findings: list[tuple[Verdict, str]] = []
     notes: list[str] = []
     delta = ci_low = ci_high = p_value = nan
-    if min(baseline.n_ok, current.n_ok) >= t.min_samples:
+    if estimates is not None:
+        delta, ci_low, ci_high, p_value, verdict, change = _compare_estimates(estimates, t, higher_is_better)
+        if verdict is None:
+            notes.append(change)
+        else:
+            findings.append((verdict, change))
+    elif min(baseline.n_ok, current.n_ok) >= t.min_samples:
         delta = current.mean - baseline.mean
         ci_low, ci_high = mean_difference_interval(
             baseline.values, current.values, confidence=t.confidence, n_resamples=t.n_resamples,

@@ -267,7 +267,11 @@ class RunnerConfig(ConfigGroup):
 class DriftConfig(ConfigGroup):
     """How drift is judged against the baseline of previous partitions."""
 
-    flat_renames: ClassVar[Mapping[str, str]] = {"confidence": "drift_confidence", "min_samples": "drift_min_samples"}
+    flat_renames: ClassVar[Mapping[str, str]] = {
+        "confidence": "drift_confidence",
+        "min_samples": "drift_min_samples",
+        "estimator": "drift_estimator",
+    }
 
     baseline_partitions: int = Field(default=7, ge=1, le=366, description="Previous partitions in the baseline.")
     min_baseline_partitions: int = Field(
@@ -297,6 +301,10 @@ class DriftConfig(ConfigGroup):
     max_segments: int = Field(default=20, ge=1, le=1000, description="Largest segments of the day compared.")
     lower_is_better: tuple[str, ...] = Field(
         default=(), description="Metrics where a higher score is worse (custom judges); built-in ones are known."
+    )
+    estimator: Literal["raw", "ppi"] = Field(
+        default="raw",
+        description="Compare the judge's raw means, or (ppi) the calibrated human means of `ragpulse calibrate`.",
     )
 
     @field_validator("lower_is_better", mode="before")

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from ragpulse.metrics import Status
 from ragpulse.metrics.aspect_critique import BUILTIN_ASPECTS
-from ragpulse.metrics.drift import ALERTING, Sample, Verdict, compare
+from ragpulse.metrics.drift import ALERTING, Estimate, EstimatedMeans, Sample, Verdict, compare
 from ragpulse.metrics.registry import MetricRequest
 from ragpulse.tasks.config import DriftConfig
 from ragpulse.tasks.core.fingerprint import digest
@@ -152,10 +152,19 @@ def _day_number(day: dt.date) -> int:
 
 
 def drift_rows(
-    scores: pa.Table, day: dt.date, window: Sequence[dt.date], settings: DriftConfig, run_id: str
+    scores: pa.Table,
+    day: dt.date,
+    window: Sequence[dt.date],
+    settings: DriftConfig,
+    run_id: str,
+    estimates: pa.Table | None = None,
 ) -> pa.Table:
     """Drift rows for ``day`` from long score rows of ``day`` and its baseline ``window`` (columns: partition_date,
-    trace_id, metric, value, status, metric_version, judge_model, prompt_version, and segment when segmenting)."""
+    trace_id, metric, value, status, metric_version, judge_model, prompt_version, and segment when segmenting).
+
+    With ``settings.estimator == "ppi"``, the ``all`` segment of a metric whose judge identity has a
+    prediction-powered estimate on ``day`` (rows of the ``estimates`` table) compares those estimates instead of
+    the raw means; without one it falls back to the raw means and says so."""
     thresholds = settings.thresholds()
     now = dt.datetime.now(dt.UTC)
     frame = _frame(scores)
@@ -180,8 +189,15 @@ def drift_rows(
             current = current_metric if value is None else current_metric[current_metric["segment"] == value]
             baseline = baseline_metric if value is None else baseline_metric[baseline_metric["segment"] == value]
             base, cur = _sample(baseline), _sample(current)
-            result = compare(base, cur, thresholds, higher_is_better=direction, seed=_seed(day, str(metric), label))
-            detail = "; ".join(text for text in (result.detail, note) if text)
+            means, fallback = None, ""
+            if settings.estimator == "ppi" and value is None:
+                means = _estimated_means(estimates, day, window, str(metric), identity)
+                if means is None:
+                    fallback = "no prediction-powered estimate of this partition: raw judge means compared"
+            result = compare(
+                base, cur, thresholds, higher_is_better=direction, seed=_seed(day, str(metric), label), estimates=means
+            )
+            detail = "; ".join(text for text in (result.detail, note, fallback) if text)
             if result.verdict is Verdict.NO_BASELINE and note:
                 detail = f"baseline made with another scorer: {note}"
             dates = [_EPOCH + dt.timedelta(days=int(d)) for d in sorted(baseline["day"].unique())]
@@ -197,8 +213,10 @@ def drift_rows(
                     "baseline_partitions": base.partitions,
                     "baseline_n": base.n_ok,
                     "current_n": cur.n_ok,
-                    "baseline_mean": _finite(base.mean),
-                    "current_mean": _finite(cur.mean),
+                    "baseline_mean": _finite(
+                        base.mean if means is None else float(np.mean([e.mean for e in means.baseline] or [math.nan]))
+                    ),
+                    "current_mean": _finite(cur.mean if means is None else means.current.mean),
                     "delta": _finite(result.delta),
                     "ci_low": _finite(result.ci_low),
                     "ci_high": _finite(result.ci_high),
@@ -214,6 +232,27 @@ def drift_rows(
                 }
             )
     return pa.Table.from_pylist(records, schema=DRIFT_SCHEMA)
+
+
+def _estimated_means(
+    estimates: pa.Table | None, day: dt.date, window: Sequence[dt.date], metric: str, identity: tuple[str, str, str]
+) -> EstimatedMeans | None:
+    """``day``'s and its baseline partitions' prediction-powered estimates of ``metric`` by the judge identity, or
+    None when ``day`` has none (no labels, too few, or no calibration run)."""
+    if estimates is None:
+        return None
+    judge, prompt, _ = identity
+    found = {
+        row["partition_date"]: Estimate(row["ppi_mean"], row["std_error"])
+        for row in estimates.to_pylist()
+        if row["metric"] == metric
+        and (row["judge_model"] or "") == judge
+        and (row["prompt_version"] or "") == prompt
+        and row["ppi_mean"] is not None
+    }
+    if day not in found:
+        return None
+    return EstimatedMeans(tuple(found[d] for d in sorted(window) if d in found), found[day])
 
 
 def _finite(value: float) -> float | None:

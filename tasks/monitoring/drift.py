@@ -48,7 +48,9 @@ def detect_drift(
     if not pc.any(pc.equal(scores["partition_date"], pa.scalar(day, pa.date32()))).as_py():
         logger.warning("dt=%s: no published scores, so no drift to detect", day)
         return DriftReport(day, DRIFT_SCHEMA.empty_table())
-    rows = drift_rows(scores, day, window, settings, run_id)
+    # The calibrated human means of `ragpulse calibrate`, where the settings compare them instead of raw means.
+    estimates = warehouse.read("estimates", start=start, end=day) if settings.estimator == "ppi" else None
+    rows = drift_rows(scores, day, window, settings, run_id, estimates)
     warehouse.publish_drift(day, rows)
     report = DriftReport(day, rows, alerts_of(rows))
     logger.info(
