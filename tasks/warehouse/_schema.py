@@ -53,6 +53,7 @@ __all__ = [
     "check_partition",
     "completes_version",
     "conform",
+    "conform_partition",
     "conform_rows",
     "pending_migrations",
     "violation",
@@ -336,6 +337,15 @@ def conform_rows(spec: TableSpec, rows: RowSource, day: dt.date) -> RowSource:
             raise WarehouseError(f"{spec.key}: the rows were announced as {rows.num_rows} but {produced} came")
 
     return RowSource(spec.incoming, rows.num_rows, produce)
+
+
+def conform_partition(tables: dict[str, pa.Table], day: dt.date) -> dict[str, pa.Table]:
+    """Each table's rows as :func:`conform` makes them, refused (WarehouseError) unless every row is of ``day``:
+    what a replace of one partition's rows in several tables (drift, calibrations and estimates) takes."""
+    rows = {key: conform(TABLES[key], table) for key, table in tables.items()}
+    for key, table in rows.items():
+        check_partition(TABLES[key], table, day)
+    return rows
 
 
 def check_partition(spec: TableSpec, rows: pa.Table | pa.RecordBatch, day: dt.date) -> None:

@@ -37,9 +37,9 @@ from ragpulse.tasks.warehouse._schema import (
     Query,
     StoreAsJson,
     TableSpec,
-    check_partition,
     completes_version,
     conform,
+    conform_partition,
     conform_rows,
     pending_migrations,
 )
@@ -202,9 +202,7 @@ class SqlWarehouse(abc.ABC):
 
     def _replace(self, partition_date: dt.date, tables: dict[str, pa.Table], action: str) -> None:
         """Stage each table's rows, then under the partition's lock of each delete and insert, in one transaction."""
-        rows = {key: conform(TABLES[key], table) for key, table in tables.items()}
-        for key, table in rows.items():
-            check_partition(TABLES[key], table, partition_date)
+        rows = conform_partition(tables, partition_date)
         with self._errors(action):
             self._ensure_schema()
             with self._engine.begin() as conn:

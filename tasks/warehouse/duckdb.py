@@ -33,9 +33,9 @@ from ragpulse.tasks.warehouse._schema import (
     DefineViews,
     Query,
     TableSpec,
-    check_partition,
     completes_version,
     conform,
+    conform_partition,
     conform_rows,
     pending_migrations,
 )
@@ -227,9 +227,7 @@ class DuckDBWarehouse:
 
     def _replace(self, partition_date: dt.date, tables: dict[str, pa.Table], action: str) -> None:
         """Replace the partition's rows of each table in ``tables`` by its rows, in one transaction."""
-        rows = {key: conform(TABLES[key], table) for key, table in tables.items()}
-        for key, table in rows.items():
-            check_partition(TABLES[key], table, partition_date)
+        rows = conform_partition(tables, partition_date)
         with self._writing(action) as con:
             for key, table in rows.items():
                 con.register(f"incoming_{key}", table)

@@ -80,8 +80,8 @@ from ragpulse.tasks.warehouse._schema import (
     AddTable,
     Query,
     TableSpec,
-    check_partition,
     conform,
+    conform_partition,
     conform_rows,
     pending_migrations,
     violation,
@@ -259,18 +259,12 @@ class IcebergLake:
 
     def publish_drift(self, partition_date: dt.date, drift: pa.Table) -> None:
         """Replace the date's drift rows as a whole, in one commit."""
-        rows = conform(TABLES["drift"], drift)
-        check_partition(TABLES["drift"], rows, partition_date)
-        self.replace_partition(partition_date, {"drift": rows}, action=f"publishing drift of dt={partition_date}")
+        rows = conform_partition({"drift": drift}, partition_date)
+        self.replace_partition(partition_date, rows, action=f"publishing drift of dt={partition_date}")
 
     def publish_calibration(self, partition_date: dt.date, calibrations: pa.Table, estimates: pa.Table) -> None:
         """Replace the date's calibrations and estimates: one commit each, under the date's lock."""
-        rows = {
-            "calibrations": conform(TABLES["calibrations"], calibrations),
-            "estimates": conform(TABLES["estimates"], estimates),
-        }
-        for key, table in rows.items():
-            check_partition(TABLES[key], table, partition_date)
+        rows = conform_partition({"calibrations": calibrations, "estimates": estimates}, partition_date)
         self.replace_partition(partition_date, rows, action=f"publishing calibration of dt={partition_date}")
 
     def record_validations(self, validations: pa.Table) -> None:
