@@ -9,6 +9,7 @@ from typing import Any
 
 __all__ = [
     "AlertConfig",
+    "CalibrationConfig",
     "DriftConfig",
     "JudgeConfig",
     "OutputConfig",

@@ -12,10 +12,12 @@ from prefect.futures import PrefectFuture, as_completed
 from prefect.states import Completed, Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from ragpulse.flows.calibrate import calibrate
 from ragpulse.flows.evaluate import evaluate_partition
 from ragpulse.tasks.config import (
     PARTITION_GROUPS,
     AlertConfig,
+    CalibrationConfig,
     DriftConfig,
     JudgeConfig,
     OutputConfig,
@@ -118,6 +120,7 @@ def backfill(
     output: OutputConfig = OutputConfig(),
     runner: RunnerConfig = RunnerConfig(),
     drift: DriftConfig = DriftConfig(),
+    calibration: CalibrationConfig = CalibrationConfig(),
     alerts: AlertConfig = AlertConfig(),
     concurrency: int = 2,
     force: bool = False,
@@ -135,7 +138,7 @@ def backfill(
         raise ConfigError(f"concurrency must lie in 1..{MAX_CONCURRENCY}, got {concurrency}")
     config = RunConfig(
         source=source, scoring=scoring, judge=judge, quality=quality, output=output, runner=runner, drift=drift,
-        alerts=alerts,
+        calibration=calibration, alerts=alerts,
     )  # fmt: skip
     check_config(config, alerts=send_drift_alerts)  # before any task: a deployment run's parameters come from the API
     plan = plan_backfill(config, start, end, force=force)
@@ -168,6 +171,9 @@ def backfill(
     alerts_sent = 0
     if summaries:
         first = min(summaries)
+        if calibration.labels:
+            # Before the drift checks, which may compare the estimates (drift.estimator = ppi).
+            calibrate(start=first, end=max(summaries), calibration=calibration, output=output)
         for day in sorted(d for d in (*plan.skipped, *summaries) if d >= first):
             run_id = summaries[day].run_id if day in summaries else ""
             report = detect_drift(output.warehouse, day, drift, run_id=run_id)

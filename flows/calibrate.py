@@ -10,7 +10,8 @@ from prefect.runtime import flow_run
 
 from ragpulse.tasks.calibration.estimate import CalibrationSettings, calibrate_partition
 from ragpulse.tasks.calibration.labels import load_labels
-from ragpulse.tasks.config import OutputConfig
+from ragpulse.tasks.config import CalibrationConfig, OutputConfig
+from ragpulse.tasks.core.errors import ConfigError
 from ragpulse.tasks.warehouse.probe import probe_warehouse
 
 __all__ = ["CalibrationResult", "calibrate"]
@@ -41,20 +42,22 @@ def _run_name() -> str:
 
 @flow(name="calibrate", flow_run_name=_run_name, log_prints=False)
 def calibrate(
-    labels: str,
     start: dt.date,
     end: dt.date,
+    calibration: CalibrationConfig,
     output: OutputConfig = OutputConfig(),
-    window_days: int = 1,
-    confidence: float = 0.95,
-    min_labels: int = 30,
     storage_options: dict[str, Any] | None = None,
 ) -> CalibrationResult:
-    """Calibrate every partition from ``start`` to ``end``: each judge identity's agreement with the labels, and its
-    prediction-powered estimate of the mean human score beside the judge's raw mean."""
-    settings = CalibrationSettings(window_days=window_days, confidence=confidence, min_labels=min_labels)
+    """Calibrate every partition from ``start`` to ``end`` on the labels at ``calibration.labels``: each judge
+    identity's agreement with them, and its prediction-powered estimate of the mean human score beside the judge's
+    raw mean. ``monitor`` and ``backfill`` run it for each day before its drift check when labels are set."""
+    if not calibration.labels:
+        raise ConfigError("no labels to calibrate with: set --labels, RAGPULSE_LABELS or `labels` in ragpulse.toml")
+    settings = CalibrationSettings(
+        window_days=calibration.window_days, confidence=calibration.confidence, min_labels=calibration.min_labels
+    )
     probe_warehouse(output.warehouse)  # before any task: an unreachable or read-only warehouse fails here
-    label_set = load_labels(labels, storage_options or {})
+    label_set = load_labels(calibration.labels, storage_options or {})
     run_id = str(flow_run.id or "local")
     estimates: dict[str, dict[str, Any]] = {}
     day = start

@@ -8,10 +8,12 @@ from zoneinfo import ZoneInfo
 from prefect import flow
 from prefect.runtime import flow_run
 
+from ragpulse.flows.calibrate import calibrate
 from ragpulse.flows.evaluate import evaluate_partition
 from ragpulse.tasks.config import (
     PARTITION_GROUPS,
     AlertConfig,
+    CalibrationConfig,
     DriftConfig,
     JudgeConfig,
     OutputConfig,
@@ -66,19 +68,23 @@ def monitor(
     output: OutputConfig = OutputConfig(),
     runner: RunnerConfig = RunnerConfig(),
     drift: DriftConfig = DriftConfig(),
+    calibration: CalibrationConfig = CalibrationConfig(),
     alerts: AlertConfig = AlertConfig(),
     timezone: str = "UTC",
     lag_days: int = 1,
 ) -> MonitorResult:
     """Evaluate ``date`` (default: ``lag_days`` before the scheduled start in ``timezone``), publish its scores,
-    compare them with the previous partitions and send each new drift alert once."""
+    calibrate them on the human labels (with ``calibration.labels``), compare them with the previous partitions and
+    send each new drift alert once."""
     config = RunConfig(
         source=source, scoring=scoring, judge=judge, quality=quality, output=output, runner=runner, drift=drift,
-        alerts=alerts,
+        calibration=calibration, alerts=alerts,
     )  # fmt: skip
     check_config(config, alerts=True)  # before any task: a deployment run's parameters come from the API
     day = date or partition_to_monitor(timezone, lag_days)
     summary = evaluate_partition(date=day, **config.groups(*PARTITION_GROUPS))
+    if calibration.labels:
+        calibrate(start=day, end=day, calibration=calibration, output=output)
     report = detect_drift(output.warehouse, day, drift, run_id=summary.run_id)
     outcome = send_alerts(output.warehouse, report, alerts, run_id=summary.run_id)
     return MonitorResult(summary, report.verdict_counts(), outcome.to_dict())

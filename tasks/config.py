@@ -53,6 +53,7 @@ __all__ = [
     "PARTITION_GROUPS",
     "SETTINGS",
     "AlertConfig",
+    "CalibrationConfig",
     "ConfigGroup",
     "DriftConfig",
     "JudgeConfig",
@@ -318,6 +319,23 @@ class DriftConfig(ConfigGroup):
         return DriftThresholds(**self.model_dump(include=shared))
 
 
+class CalibrationConfig(ConfigGroup):
+    """Human labels that calibrate the judge (docs/calibration.md); without ``labels``, nothing is calibrated."""
+
+    flat_renames: ClassVar[Mapping[str, str]] = {
+        "window_days": "label_window_days",
+        "confidence": "calibration_confidence",
+        "min_labels": "calibration_min_labels",
+    }
+
+    labels: str | None = Field(
+        default=None, description="Labels file or folder (*.jsonl, *.csv); monitor calibrates each day before drift."
+    )
+    window_days: int = Field(default=1, ge=1, le=366, description="Days of labels a partition uses, itself last.")
+    confidence: float = Field(default=0.95, gt=0.5, lt=1, description="Level of the estimates' intervals.")
+    min_labels: int = Field(default=30, ge=2, description="Fewest labelled traces for an estimate.")
+
+
 class AlertConfig(ConfigGroup):
     """Where alerts go. The webhook URL is a secret: ``RAGPULSE_ALERT_WEBHOOK_URL`` or a Secret block, never here."""
 
@@ -348,6 +366,7 @@ class RunConfig(BaseModel):
     output: OutputConfig = Field(default_factory=OutputConfig)
     runner: RunnerConfig = Field(default_factory=RunnerConfig)
     drift: DriftConfig = Field(default_factory=DriftConfig)
+    calibration: CalibrationConfig = Field(default_factory=CalibrationConfig)
     alerts: AlertConfig = Field(default_factory=AlertConfig)
 
     def groups(self, *names: str) -> dict[str, ConfigGroup]:
@@ -392,7 +411,7 @@ class RunConfig(BaseModel):
 #: Settings that may name a local file or folder.
 _PATH_SETTINGS = (
     ("source", "url"), ("output", "warehouse"), ("output", "work_dir"), ("judge", "options_file"),
-    ("quality", "input_suite"), ("quality", "output_suite"),
+    ("quality", "input_suite"), ("quality", "output_suite"), ("calibration", "labels"),
 )  # fmt: skip
 _LOCAL_PREFIXES = ("duckdb:///", "file://")
 

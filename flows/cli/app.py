@@ -47,6 +47,7 @@ from ragpulse.tasks.config import (
     GROUPS,
     PARTITION_GROUPS,
     SETTINGS,
+    CalibrationConfig,
     DriftConfig,
     OutputConfig,
     RunConfig,
@@ -597,14 +598,16 @@ def dashboard(
 @app.command(cls=FlagsCommand)
 def calibrate(
     ctx: typer.Context,
-    labels: Annotated[str, typer.Option(help="Labels file or folder (*.jsonl, *.csv; s3:// or local).")],
+    labels: Annotated[str | None, typer.Option(help="Labels file or folder (env RAGPULSE_LABELS).")] = None,
     date: Annotated[str | None, typer.Option(help="One partition, YYYY-MM-DD.")] = None,
     start: Annotated[str | None, typer.Option(help="First partition of a range.")] = None,
     end: Annotated[str | None, typer.Option(help="Last partition of a range.")] = None,
     warehouse: Annotated[str | None, typer.Option(help="Warehouse URL (env RAGPULSE_WAREHOUSE).")] = None,
-    window_days: Annotated[int, typer.Option(min=1, max=366, help="Days of labels a partition uses, itself last.")] = 1,
-    confidence: Annotated[float, typer.Option(min=0.5, max=0.999, help="Confidence of the intervals.")] = 0.95,
-    min_labels: Annotated[int, typer.Option(min=2, help="Fewest labelled traces for an estimate.")] = 30,
+    window_days: Annotated[
+        int | None, typer.Option(min=1, max=366, help="Days of labels a partition uses, itself last (default 1).")
+    ] = None,
+    confidence: Annotated[float | None, typer.Option(help="Confidence of the intervals (default 0.95).")] = None,
+    min_labels: Annotated[int | None, typer.Option(help="Fewest labelled traces for an estimate (default 30).")] = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -620,6 +623,12 @@ def calibrate(
         raise fail(f"--end {last} is before --start {first}", ExitCode.USAGE)
     try:
         output = load_group(OutputConfig, config, warehouse=warehouse)
+        settings = load_group(
+            CalibrationConfig, config, labels=labels, label_window_days=window_days,
+            calibration_confidence=confidence, calibration_min_labels=min_labels,
+        )  # fmt: skip
+        if not settings.labels:
+            raise fail("no labels: give --labels, RAGPULSE_LABELS or `labels` in ragpulse.toml", ExitCode.USAGE)
     except RagpulseError as exc:
         raise fail_with(exc) from None
     _announce_api()
@@ -627,10 +636,7 @@ def calibrate(
     from ragpulse.flows.calibrate import calibrate as calibrate_flow
 
     try:
-        result = calibrate_flow(
-            labels=labels, start=first, end=last, output=output, window_days=window_days, confidence=confidence,
-            min_labels=min_labels,
-        )  # fmt: skip
+        result = calibrate_flow(start=first, end=last, calibration=settings, output=output)
     except RagpulseError as exc:
         raise fail_with(exc) from None
     if as_json:
@@ -644,7 +650,7 @@ def calibrate(
                 shown = f"{value:.3f}" if isinstance(value, float) else value
                 console.print(f"dt={day} {name}: {shown}", highlight=False)
     if not result.labels:
-        raise fail(f"no labels in {labels}", ExitCode.NOTHING_TO_DO)
+        raise fail(f"no labels in {settings.labels}", ExitCode.NOTHING_TO_DO)
 
 
 @app.command("label-sample", cls=FlagsCommand)

@@ -99,9 +99,9 @@ def check_config(config: RunConfig, *, alerts: bool = False) -> None:
     """Everything in ``config`` and the run's environment that a run would otherwise find wrong only once it had
     staged and scored a day, checked before any work: the deployment's paths and secrets, the judge settings
     (``RAGPULSE_JUDGE_*`` included) and options file, metric variants, its key or Secret block, the suites, the
-    warehouse (``secret://`` block, scheme, schema, reachable and writable) and with ``alerts`` the webhook's Secret
-    block. The CLI calls it before it starts a flow, each flow first thing (a deployment run's parameters come from
-    the API). Raises ConfigError in one line, no password in it."""
+    warehouse (``secret://`` block, scheme, schema, reachable and writable), the labels that calibrate the judge,
+    and with ``alerts`` the webhook's Secret block. The CLI calls it before it starts a flow, each flow first thing
+    (a deployment run's parameters come from the API). Raises ConfigError in one line, no password in it."""
     from pydantic import ValidationError
 
     from ragpulse.tasks.monitoring.delivery import webhook_url
@@ -119,8 +119,20 @@ def check_config(config: RunConfig, *, alerts: bool = False) -> None:
         if suite:
             load_suite(suite)
     probe_warehouse(config.output.warehouse)
+    if config.calibration.labels:
+        _labels_exist(config.calibration.labels, config.source.storage_options)
     if alerts and config.alerts.webhook_block:
         webhook_url(config.alerts)
+
+
+def _labels_exist(url: str, storage_options: dict[str, Any]) -> None:
+    """The labels setting names a file or folder that is there: a run must not learn after scoring that it is not."""
+    from ragpulse.tasks.core.storage import filesystem, redact_url, storage_errors
+
+    fs, path = filesystem(url, storage_options)
+    with storage_errors(url):
+        if not fs.exists(path):
+            raise ConfigError(f"labels {redact_url(url)} do not exist (the calibration setting `labels`)")
 
 
 _JUDGE_ENV = "RAGPULSE_JUDGE_"

@@ -160,3 +160,22 @@ def test_labels_file_to_published_interval_on_ares_human_labels(
     section = html[html.index('<section id="calibration">') : html.index("</section>", html.index('id="calibration"'))]
     assert "judge-small" in section and f"{raw_mean:.3f}" in section and f"[{low:.3f}, {high:.3f}]" in section
     assert f"accuracy {accuracy:.1%}" in section
+
+    # Monitoring with the labels set: the day is calibrated (a subflow) before its drift check, which compares the
+    # calibrated means; with no baseline yet, it says so.
+    from ragpulse.flows.monitor import monitor
+    from ragpulse.tasks.config import CalibrationConfig, DriftConfig
+
+    result = monitor(
+        date=DAY,
+        source=SourceConfig(url=str(traces)),
+        scoring=ScoringConfig(metrics=("context_relevance",)),
+        output=OutputConfig(warehouse=f"duckdb:///{warehouse}", work_dir=str(tmp_path / "work")),
+        calibration=CalibrationConfig(labels=str(labels)),
+        drift=DriftConfig(estimator="ppi"),
+    )
+    assert result.verdicts == {"no_baseline": 1}
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        assert con.execute("SELECT count(*), min(ppi_ci_low), max(ppi_ci_high) FROM estimates").fetchone() == (
+            1, pytest.approx(low), pytest.approx(high),
+        )  # fmt: skip
