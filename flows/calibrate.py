@@ -8,8 +8,8 @@ from typing import Any
 from prefect import flow
 from prefect.runtime import flow_run
 
-from ragpulse.tasks.calibration.estimate import CalibrationSettings, calibrate_partition
-from ragpulse.tasks.calibration.labels import load_labels
+from ragpulse.tasks.calibration.calibrate import calibrate_partition, load_labels
+from ragpulse.tasks.calibration.estimate import CalibrationSettings
 from ragpulse.tasks.config import CalibrationConfig, OutputConfig
 from ragpulse.tasks.core.errors import ConfigError
 from ragpulse.tasks.warehouse.probe import probe_warehouse

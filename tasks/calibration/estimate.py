@@ -13,22 +13,19 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from prefect import get_run_logger, task
-from prefect.cache_policies import NO_CACHE
 
 from ragpulse.metrics.calibration import agreement, ppi_mean
-from ragpulse.tasks.calibration.labels import LabelSet, labels_key
-from ragpulse.tasks.warehouse import CALIBRATIONS_SCHEMA, ESTIMATES_SCHEMA, open_warehouse
+from ragpulse.tasks.calibration.labels import labels_key
+from ragpulse.tasks.warehouse import CALIBRATIONS_SCHEMA, ESTIMATES_SCHEMA
 
-__all__ = ["CalibrationSettings", "PartitionCalibration", "calibrate_partition", "calibration_rows"]
+__all__ = ["SCORE_COLUMNS", "CalibrationSettings", "PartitionCalibration", "calibration_rows"]
 
-_SCORE_COLUMNS = ["partition_date", "trace_id", "metric", "value", "status", "judge_model", "prompt_version"]
+SCORE_COLUMNS = ["partition_date", "trace_id", "metric", "value", "status", "judge_model", "prompt_version"]
 
 
 @dataclass(frozen=True)
@@ -70,7 +67,7 @@ def calibration_rows(
     now: dt.datetime,
 ) -> PartitionCalibration:
     """The calibrations and estimates rows of ``day`` from ``labels`` (LABELS_SCHEMA) and the ok or other score
-    rows of the label window (``_SCORE_COLUMNS``). Pure: no I/O, no clock."""
+    rows of the label window (``SCORE_COLUMNS``). Pure: no I/O, no clock."""
     first = day - dt.timedelta(days=settings.window_days - 1)
     ok = scores.filter(pc.equal(scores["status"], "ok"))
     judged = {
@@ -197,24 +194,3 @@ def _estimate(
 
 def _finite_or_none(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
-
-
-@task(name="calibrate-partition", cache_policy=NO_CACHE, persist_result=False)
-def calibrate_partition(
-    warehouse_url: str, day: dt.date, labels: LabelSet, settings: CalibrationSettings, run_id: str
-) -> PartitionCalibration:
-    """Read the label window's scores of the labelled metrics, compute ``day``'s calibrations and estimates and
-    replace its rows of both tables."""
-    logger = get_run_logger()
-    metrics: Sequence[str] = sorted(set(labels.rows["metric"].to_pylist()))
-    warehouse = open_warehouse(warehouse_url)
-    first = day - dt.timedelta(days=settings.window_days - 1)
-    scores = warehouse.read("scores", start=first, end=day, metrics=metrics, columns=_SCORE_COLUMNS)
-    result = calibration_rows(day, labels.rows, scores, settings, run_id=run_id, now=dt.datetime.now(dt.UTC))
-    warehouse.publish_calibration(day, result.calibrations, result.estimates)
-    estimated = pc.sum(pc.is_valid(result.estimates["ppi_mean"]).cast(pa.int64())).as_py() or 0
-    logger.info(
-        "dt=%s: %d calibration(s), %d of %d estimate(s) with labels; %d label(s) matched no score in the window",
-        day, result.calibrations.num_rows, estimated, result.estimates.num_rows, result.unmatched_labels,
-    )  # fmt: skip
-    return result

@@ -25,13 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-from prefect import get_run_logger, task
-from prefect.cache_policies import NO_CACHE
 
 from ragpulse.tasks.core.errors import ConfigError
 from ragpulse.tasks.core.storage import filesystem, redact_url, storage_errors
 
-__all__ = ["LABELS_SCHEMA", "LabelSet", "RejectedLabel", "labels_key", "load_labels", "read_labels"]
+__all__ = ["LABELS_SCHEMA", "LabelSet", "RejectedLabel", "labels_key", "read_labels"]
 
 LABELS_SCHEMA = pa.schema(
     [
@@ -102,20 +100,6 @@ def read_labels(url: str, storage_options: Mapping[str, Any] | None = None) -> L
                     continue
                 rows.append(label)
     return LabelSet(pa.Table.from_pylist(rows, schema=LABELS_SCHEMA), rejected, unlabelled, len(files))
-
-
-@task(name="read-labels", cache_policy=NO_CACHE, persist_result=False)
-def load_labels(url: str, storage_options: Mapping[str, Any]) -> LabelSet:
-    """The labels, a warning per rejected line (file, line, field, reason)."""
-    labels = read_labels(url, storage_options)
-    logger = get_run_logger()
-    for bad in labels.rejected:
-        logger.warning("label rejected: %s line %d, %s: %s", bad.source_file, bad.line, bad.field, bad.reason)
-    logger.info(
-        "%d label(s) from %d file(s), %d line(s) not labelled yet, %d rejected",
-        labels.rows.num_rows, labels.files, labels.unlabelled, len(labels.rejected),
-    )  # fmt: skip
-    return labels
 
 
 def _records(name: str, data: bytes) -> Iterator[tuple[int, str, dict[str, Any] | str]]:

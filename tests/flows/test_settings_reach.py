@@ -32,6 +32,7 @@ def reach_values(tmp_path: Path) -> dict[str, Any]:
     suites = Path(__file__).resolve().parents[2] / "tasks" / "quality" / "suites"
     (tmp_path / "judge.toml").write_text("[aspects]\n")
     (tmp_path / "traces").mkdir(exist_ok=True)
+    (tmp_path / "labels.jsonl").write_text('{"trace_id": "t1", "metric": "document_mrr", "value": 1}\n')
     return {
         "source": str(tmp_path / "traces"),
         "storage_options": {"auto_mkdir": True},
@@ -72,6 +73,11 @@ def reach_values(tmp_path: Path) -> dict[str, Any]:
         "segment_key": "metadata.app",
         "max_segments": 5,
         "lower_is_better": ["document_mrr"],
+        "drift_estimator": "ppi",
+        "labels": str(tmp_path / "labels.jsonl"),
+        "label_window_days": 3,
+        "calibration_confidence": 0.9,
+        "calibration_min_labels": 5,
         "alert_webhook_block": "reach-webhook",
         "alert_webhook_format": "json",
         "alert_emit_events": False,
