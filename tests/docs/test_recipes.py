@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from uuid import UUID
-from zoneinfo import ZoneInfo
 
 import duckdb
 import pyarrow.parquet as pq
@@ -82,9 +81,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         [recipe("operations.md", "host-worker"), recipe("monitoring.md", "serve"), recipe("monitoring.md", "backfill")]
     )
     script = script.replace("4200", port)
-    # The recipes schedule and monitor in Europe/Berlin: their user's shell is in that zone too, so the demo's days
-    # end on Berlin's yesterday, which is the UTC date from 23:00 UTC in winter.
-    env = {**_user_env(home), "TZ": "Europe/Berlin"}
+    env = _user_env(home)
     trace = home / "recipe.trace"
     # Timestamped trace lines give each step's time; bash run as root ignores a PS4 from the environment.
     timed = "PS4='+ $(date +%s.%N) '\n" + script + ": recipe done\n"
@@ -97,7 +94,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         assert process.returncode == 0, f"the recipe failed:\n{stdout[-3000:]}\n{trace.read_text()[-3000:]}"
         print("recipe steps (s):\n" + "\n".join(_step_times(trace.read_text())))
         yield Stack(f"http://127.0.0.1:{port}/api", home, {**env, "PREFECT_API_URL": f"http://127.0.0.1:{port}/api"},
-                    dt.datetime.now(ZoneInfo("Europe/Berlin")).date() - dt.timedelta(days=1))  # fmt: skip
+                    dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1))  # fmt: skip
     finally:
         _stop_group(process.pid)
 
