@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from uuid import UUID
+from zoneinfo import ZoneInfo
 
 import duckdb
 import pyarrow.parquet as pq
@@ -55,6 +56,10 @@ class Stack:
     home: Path
     env: dict[str, str]
     yesterday: dt.date
+    """UTC's yesterday: what the deployments and serve monitor by default (timezone UTC)."""
+    local_yesterday: dt.date
+    """The recipe user's yesterday (Europe/Berlin): the demo's newest day, the served deployment's, the backfill's
+    last. From 23:00 UTC in winter it is UTC's today."""
 
     def client(self) -> Any:
         from prefect.client.orchestration import SyncPrefectClient
@@ -81,7 +86,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         [recipe("operations.md", "host-worker"), recipe("monitoring.md", "serve"), recipe("monitoring.md", "backfill")]
     )
     script = script.replace("4200", port)
-    env = _user_env(home)
+    # The recipes serve and schedule in Europe/Berlin: their user's shell is in that zone too.
+    env = {**_user_env(home), "TZ": "Europe/Berlin"}
     trace = home / "recipe.trace"
     # Timestamped trace lines give each step's time; bash run as root ignores a PS4 from the environment.
     timed = "PS4='+ $(date +%s.%N) '\n" + script + ": recipe done\n"
@@ -94,7 +100,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         assert process.returncode == 0, f"the recipe failed:\n{stdout[-3000:]}\n{trace.read_text()[-3000:]}"
         print("recipe steps (s):\n" + "\n".join(_step_times(trace.read_text())))
         yield Stack(f"http://127.0.0.1:{port}/api", home, {**env, "PREFECT_API_URL": f"http://127.0.0.1:{port}/api"},
-                    dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1))  # fmt: skip
+                    dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1),
+                    dt.datetime.now(ZoneInfo("Europe/Berlin")).date() - dt.timedelta(days=1))  # fmt: skip
     finally:
         _stop_group(process.pid)
 
@@ -214,8 +221,9 @@ def test_serve_runs_its_own_deployment_and_publishes(stack: Stack) -> None:
     assert deployment.parameters["output"]["work_dir"] == str(stack.home / "ragpulse" / "work")
     assert [(s.schedule.cron, s.schedule.timezone) for s in deployment.schedules] == [("30 5 * * *", "Europe/Berlin")]
     (run,) = deployment_runs(stack, "monitor/monitor-served")
-    assert (run.state_name, run.name) == ("Completed", f"monitor dt={stack.yesterday}")
-    check_published(stack.home / "ragpulse" / "served.duckdb", stack.yesterday, demo_day(stack, stack.yesterday))
+    day = stack.local_yesterday  # the deployment's timezone is Berlin's
+    assert (run.state_name, run.name) == ("Completed", f"monitor dt={day}")
+    check_published(stack.home / "ragpulse" / "served.duckdb", day, demo_day(stack, day))
     assert any("drift against" in log.message for log in run_logs(stack, run.id, until="drift against"))
 
 
@@ -323,7 +331,7 @@ def test_cli_runs_log_to_the_server_and_stay_quiet_in_the_terminal(stack: Stack,
 
 def test_the_backfill_recipe_fills_the_days_before_and_reports(stack: Stack) -> None:
     warehouse = stack.home / "ragpulse" / "scores.duckdb"
-    days = [stack.yesterday - dt.timedelta(days=n) for n in range(4, -1, -1)]
+    days = [stack.local_yesterday - dt.timedelta(days=n) for n in range(4, -1, -1)]
     present = [day for day in days if (stack.home / "ragpulse-demo" / "traces" / f"dt={day}").is_dir()]
     assert len(present) == 4  # the demo wrote the four days before today, the range the backfill recipe gives
     for day in present:
@@ -333,9 +341,9 @@ def test_the_backfill_recipe_fills_the_days_before_and_reports(stack: Stack) -> 
         compared = db.execute(
             "select count(*) from drift where partition_date = ? and verdict not in ('no_baseline', "
             "'insufficient_data')",
-            [stack.yesterday],
+            [stack.local_yesterday],
         ).fetchone()[0]
     assert monitored == 1  # published by the worker's run with the same configuration: skipped, not re-run
     assert compared > 0  # recomputed after the backfill, against the three days before it
     page = (stack.home / "ragpulse" / "report.html").read_text()
-    assert str(stack.yesterday) in page and "document_mrr" in page
+    assert str(stack.local_yesterday) in page and "document_mrr" in page
