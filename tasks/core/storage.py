@@ -33,6 +33,7 @@ __all__ = [
     "list_partition_files",
     "partition_dates",
     "redact_url",
+    "redacted_line",
     "reject_credentials",
     "storage_errors",
 ]
@@ -87,6 +88,11 @@ def redact_url(url: str) -> str:
     tables and Prefect parameters: the userinfo password, up to the last ``@`` before the query (a password may
     hold ``/`` or ``@``, which SQLAlchemy accepts), and credential query parameters."""
     return _SECRET_QUERY.sub(r"\1***", _USERINFO_PASSWORD.sub(r"\1:***@", url))
+
+
+def redacted_line(exc: BaseException) -> str:
+    """An error's own words on one line (a storage or catalog client's span several), every password redacted."""
+    return " ".join(redact_url(str(exc) or type(exc).__name__).split())
 
 
 def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[AbstractFileSystem, str]:

@@ -69,7 +69,7 @@ from pyiceberg.utils.config import Config
 
 from ragpulse.metrics.errors import RagpulseError
 from ragpulse.tasks.core.errors import ConfigError, WarehouseError, WarehouseLockedError
-from ragpulse.tasks.core.storage import filesystem, redact_url
+from ragpulse.tasks.core.storage import filesystem, redact_url, redacted_line
 from ragpulse.tasks.warehouse import _IDENTIFIER, Publication, TableNames
 from ragpulse.tasks.warehouse._locks import advisory_lock_id, lock_timeout, positive_parameter
 from ragpulse.tasks.warehouse._schema import (
@@ -80,6 +80,7 @@ from ragpulse.tasks.warehouse._schema import (
     AddTable,
     Query,
     TableSpec,
+    check_partition,
     conform,
     conform_partition,
     conform_rows,
@@ -119,6 +120,7 @@ _TABLE_PROPERTIES = {
 # Arrow bytes gathered into one row group: a whole table would be the whole day in memory.
 _ROW_GROUP_BYTES = 64 * 2**20
 _LOCK_POLL_SECONDS = 0.1
+_LOCK_NOT_AVAILABLE = "55P03"
 _LOCK_PROGRESS_SECONDS = 5.0
 
 
@@ -226,8 +228,7 @@ class IcebergLake:
         day = publication.partition_date
         publish_id = uuid.uuid4().hex
         with self._errors(f"publishing dt={day}"), self._date_lock(day) as tables:
-            written: list[str] = []
-            try:
+            with self._uncommitted() as written:
                 sources = {
                     "scores": conform_rows(TABLES["scores"], publication.scores, day).batches(),
                     "quarantine": conform(TABLES["quarantine"], publication.quarantine).to_batches(),
@@ -240,9 +241,6 @@ class IcebergLake:
                 # Stamped under the date's lock, just before the commits: orders the date's publishes by commit.
                 now = pa.array([dt.datetime.now(dt.UTC)] * run.num_rows, pa.timestamp("us", tz="UTC"))
                 runs = self._write(tables["runs"], day, run.append_column(PUBLISHED_AT, now).to_batches(), written)
-            except BaseException:
-                self._discard(written)
-                raise
             self._commit_all(
                 day,
                 publish_id,
@@ -317,17 +315,13 @@ class IcebergLake:
         """Replace the date's rows of each table in ``rows`` (stored columns, ``published_at`` included) with them:
         the drift publish, and the import of a date from the manifest lake."""
         with self._errors(action or f"replacing dt={day}"), self._date_lock(day) as tables:
-            written: list[str] = []
-            changes = []
-            try:
+            with self._uncommitted() as written:
+                changes = []
                 for key, table in rows.items():
                     stored = table.select(TABLES[key].schema.names).cast(TABLES[key].schema)
                     changes.append(
                         _Change(tables[key], self._write(tables[key], day, stored.to_batches(), written), True)
                     )
-            except BaseException:
-                self._discard(written)
-                raise
             self._commit_all(day, uuid.uuid4().hex, changes, written)
         self._expire(change.table for change in changes)
 
@@ -357,12 +351,8 @@ class IcebergLake:
             for day in sorted(set(conformed["partition_date"].to_pylist())):
                 part = conformed.filter(pc.equal(conformed["partition_date"], pa.scalar(day, pa.date32())))
                 with self._date_lock(day) as tables:
-                    written: list[str] = []
-                    try:
+                    with self._uncommitted() as written:
                         files = self._write(tables[key], day, part.to_batches(), written)
-                    except BaseException:
-                        self._discard(written)
-                        raise
                     self._commit_all(day, uuid.uuid4().hex, [_Change(tables[key], files, replace=False)], written)
 
     def _write(
@@ -372,10 +362,9 @@ class IcebergLake:
         (every stored column) as SQL constraints would. They stream through a Parquet writer into a temporary
         file, in row groups of about ``_ROW_GROUP_BYTES``, carrying the table's field ids; a bad batch or a failing
         source leaves no file."""
-        key = self._key_of(table)
-        spec = TABLES[key]
+        spec = TABLES[self._key_of(table)]
         target = schema_to_pyarrow(table.schema())
-        groups = _row_groups(_checked(key, spec, day, batches, target), target)
+        groups = _row_groups(_checked(spec, day, batches, target), target)
         first = next(groups, None)
         if first is None:
             return []
@@ -410,12 +399,13 @@ class IcebergLake:
             # The tables were loaded under the date's lock, and only its holder changes the date's files.
             removed = self._current_files(change.table, day) if change.replace else []
             try:
-                self._commit(change, removed, publish_id)
+                # ``removed`` (the date's files, for a replace) out and the new files in.
+                self._swap(change.table, removed, change.files, {_PUBLISH_PROPERTY: publish_id})
             except BaseException as exc:
                 if self._landed(change, publish_id):
                     _log.warning(
                         "dt=%s: the reply to the %s commit on %s was lost (%s); it is committed",
-                        day, self._key_of(change.table), self.url, _one_line(exc),
+                        day, self._key_of(change.table), self.url, redacted_line(exc),
                     )  # fmt: skip
                     done.append((change, removed))
                     continue
@@ -424,22 +414,25 @@ class IcebergLake:
                 if done and not self._restore(done, day):
                     committed = ", ".join(self._key_of(c.table) for c, _ in done)
                     raise WarehouseError(
-                        f"publishing dt={day} on {self.url} failed after committing {committed} ({_one_line(exc)}), "
-                        "and restoring them failed too: re-run the date, which replaces every table"
+                        f"publishing dt={day} on {self.url} failed after committing {committed} "
+                        f"({redacted_line(exc)}), and restoring them failed too: re-run the date, which replaces every "
+                        "table"
                     ) from exc
                 raise
             done.append((change, removed))
 
-    def _commit(self, change: _Change, removed: list[DataFile], publish_id: str) -> None:
-        """One snapshot: ``removed`` (the date's files, for a replace) out and ``change.files`` in."""
-        if not removed and not change.files:
+    @staticmethod
+    def _swap(table: Table, out: list[DataFile], into: list[DataFile], properties: dict[str, str]) -> None:
+        """One snapshot that takes the files ``out`` out of ``table`` and puts ``into`` in (an append when nothing
+        goes out); none when there is nothing to change."""
+        if not out and not into:
             return
-        with change.table.transaction() as tx:
-            update = tx.update_snapshot(snapshot_properties={_PUBLISH_PROPERTY: publish_id})
-            with update.overwrite() if removed else update.fast_append() as snapshot:
-                for data_file in removed:
+        with table.transaction() as tx:
+            update = tx.update_snapshot(snapshot_properties=properties)
+            with update.overwrite() if out else update.fast_append() as snapshot:
+                for data_file in out:
                     snapshot.delete_data_file(data_file)
-                for data_file in change.files:
+                for data_file in into:
                     snapshot.append_data_file(data_file)
 
     def _landed(self, change: _Change, publish_id: str) -> bool:
@@ -462,15 +455,11 @@ class IcebergLake:
                 ours = [current[f.file_path] for f in change.files if f.file_path in current]
                 if not ours and not removed:
                     continue
-                with table.transaction() as tx, tx.update_snapshot().overwrite() as snapshot:
-                    for data_file in ours:
-                        snapshot.delete_data_file(data_file)
-                    for data_file in removed:
-                        snapshot.append_data_file(data_file)
+                self._swap(table, ours, removed, {})
                 _log.warning("dt=%s: %s restored to its files before the failed publish", day, self._key_of(table))
         except Exception as exc:
             _log.error(
-                "dt=%s: restoring the tables of a failed publish on %s failed: %s", day, self.url, _one_line(exc)
+                "dt=%s: restoring the tables of a failed publish on %s failed: %s", day, self.url, redacted_line(exc)
             )
             return False
         return True
@@ -496,7 +485,7 @@ class IcebergLake:
                           self._key_of(table), self.url, f"{cutoff:%Y-%m-%d %H:%M}", removed)  # fmt: skip
             except Exception as exc:
                 _log.warning("expiring old snapshots of %s on %s failed, the next publish retries: %s",
-                             self._key_of(table), self.url, _one_line(exc))  # fmt: skip
+                             self._key_of(table), self.url, redacted_line(exc))  # fmt: skip
         self._release()
 
     def _remove_unnamed(self, table: Table, before: dt.datetime) -> int:
@@ -543,7 +532,7 @@ class IcebergLake:
         catalog = self._writable_catalog()
         self._ensure_schema(catalog)
         assert self._locks is not None
-        with self._locks.hold(f"{self.location.namespace}.{self.tables.meta}/dt={day.isoformat()}", f"dt={day}"):
+        with self._locks.hold(self._lock_name(f"dt={day.isoformat()}"), f"dt={day}"):
             yield {key: catalog.load_table((self.location.namespace, getattr(self.tables, key))) for key in TABLES}
 
     def _writable_catalog(self) -> Catalog:
@@ -553,7 +542,7 @@ class IcebergLake:
             locks = _locks_for(catalog, self.location)
             if not _has_catalog_tables(catalog):
                 # Two first publishers must not both create them (SQLAlchemy checks, then creates).
-                with locks.hold(f"{self.location.namespace}.{self.tables.meta}/catalog", "creating the catalog"):
+                with locks.hold(self._lock_name("catalog"), "creating the catalog"):
                     catalog.create_tables()
             self._catalog, self._locks = catalog, locks
         assert self._catalog is not None
@@ -613,12 +602,12 @@ class IcebergLake:
     def _ensure_schema(self, catalog: Catalog) -> None:
         """Every table, created at the current version on a new lake or migrated from an older one, under the
         schema lock: two first publishers must not both create or migrate."""
-        namespace = self.location.namespace
-        names = {key: getattr(self.tables, key) for key in TABLES}
         if self._schema_checked:
             return
+        namespace = self.location.namespace
+        names = {key: getattr(self.tables, key) for key in TABLES}
         assert self._locks is not None
-        with self._locks.hold(f"{namespace}.{self.tables.meta}/schema", "the schema"):
+        with self._locks.hold(self._lock_name("schema"), "the schema"):
             catalog.create_namespace_if_not_exists(namespace)
             version = self._version(catalog)
             if version == 0:
@@ -662,6 +651,10 @@ class IcebergLake:
         ):
             spec.add_identity("partition_date")
 
+    def _lock_name(self, what: str) -> str:
+        """The name of a lock of these tables (``dt=<date>``, ``schema``, ``catalog``): one per namespace and set."""
+        return f"{self.location.namespace}.{self.tables.meta}/{what}"
+
     def _key_of(self, table: Table) -> str:
         name = table.name()[-1]
         return next(key for key in TABLES if getattr(self.tables, key) == name)
@@ -692,6 +685,17 @@ class IcebergLake:
             self._fs.put_file(temp, path)
             return os.path.getsize(temp)
 
+    @contextmanager
+    def _uncommitted(self) -> Iterator[list[str]]:
+        """A list for the URLs of the files written before their commit, which are deleted if writing fails: a bad
+        row or a failing source leaves nothing behind. ``_commit_all`` then takes over the list."""
+        written: list[str] = []
+        try:
+            yield written
+        except BaseException:
+            self._discard(written)
+            raise
+
     def _discard(self, urls: list[str]) -> None:
         """Delete files no commit names, best effort: the store may be what failed, and its error, not this one, is
         the publish's."""
@@ -701,7 +705,7 @@ class IcebergLake:
             with suppress(FileNotFoundError):
                 self._fs.rm([self._fs._strip_protocol(url) for url in urls])
         except Exception as exc:
-            _log.warning("%d uncommitted file(s) left on %s: %s", len(urls), self.url, _one_line(exc))
+            _log.warning("%d uncommitted file(s) left on %s: %s", len(urls), self.url, redacted_line(exc))
 
     @contextmanager
     def _errors(self, action: str, *, writes: bool = True) -> Iterator[None]:
@@ -712,7 +716,7 @@ class IcebergLake:
             raise
         except Exception as exc:
             kept = ", previous rows kept" if writes else ""
-            raise WarehouseError(f"{action} on {self.url} failed{kept}: {_one_line(exc)}") from exc
+            raise WarehouseError(f"{action} on {self.url} failed{kept}: {redacted_line(exc)}") from exc
         finally:
             self._release()
 
@@ -752,7 +756,8 @@ class _AdvisoryLocks:
             try:
                 conn.execute(sa.text("SELECT pg_advisory_lock(:id)"), {"id": lock})
             except sa.exc.OperationalError as exc:
-                if "lock timeout" not in str(exc.orig):
+                # lock_not_available, by SQLSTATE: psycopg 3 calls it sqlstate, psycopg2 (a named catalog's) pgcode.
+                if _LOCK_NOT_AVAILABLE not in (getattr(exc.orig, "sqlstate", None), getattr(exc.orig, "pgcode", None)):
                     raise
                 raise WarehouseLockedError(
                     f"{what} on {self.shown}: gave up after waiting {self.timeout:g} s for another publisher's lock; "
@@ -902,19 +907,18 @@ def _all(*conditions: BooleanExpression) -> BooleanExpression:
 
 
 def _checked(
-    key: str, spec: TableSpec, day: dt.date, batches: Iterable[pa.RecordBatch], target: pa.Schema
+    spec: TableSpec, day: dt.date, batches: Iterable[pa.RecordBatch], target: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
-    """The non-empty ``batches`` in the table's column order and types, each refused (ValueError) if it breaks a
-    constraint or belongs to another partition."""
+    """The non-empty ``batches`` in the table's column order and types, each refused if it breaks a constraint
+    (ValueError) or belongs to another partition (``check_partition``'s WarehouseError)."""
     for batch in batches:
         if not batch.num_rows:
             continue
         stored = batch.cast(spec.schema) if batch.schema != spec.schema else batch
         problem = violation(spec, stored)
-        if problem is None and not pc.all(pc.equal(stored["partition_date"], pa.scalar(day, pa.date32()))).as_py():
-            problem = f"{key} rows of another partition than dt={day}"
         if problem:
             raise ValueError(problem)
+        check_partition(spec, stored, day)
         yield pa.RecordBatch.from_arrays(
             [stored.column(name).cast(field.type) for name, field in zip(target.names, target, strict=True)],
             schema=target,
@@ -941,8 +945,3 @@ def _modified(info: dict[str, Any]) -> dt.datetime:
     if isinstance(modified, dt.datetime):
         return modified if modified.tzinfo else modified.replace(tzinfo=dt.UTC)
     return dt.datetime.fromtimestamp(float(modified or 0), dt.UTC)
-
-
-def _one_line(exc: BaseException) -> str:
-    """The client's own words, redacted, on one line."""
-    return " ".join(redact_url(str(exc) or type(exc).__name__).split())

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from ragpulse.metrics.errors import RagpulseError
 from ragpulse.tasks.core.errors import ConfigError, WarehouseError
-from ragpulse.tasks.core.storage import filesystem, redact_url
+from ragpulse.tasks.core.storage import filesystem, redact_url, redacted_line
 from ragpulse.tasks.warehouse import TableNames
 from ragpulse.tasks.warehouse._schema import SCHEMA_VERSION, TABLES
 from ragpulse.tasks.warehouse.iceberg import IcebergLake
@@ -136,6 +136,4 @@ def _reading(
     except RagpulseError:
         raise
     except (OSError, ValueError, KeyError) as exc:
-        raise WarehouseError(
-            f"reading the manifest lake at {redact_url(source)} failed: {' '.join(redact_url(str(exc)).split())}"
-        ) from exc
+        raise WarehouseError(f"reading the manifest lake at {redact_url(source)} failed: {redacted_line(exc)}") from exc

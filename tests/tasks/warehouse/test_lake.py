@@ -285,3 +285,39 @@ def test_a_state_replaced_within_the_last_hour_is_kept_however_old(tmp_path: Pat
     assert len(list(data.rglob("*.parquet"))) == 2
     lake.expire_snapshots(now=dt.datetime.now(dt.UTC) + dt.timedelta(hours=2))
     assert len(list(data.rglob("*.parquet"))) == 1
+
+
+def test_a_publish_waits_for_another_publisher_of_its_date_then_gives_up_with_the_lock_named(
+    tmp_path: Path, namespace: str, s3: Any
+) -> None:
+    """The date's lock held by another session (PostgreSQL catalog) or process (a SQLite catalog's flock): the
+    publish waits lock_timeout, then fails as locked, with the previous rows kept."""
+    import psycopg
+
+    from ragpulse.tasks.core.errors import WarehouseLockedError
+    from ragpulse.tasks.warehouse._locks import advisory_lock_id
+
+    postgres = IcebergLake(f"{s3.url}/lake?catalog={PG_URL}&namespace={namespace}&lock_timeout=1")
+    postgres.publish(publication(DAY, "r1"))
+    with psycopg.connect("host=127.0.0.1 port=5432 dbname=test user=postgres", autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (advisory_lock_id(f"{namespace}.ragpulse_schema/dt={DAY}"),))
+        with pytest.raises(WarehouseLockedError, match="gave up after waiting 1 s"):
+            postgres.publish(publication(DAY, "r2"))
+    assert set(postgres.read("runs")["run_id"].to_pylist()) == {"r1"}
+
+    local = IcebergLake(f"{tmp_path}/lake?lock_timeout=1")
+    local.publish(publication(DAY, "r1"))
+    lock = tmp_path / "lake" / "catalog.db.locks" / f"ragpulse.ragpulse_schema_dt={DAY}.lock"
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'a+b'); "
+         "fcntl.flock(f.fileno(), fcntl.LOCK_EX); print('held', flush=True); time.sleep(30)", str(lock)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "held"
+        with pytest.raises(WarehouseLockedError, match="gave up after waiting 1 s"):
+            local.publish(publication(DAY, "r2"))
+    finally:
+        child.kill()
+        child.wait()
+    assert set(local.read("runs")["run_id"].to_pylist()) == {"r1"}
