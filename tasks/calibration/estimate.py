@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +26,8 @@ from ragpulse.tasks.warehouse import CALIBRATIONS_SCHEMA, ESTIMATES_SCHEMA
 
 __all__ = ["SCORE_COLUMNS", "CalibrationSettings", "PartitionCalibration", "calibration_rows"]
 
+# (metric, judge model, prompt version): scores of different identities are never calibrated together.
+_Identity = tuple[str, str | None, str | None]
 SCORE_COLUMNS = ["partition_date", "trace_id", "metric", "value", "status", "judge_model", "prompt_version"]
 
 
@@ -70,67 +73,52 @@ def calibration_rows(
     rows of the label window (``SCORE_COLUMNS``). Pure: no I/O, no clock."""
     first = day - dt.timedelta(days=settings.window_days - 1)
     ok = scores.filter(pc.equal(scores["status"], "ok"))
-    judged = {
-        (r["metric"], r["judge_model"], r["prompt_version"], r["partition_date"], r["trace_id"]): r["value"]
-        for r in ok.to_pylist()
-    }
-    by_trace: dict[tuple[str, str], list[tuple[str | None, str | None, dt.date]]] = {}
-    for metric, judge, prompt, date, trace in judged:
-        by_trace.setdefault((metric, trace), []).append((judge, prompt, date))
-    human: dict[tuple[str, str | None, str | None, dt.date, str], list[float]] = {}
+    # Each identity's judge scores by (date, trace), and where each (metric, trace) was scored.
+    judged: dict[_Identity, dict[tuple[dt.date, str], float]] = defaultdict(dict)
+    scored_at: dict[tuple[str, str], list[tuple[_Identity, dt.date]]] = defaultdict(list)
+    for r in ok.to_pylist():
+        identity = (r["metric"], r["judge_model"], r["prompt_version"])
+        judged[identity][(r["partition_date"], r["trace_id"])] = r["value"]
+        scored_at[(r["metric"], r["trace_id"])].append((identity, r["partition_date"]))
+    human: dict[_Identity, dict[tuple[dt.date, str], list[float]]] = defaultdict(lambda: defaultdict(list))
     unmatched = 0
     for label in labels.to_pylist():
         date = label["partition_date"]
         if date is not None and not first <= date <= day:
             continue
         found = [
-            (judge, prompt, when)
-            for judge, prompt, when in by_trace.get((label["metric"], label["trace_id"]), [])
+            (identity, when)
+            for identity, when in scored_at.get((label["metric"], label["trace_id"]), [])
             if (date is None and first <= when <= day) or when == date
         ]
-        if len({when for _, _, when in found}) != 1:
+        if len({when for _, when in found}) != 1:
             unmatched += 1  # no ok score of that trace and metric in the window, or a trace id on several dates
             continue
-        for judge, prompt, when in found:
-            human.setdefault((label["metric"], judge, prompt, when, label["trace_id"]), []).append(label["value"])
+        for identity, when in found:
+            human[identity][(when, label["trace_id"])].append(label["value"])
     calibrations, estimates = [], []
     identities = sorted(
-        {(metric, judge, prompt) for metric, judge, prompt, date, _ in judged if date == day},
+        (identity for identity, values in judged.items() if any(when == day for when, _ in values)),
         key=lambda identity: tuple(str(part) for part in identity),
     )
     for metric, judge, prompt in identities:
-        pairs = [(key, float(np.mean(values))) for key, values in human.items() if key[:3] == (metric, judge, prompt)]
-        pairs.sort(key=lambda pair: (pair[0][3], pair[0][4]))
-        y = np.array([value for _, value in pairs])
-        f_labelled = np.array([judged[key] for key, _ in pairs])
-        labelled_today = {key[4] for key, _ in pairs if key[3] == day}
-        today = np.array(
-            [
-                value
-                for (m, j, p, date, trace), value in judged.items()
-                if (m, j, p) == (metric, judge, prompt) and date == day and trace not in labelled_today
-            ]
-        )
-        identity = {"partition_date": day, "metric": metric, "judge_model": judge, "prompt_version": prompt}
+        scores_of = judged[(metric, judge, prompt)]
+        labelled = sorted((where, float(np.mean(values))) for where, values in human[(metric, judge, prompt)].items())
+        y = np.array([value for _, value in labelled])
+        f_labelled = np.array([scores_of[where] for where, _ in labelled])
+        seen = {where for where, _ in labelled}
+        today = np.array([value for where, value in scores_of.items() if where[0] == day and where not in seen])
+        about = {"partition_date": day, "metric": metric, "judge_model": judge, "prompt_version": prompt}
         stamp = {"run_id": run_id, "computed_at": now}
-        key = labels_key(
-            pa.table(
-                {
-                    "partition_date": pa.array([k[3] for k, _ in pairs], pa.date32()),
-                    "trace_id": pa.array([k[4] for k, _ in pairs], pa.string()),
-                    "metric": pa.array([metric] * len(pairs), pa.string()),
-                    "value": pa.array(y, pa.float64()),
-                }
-            )
-        )
-        if len(pairs):
+        key = labels_key((when, trace, metric, value) for (when, trace), value in labelled) if labelled else None
+        if labelled:
             found = agreement(y, f_labelled)
             calibrations.append(
                 {
-                    **identity,
+                    **about,
                     "labels_key": key,
-                    "labels_start": min(k[3] for k, _ in pairs),
-                    "labels_end": max(k[3] for k, _ in pairs),
+                    "labels_start": labelled[0][0][0],
+                    "labels_end": labelled[-1][0][0],
                     "n_labels": found.n,
                     "kind": found.kind,
                     "accuracy": found.accuracy,
@@ -144,14 +132,7 @@ def calibration_rows(
                     **stamp,
                 }
             )
-        estimates.append(
-            {
-                **identity,
-                **stamp,
-                **_estimate(today, y, f_labelled, settings),
-                "labels_key": key if len(pairs) else None,
-            }
-        )
+        estimates.append({**about, **stamp, **_estimate(today, y, f_labelled, settings), "labels_key": key})
     return PartitionCalibration(
         day,
         pa.Table.from_pylist(calibrations, schema=CALIBRATIONS_SCHEMA),

@@ -20,7 +20,7 @@ import hashlib
 import io
 import json
 import posixpath
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -186,18 +186,8 @@ def _value(raw: object) -> tuple[float | None, str | None]:
     return number, None
 
 
-def labels_key(rows: pa.Table) -> str:
-    """A digest of labels (their traces, metrics and values): a calibration on other labels has another key."""
-    hasher = hashlib.sha256()
-    ordered = sorted(
-        zip(
-            rows["partition_date"].to_pylist(),
-            rows["trace_id"].to_pylist(),
-            rows["metric"].to_pylist(),
-            rows["value"].to_pylist(),
-            strict=True,
-        ),
-        key=lambda item: (str(item[0]), item[1], item[2], item[3]),
-    )
-    hasher.update(json.dumps(ordered, default=str).encode())
-    return hasher.hexdigest()[:16]
+def labels_key(labels: Iterable[tuple[dt.date, str, str, float]]) -> str:
+    """A digest of labels, ``(partition date, trace id, metric, value)`` each, in any order: a calibration on other
+    labels has another key."""
+    ordered = sorted(labels, key=lambda item: (str(item[0]), item[1], item[2], item[3]))
+    return hashlib.sha256(json.dumps(ordered, default=str).encode()).hexdigest()[:16]
