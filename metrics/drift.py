@@ -10,7 +10,8 @@ A comparison looks at three things per (metric, segment):
 
 A change alerts only when it is both significant and large: trace-level tests on thousands of traces find
 differences far too small to matter, so every rule also has a minimum effect size. Too few samples or
-baseline partitions give ``insufficient_data``, never an alarm. Definitions: docs/drift.md.
+baseline partitions give ``insufficient_data``, never an alarm; so does a mean too small to compare when the
+failure rate and coverage show nothing (``stable`` says the mean was compared). Definitions: docs/monitoring.md.
 
 **Reproducible.** A comparison depends only on the two multisets of values and its seed, never on the order
 the rows arrived in (DuckDB, PostgreSQL and a Parquet scan each return rows in their own order): ``Sample``
@@ -305,12 +306,19 @@ def compare(
                     f"coverage {baseline.coverage:.1%} -> {current.coverage:.1%} (p={coverage_p:.2g})",
                 )
             )
+        if not findings and math.isnan(delta):
+            notes.append(
+                f"failure rate {baseline.failure_rate:.1%} -> {current.failure_rate:.1%}, coverage "
+                f"{baseline.coverage:.1%} -> {current.coverage:.1%}: no significant change"
+            )
     elif math.isnan(delta):
         return DriftResult(
             Verdict.INSUFFICIENT_DATA, nan, nan, nan, nan,
             f"{min(baseline.n_total, current.n_total)} scored traces, {t.min_samples} needed",
         )  # fmt: skip
     findings.sort(key=lambda finding: severity(finding[0]))
-    verdict = findings[0][0] if findings else Verdict.STABLE
+    # Stable is a claim about the mean: one that was not compared gives no evidence either way.
+    unchanged = Verdict.INSUFFICIENT_DATA if math.isnan(delta) else Verdict.STABLE
+    verdict = findings[0][0] if findings else unchanged
     detail = "; ".join([text for _, text in findings] + notes)
     return DriftResult(verdict, delta, ci_low, ci_high, p_value, detail)

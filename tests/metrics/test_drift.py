@@ -8,6 +8,8 @@ import pytest
 from ragpulse.metrics.drift import (
     ALERTING,
     DriftThresholds,
+    Estimate,
+    EstimatedMeans,
     Sample,
     Verdict,
     compare,
@@ -92,6 +94,30 @@ def test_few_ok_scores_still_compare_failure_rates() -> None:
     result = compare(baseline, _sample(_scores(rng, 10, 0.8), failed=90))
     assert result.verdict is Verdict.FAILURE_RATE_UP
     assert "mean not compared: 10 ok scores, 30 needed" in result.detail
+
+
+def test_a_mean_too_small_to_compare_is_insufficient_data_not_stable() -> None:
+    """The issue's day: 20 ok scores of 40 traces each side (the rest not applicable), a large drop of the mean,
+    failure rate and coverage unchanged; nothing was compared that could say the segment is stable."""
+    rng = np.random.default_rng(9)
+    baseline = _sample(_scores(rng, 60, 0.7), missing=60, partitions=3)
+    result = compare(baseline, _sample(_scores(rng, 20, 0.39), missing=20))
+    assert result.verdict is Verdict.INSUFFICIENT_DATA
+    assert math.isnan(result.delta) and math.isnan(result.ci_low)
+    assert result.detail.startswith("mean not compared: 20 ok scores, 30 needed; ")
+    assert "failure rate 0.0% -> 0.0%, coverage 50.0% -> 50.0%: no significant change" in result.detail
+
+
+def test_a_human_mean_too_young_to_compare_is_insufficient_data_not_stable() -> None:
+    """Prediction-powered estimates on one baseline partition of the three needed: the raw scores are plentiful,
+    but the mean the comparison is about was not compared."""
+    rng = np.random.default_rng(10)
+    baseline, current = _sample(_scores(rng, 900, 0.7), partitions=3), _sample(_scores(rng, 300, 0.7))
+    estimates = EstimatedMeans((Estimate(0.7, 0.02),), Estimate(0.4, 0.02))
+    result = compare(baseline, current, estimates=estimates)
+    assert result.verdict is Verdict.INSUFFICIENT_DATA
+    assert result.detail.startswith("human mean not compared: 1 baseline partition(s) estimated, 3 needed; ")
+    assert "no significant change" in result.detail
 
 
 def test_bootstrap_and_normal_intervals_agree_on_large_samples() -> None:
