@@ -48,12 +48,15 @@ RankingScorer = Callable[[RankingArrays, int | None], MetricResult]
 AnswerScorer = Callable[[TraceBatch, int | None], MetricResult]
 JudgeFactory = Callable[["MetricRequest", Mapping[str, Any]], JudgeMetric]
 """Builds a judge metric from its request (variant) and the run's judge options (rubrics, weights...)."""
-Needs = Literal["ranking", "answers", "judge"]
+Needs = Literal["ranking", "answers", "judge", "embeddings"]
+_JUDGED: frozenset[Needs] = frozenset({"judge", "embeddings"})
+"""Run by ``judge_batch``: the LLM judge's metrics, and answer_semantic_similarity, which asks an offline embedding
+(or cross-encoder) model instead and so runs without a judge configured."""
 
 
 @dataclass(frozen=True)
 class MetricDefinition:
-    """How to compute a family: from ranking arrays, from answers, or by asking the judge."""
+    """How to compute a family: from ranking arrays, from answers, by asking the judge, or with embeddings."""
 
     spec: MetricSpec
     needs: Needs
@@ -83,7 +86,7 @@ def _definitions() -> dict[str, MetricDefinition]:
         (answer_correctness.SPEC, "judge", answer_correctness.create),
         (aspect_critique.SPEC, "judge", aspect_critique.create),
         (llm_judge.SPEC, "judge", llm_judge.create),
-        (semantic_similarity.SPEC, "judge", semantic_similarity.create),
+        (semantic_similarity.SPEC, "embeddings", semantic_similarity.create),
     ]
     return {spec.name: MetricDefinition(spec, needs, scorer) for spec, needs, scorer in entries}
 
@@ -112,7 +115,8 @@ class MetricRequest(MetricName):
 
     @property
     def is_judge(self) -> bool:
-        return self.definition.needs == "judge"
+        """Whether ``judge_batch`` computes it (see ``_JUDGED``), not ``compute``."""
+        return self.definition.needs in _JUDGED
 
     @property
     def definition(self) -> MetricDefinition:
@@ -165,7 +169,7 @@ def compute(batch: TraceBatch, requests: Iterable[MetricRequest]) -> dict[str, M
     results: dict[str, MetricResult] = {}
     for request in requests:
         definition = request.definition
-        if definition.needs == "judge":
+        if request.is_judge:
             raise ShapeError(
                 request.name, "a metric that needs no judge (use ragpulse.metrics.judge.judge_batch)", "judge"
             )

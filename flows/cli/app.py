@@ -14,6 +14,7 @@ import gc
 import importlib
 import json
 import os
+import shutil
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -140,6 +141,9 @@ app = _Program(
     cls=FlagsGroup,
 )
 
+#: Most values of a segment key that an error about ``--segment`` lists.
+_LISTED_SEGMENTS = 20
+
 _PREFECT_DEFAULTS = {
     # The ephemeral API server took 20-50 s to start on small machines; Prefect's default is 20 s.
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
@@ -160,7 +164,9 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def main(
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's task-level logs.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show Prefect's task-level logs (before or after the command).")
+    ] = False,
     version: Annotated[
         bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
     ] = False,
@@ -465,7 +471,7 @@ def report(
     chosen = [name.strip() for name in metrics.split(",") if name.strip()] if metrics else None
     try:
         output = load_group(OutputConfig, config, warehouse=warehouse)
-        _check_report(output.warehouse, chosen, rank_metric)
+        _check_report(output.warehouse, chosen, rank_metric, segment)
         path = write_report(
             output.warehouse, out_path, days=days, end=last, metrics=chosen, worst=worst, rank_metric=rank_metric,
             segment=segment,
@@ -475,36 +481,49 @@ def report(
     console.print(f"Report written to [bold]{path}[/bold]")
 
 
-def _check_report(warehouse_url: str, metrics: list[str] | None, rank_metric: str | None) -> None:
-    """Refuse (exit 2) what would otherwise give an empty report that looks like a real one: a local DuckDB file
-    or lake folder that does not exist (a mistyped path), a metric the warehouse has never published."""
-    from fsspec.implementations.local import LocalFileSystem
-
-    from ragpulse.tasks.core.storage import filesystem, redact_url
-    from ragpulse.tasks.warehouse import open_warehouse
-    from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse
-    from ragpulse.tasks.warehouse.iceberg import IcebergLake
+def _check_report(warehouse_url: str, metrics: list[str] | None, rank_metric: str | None, segment: str) -> None:
+    """Refuse (exit 2) what would otherwise give an empty report that looks like a real one: a warehouse that is
+    not there (a mistyped path or schema), a metric it has never published, a segment its drift table lacks."""
+    from ragpulse.tasks.core.storage import redact_url
+    from ragpulse.tasks.monitoring.comparison import ALL_SEGMENTS
+    from ragpulse.tasks.warehouse import open_published
 
     shown = redact_url(warehouse_url)
-    store = open_warehouse(warehouse_url)
-    if isinstance(store, DuckDBWarehouse) and not store.path.is_file():
-        raise fail(f"no warehouse at {shown}: {store.path.absolute()} does not exist", ExitCode.USAGE)
-    if isinstance(store, IcebergLake):
-        fs, root = filesystem(store.location.root)
-        if isinstance(fs, LocalFileSystem) and not fs.isdir(root):
-            raise fail(f"no warehouse at {shown}: folder {root} does not exist", ExitCode.USAGE)
+    store = open_published(warehouse_url)
     asked = [*(metrics or []), *([rank_metric] if rank_metric else [])]
-    if not asked:
-        return
-    runs = store.read("runs", columns=["metrics"]).to_pylist()
-    known = sorted({name for row in runs for name in (row["metrics"] or "").split(",") if name})
-    unknown = [name for name in dict.fromkeys(asked) if name not in known]
-    if unknown:
-        has = ", ".join(known) if known else "none (nothing published yet)"
-        raise fail(
-            f"unknown metric(s) {', '.join(map(repr, unknown))} in {shown}; the warehouse has: {has}",
-            ExitCode.USAGE,
-        )
+    if asked:
+        runs = store.read("runs", columns=["metrics"]).to_pylist()
+        known = sorted({name for row in runs for name in (row["metrics"] or "").split(",") if name})
+        unknown = [name for name in dict.fromkeys(asked) if name not in known]
+        if unknown:
+            has = ", ".join(known) if known else "none (nothing published yet)"
+            raise fail(
+                f"unknown metric(s) {', '.join(map(repr, unknown))} in {shown}; the warehouse has: {has}",
+                ExitCode.USAGE,
+            )
+    if segment != ALL_SEGMENTS:
+        _check_segment(segment, store.read("drift", columns=["segment"])["segment"].unique().to_pylist(), shown)
+
+
+def _check_segment(segment: str, labels: list[str | None], shown: str) -> None:
+    """``segment`` is a label of the drift table (``<key>=<value>``): a misspelt key or value charts nothing."""
+    from ragpulse.tasks.monitoring.comparison import ALL_SEGMENTS
+
+    by_key: dict[str, list[str]] = {}
+    for label in sorted(label for label in labels if label and label != ALL_SEGMENTS):
+        key, _, value = label.partition("=")
+        by_key.setdefault(key, []).append(value)
+    keys = ", ".join(by_key) or "none (the drift check ran without --segment-key)"
+    key, sep, value = segment.partition("=")
+    if not sep or not key:
+        raise fail(f"--segment {segment!r}: give all or <key>=<value>; segment keys in {shown}: {keys}", ExitCode.USAGE)
+    if key not in by_key:
+        raise fail(f"unknown segment key {key!r} in --segment {segment!r}; segment keys in {shown}: {keys}",
+                   ExitCode.USAGE)  # fmt: skip
+    if value not in by_key[key]:
+        values = by_key[key]
+        listed = ", ".join(values[:_LISTED_SEGMENTS]) + (", ..." if len(values) > _LISTED_SEGMENTS else "")
+        raise fail(f"no segment {segment!r} in {shown}; its {key} segments: {listed}", ExitCode.USAGE)
 
 
 @app.command(cls=FlagsCommand)
@@ -515,24 +534,43 @@ def demo(
     traces_per_day: Annotated[int, typer.Option(min=10, max=100_000)] = 300,
     metrics: Annotated[str | None, typer.Option(help="Comma-separated metric names; default: the defaults.")] = None,
 ) -> None:
-    """Generate a week of realistic traces (if absent), score every day, publish to DuckDB."""
+    """Generate a week of realistic traces (if absent, or made with other --days/--traces-per-day), score every
+    day, publish to DuckDB."""
     _collector.defer()
     from ragpulse.tasks.core.storage import partition_dates
-    from ragpulse.tasks.demo.generate import generate_demo_traces
+    from ragpulse.tasks.demo.generate import DemoSettings, generate_demo_traces
 
     if not os.environ.get("PREFECT_API_URL"):
         # The ephemeral API keeps its database under PREFECT_HOME; one inside the demo folder cannot
         # collide with a database another Prefect version migrated (seen: alembic "No such revision").
         os.environ.setdefault("PREFECT_HOME", str((directory / ".prefect").resolve()))
     traces = directory / "traces"
-    dates = partition_dates(str(traces))
-    if not dates:
-        start = dt.date.today() - dt.timedelta(days=days)
-        console.print(f"Writing {days} days x {traces_per_day} demo traces to {traces}/ ...")
-        dates = generate_demo_traces(traces, start=start, days=days, traces_per_day=traces_per_day)
-    else:
-        console.print(f"Using the {len(dates)} partitions already in {traces}/")
     warehouse_path = (directory / "ragpulse.duckdb").resolve()
+    dates = partition_dates(str(traces))
+    wanted, made = DemoSettings(days, traces_per_day), DemoSettings.recorded(directory)
+    if dates and made is None:
+        raise fail(
+            f"{traces} holds traces that `ragpulse demo` did not record making; give another --directory, or delete "
+            "that folder for a new demo",
+            ExitCode.USAGE,
+        )
+    if dates and made == wanted:
+        console.print(f"Using the {len(dates)} partitions already in {traces}/")
+    else:
+        if made is not None and made != wanted:
+            # Other data was asked for: the old days' traces and scores would otherwise mix with the new ones.
+            console.print(
+                f"The demo in {directory} was made with --days {made.days} --traces-per-day {made.traces_per_day}; "
+                f"regenerating {days} days x {traces_per_day} demo traces (and its warehouse) ..."
+            )
+            shutil.rmtree(traces, ignore_errors=True)
+            for stale in (warehouse_path, warehouse_path.with_name(f"{warehouse_path.name}.wal")):
+                stale.unlink(missing_ok=True)
+        else:
+            console.print(f"Writing {days} days x {traces_per_day} demo traces to {traces}/ ...")
+        start = dt.date.today() - dt.timedelta(days=days)
+        dates = generate_demo_traces(traces, start=start, days=days, traces_per_day=traces_per_day)
+        wanted.record(directory)
     try:
         # The demo stands alone: no environment or ragpulse.toml of the shell it runs in changes it.
         run_config = RunConfig(
@@ -591,7 +629,11 @@ def dashboard(
     if out_path is None:
         out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
         return
-    out_path.write_text(text, encoding="utf-8")
+    try:
+        out_path.parent.mkdir(parents=True, exist_ok=True)  # as the report does: a new folder is no mistake
+        out_path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise fail(f"cannot write --out {out_path}: {exc}", ExitCode.USAGE) from None
     console.print(f"Dashboard: [bold]{out_path}[/bold] (import it in Grafana, or provision it: docs/dashboards.md)")
 
 

@@ -115,11 +115,21 @@ class FlagsCommand(TyperCommand):
         return _flags_untyped(super().get_params(ctx))
 
 
+_VERBOSE = ("--verbose", "-v")
+
+
 class FlagsGroup(TyperGroup):
-    """The command group, whose help (``--verbose``, ``--version``, ``--help``) shows flags as flags."""
+    """The command group, whose help (``--verbose``, ``--version``, ``--help``) shows flags as flags, and which
+    takes ``--verbose`` after the command as well: ``ragpulse evaluate ... -v`` is ``ragpulse -v evaluate ...``."""
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _flags_untyped(super().get_params(ctx))
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        end = args.index("--") if "--" in args else len(args)  # after "--", a "-v" is a value
+        if any(arg in _VERBOSE for arg in args[:end]):
+            args = ["--verbose", *(arg for arg in args[:end] if arg not in _VERBOSE), *args[end:]]
+        return super().parse_args(ctx, args)
 
 
 class _RunFailures(logging.Filter):

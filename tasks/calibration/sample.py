@@ -8,6 +8,7 @@ sample of the partition and the prediction-powered estimate needs no weights (do
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as dt
 import io
@@ -16,17 +17,18 @@ import math
 import posixpath
 import random
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from fsspec.implementations.local import LocalFileSystem
 
 from ragpulse.tasks.core.errors import ConfigError
 from ragpulse.tasks.core.storage import filesystem, storage_errors
 from ragpulse.tasks.monitoring.comparison import segment_values
-from ragpulse.tasks.warehouse import open_warehouse
+from ragpulse.tasks.warehouse import open_published
 
 __all__ = ["SAMPLE_COLUMNS", "LabelSample", "allocate", "draw_label_sample"]
 
@@ -79,7 +81,7 @@ def draw_label_sample(
         raise ConfigError(f"--out {out!r}: write the sample as .csv or .jsonl")
     if n < 1:
         raise ConfigError(f"the sample needs at least one trace, got {n}")
-    warehouse = open_warehouse(warehouse_url)
+    warehouse = open_published(warehouse_url)
     scores = warehouse.read(
         "scores", start=day, end=day, metrics=list(metrics), columns=["trace_id", "metric", "status"]
     )
@@ -154,8 +156,18 @@ def _write(out: str, lines: list[dict[str, Any]], storage_options: Mapping[str, 
     else:
         data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode("utf-8")
     fs, path = filesystem(out, storage_options)
-    with storage_errors(out):
+    # A local path that cannot be written is the option's mistake, not a storage outage or a credential.
+    errors = _local_write_errors(out) if isinstance(fs, LocalFileSystem) else storage_errors(out)
+    with errors:
         parent = posixpath.dirname(path)
         if parent:
             fs.makedirs(parent, exist_ok=True)
         fs.pipe_file(path, data)
+
+
+@contextlib.contextmanager
+def _local_write_errors(out: str) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        raise ConfigError(f"cannot write --out {out}: {exc}") from None

@@ -7,6 +7,7 @@ from ragpulse.tasks.demo.generate import (
     JSONL_FILE,
     MALFORMED_KINDS,
     PARQUET_FILE,
+    DemoSettings,
     generate_demo_traces,
 )
 from ragpulse.tasks.demo.sample import (
@@ -35,6 +36,7 @@ __all__ = [
     "PARQUET_FILE",
     "QA_CORPUS_PATHS",
     "CorpusRow",
+    "DemoSettings",
     "QaRow",
     "build_demo_corpus",
     "build_qa_corpus",

@@ -40,6 +40,7 @@ __all__ = [
     "JSONL_FILE",
     "MALFORMED_KINDS",
     "PARQUET_FILE",
+    "DemoSettings",
     "generate_demo_traces",
 ]
 
@@ -190,6 +191,28 @@ _DRIFTED = {
     if p.name == DRIFT_APP
 }
 APPS = tuple(p.name for p in _PROFILES)
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoSettings:
+    """What ``ragpulse demo`` generated a folder's traces with, recorded in ``<folder>/demo.json``: a demo run
+    again with other ``--days``/``--traces-per-day`` then knows that its traces are not the data asked for."""
+
+    days: int
+    traces_per_day: int
+
+    FILE = "demo.json"
+
+    @classmethod
+    def recorded(cls, directory: str | os.PathLike[str]) -> DemoSettings | None:
+        """The settings recorded in ``directory``; None without a record or with one this class cannot read."""
+        try:
+            return cls(**json.loads((Path(directory) / cls.FILE).read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def record(self, directory: str | os.PathLike[str]) -> None:
+        (Path(directory) / self.FILE).write_text(json.dumps(dataclasses.asdict(self)) + "\n", encoding="utf-8")
 
 
 def generate_demo_traces(

@@ -42,6 +42,7 @@ __all__ = [
     "RowSource",
     "TableNames",
     "Warehouse",
+    "open_published",
     "open_warehouse",
     "resolve_warehouse_url",
 ]
@@ -379,6 +380,32 @@ def open_warehouse(url: str, *, tables: TableNames | None = None) -> Warehouse:
     module, _, name = target.partition(":")
     backend: Callable[..., Warehouse] = getattr(importlib.import_module(module), name)
     return backend(url, tables=tables or TableNames())
+
+
+def open_published(url: str, *, tables: TableNames | None = None) -> Warehouse:
+    """``open_warehouse(url)`` for reading what was published, or a ConfigError naming what is not there: a local
+    DuckDB file or lake folder, a PostgreSQL schema. Reading those gives empty tables (and creates nothing), which
+    a report or a label sample would otherwise pass off as a real, empty result of a mistyped URL."""
+    from fsspec.implementations.local import LocalFileSystem
+
+    from ragpulse.tasks.core.storage import filesystem, redact_url
+    from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse
+    from ragpulse.tasks.warehouse.iceberg import IcebergLake
+    from ragpulse.tasks.warehouse.postgres import PostgresWarehouse
+
+    store = open_warehouse(url, tables=tables)
+    missing = None
+    if isinstance(store, DuckDBWarehouse) and not store.path.is_file():
+        missing = f"{store.path.absolute()} does not exist"
+    elif isinstance(store, IcebergLake):
+        fs, root = filesystem(store.location.root)
+        if isinstance(fs, LocalFileSystem) and not fs.isdir(root):
+            missing = f"folder {root} does not exist"
+    elif isinstance(store, PostgresWarehouse) and not store.has_schema():
+        missing = f"schema {store.schema!r} does not exist in database {store.database}"
+    if missing:
+        raise ConfigError(f"no warehouse at {redact_url(url)}: {missing}")
+    return store
 
 
 def resolve_warehouse_url(url: str) -> str:

@@ -96,6 +96,16 @@ class PostgresWarehouse(SqlWarehouse):
         )
         sa.event.listen(self._engine, "connect", _configure_session)
 
+    def has_schema(self) -> bool:
+        """Whether the URL's schema exists (``public`` when it names none). Reading one that does not gives empty
+        tables, as for a warehouse nothing was published to yet, so readers of published rows ask first."""
+        with self._errors("reading the schema", writes=False), self._engine.connect() as conn:
+            return sa.inspect(conn).has_schema(self.schema or "public")
+
+    @property
+    def database(self) -> str:
+        return str(self._engine.url.database)
+
     def _bulk_load(self, conn: sa.Connection, staging: sa.Table, batches: Iterable[pa.RecordBatch]) -> None:
         """One COPY fed batch by batch: only a batch and its CSV text are in memory."""
         copy = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv)").format(

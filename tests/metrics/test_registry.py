@@ -55,7 +55,7 @@ def test_registry_holds_every_family_keyed_by_spec_name() -> None:
     for name, definition in REGISTRY.items():
         assert definition.spec.name == name
         if name in JUDGE_FAMILIES:
-            assert definition.needs == "judge"
+            assert definition.needs == ("embeddings" if name == "answer_semantic_similarity" else "judge")
         else:
             assert definition.needs == ("answers" if name.startswith("answer_") else "ranking")
 
