@@ -5,6 +5,7 @@ here in Python from the tables, and the two databases against each other."""
 from __future__ import annotations
 
 import datetime as dt
+import html
 import json
 import math
 import re
@@ -206,6 +207,61 @@ def test_drift_segments_split_the_segment_and_flag_alerting_verdicts(
             outside = not row["band_low"] <= row["current_mean"] <= row["band_high"]
             assert outside == (row["ci_low"] > 0 or row["ci_high"] < 0)
             assert _close(row["band_high"] - row["band_low"], row["ci_high"] - row["ci_low"])
+
+
+MIN_SAMPLES = 10  # the fixture's drift setting
+_NOT_COMPARED = "SELECT * FROM drift_segments WHERE detail LIKE 'mean not compared%'"
+
+
+@pytest.mark.parametrize("backend", ["duckdb", "postgresql"])
+def test_a_mean_not_compared_is_insufficient_data_in_the_table_and_the_views(
+    warehouses: dict[str, str], pg_schema: str, backend: str
+) -> None:
+    """Issue 29: an app with fewer than min_samples ok scores of a metric but more scored traces had its failure
+    rate and coverage compared, not its mean: unless those alert, it is insufficient_data, and stable is only
+    ever a compared mean."""
+    url = warehouses[backend]
+    key = ("partition_date", "metric", "segment")
+    uncompared = _view(url, pg_schema, _NOT_COMPARED.replace("*", ", ".join((*key, "verdict, alerting"))))
+    quiet = [row for row in uncompared if not row["alerting"]]
+    assert quiet, "the fixture lost its small segments"
+    assert {row["verdict"] for row in quiet} == {"insufficient_data"}
+    table = _view(url, pg_schema, "SELECT partition_date, metric, segment, verdict FROM drift")
+    verdicts = {tuple(row[k] for k in key): row["verdict"] for row in table}
+    assert all(verdicts[tuple(row[k] for k in key)] == row["verdict"] for row in uncompared)
+    stable = _view(url, pg_schema, "SELECT * FROM drift_segments WHERE verdict = 'stable'")
+    assert stable
+    assert all(row["ci_low"] is not None and min(row["baseline_n"], row["current_n"]) >= MIN_SAMPLES for row in stable)
+
+
+def test_a_mean_not_compared_is_insufficient_data_in_the_report_and_draws_no_band_on_the_dashboard(
+    warehouses: dict[str, str], pg_schema: str, tmp_path: Path
+) -> None:
+    """The latest partition's small segments as `ragpulse report` shows them, and the dashboard's drift band
+    panel on PostgreSQL for one of them: no band, the claim a compared mean would make."""
+    rows = _view(warehouses["postgresql"], pg_schema, _NOT_COMPARED)
+    latest = max(row["partition_date"] for row in rows)
+    quiet = {(row["metric"], row["segment"]): row for row in rows if row["partition_date"] == latest}
+    assert quiet and {row["verdict"] for row in quiet.values()} <= {"insufficient_data", *ALERTING}
+    page = tmp_path / "report.html"
+    result = CliRunner().invoke(app, ["report", "--warehouse", warehouses["duckdb"], "--out", str(page)])
+    assert result.exit_code == 0, result.output
+    shown = {
+        (html.unescape(metric), html.unescape(segment)): verdict
+        for metric, segment, verdict in _REPORT_ROW.findall(page.read_text())
+    }
+    assert {pair: shown[pair] for pair in quiet} == {pair: row["verdict"] for pair, row in quiet.items()}
+    (metric, segment), row = next((pair, row) for pair, row in quiet.items() if row["verdict"] == "insufficient_data")
+    band = next(p for p in _panels(dashboard_json(schema=pg_schema)) if p["title"].endswith("drift band"))
+    picked = {"metric": [metric], "segment_key": [row["segment_key"]], "segment_value": [row["segment_value"]]}
+    names, _, points = _pg_rows(_grafana_sql(band["targets"][0]["rawSql"], picked, (START, latest)))
+    (point,) = [dict(zip(names, p, strict=True)) for p in points if p[0].date() == latest]
+    assert point["daily mean"] is not None and (point["band low"], point["band high"]) == (None, None), segment
+
+
+_REPORT_ROW = re.compile(
+    r'<tr data-metric="([^"]*)" data-segment="([^"]*)">.*?<span class="verdict[^"]*">([^<]*)</span>', re.DOTALL
+)
 
 
 @pytest.mark.parametrize("backend", ["duckdb", "postgresql"])
