@@ -271,8 +271,10 @@ def print_verdicts(day: dt.date, verdicts: Mapping[str, int]) -> None:
 
 
 def print_alerts(alerts: Mapping[str, Sequence[str]]) -> None:
-    """Each alert of the day and its delivery: sent now, sent by an earlier run, or failed."""
-    deliveries = [(key, outcome) for outcome in ("sent", "already_sent", "failed") for key in alerts.get(outcome, [])]
+    """Each alert of the day and its delivery: sent now, sent by an earlier run, failed, or its event not emitted
+    (no Prefect server to receive it)."""
+    outcomes = ("sent", "already_sent", "failed", "skipped")
+    deliveries = [(key, outcome) for outcome in outcomes for key in alerts.get(outcome, [])]
     if not deliveries:
         return
     table = Table(title="alerts")
@@ -280,8 +282,12 @@ def print_alerts(alerts: Mapping[str, Sequence[str]]) -> None:
         table.add_column(column)
     for key, outcome in deliveries:
         _, metric, segment = key.split("|", 2)  # an alert's key: partition|metric|segment
-        table.add_row(metric, segment, outcome.replace("_", " "))
+        table.add_row(metric, segment, "event not emitted" if outcome == "skipped" else outcome.replace("_", " "))
     out.print(table)
+    if alerts.get("skipped"):
+        from ragpulse.tasks.monitoring.delivery import EVENTS_NOT_EMITTED  # loads Prefect's events: only here
+
+        out.print(f"Drift events not emitted: {EVENTS_NOT_EMITTED}.")
 
 
 def print_summaries(summaries: list[RunSummary]) -> None:

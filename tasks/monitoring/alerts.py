@@ -3,7 +3,9 @@
 Once means once per (partition, metric, segment) and channel: the ``alerts`` table is the ledger, read before
 sending and appended after, so re-running a partition sends nothing already sent, and a delivery that failed is
 tried again by the next run. A webhook that keeps failing is reported (ledger row, warning, artifact) and never
-fails the flow: the scores are already published by then. Delivery itself is in ``tasks/monitoring/delivery.py``.
+fails the flow: the scores are already published by then. Events go only to a Prefect server that outlives the
+command (``PREFECT_API_URL``): in ephemeral mode they are reported as not emitted and left out of the ledger, so a
+later run against a server emits them. Delivery itself is in ``tasks/monitoring/delivery.py``.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from ragpulse.metrics.drift import severity
 from ragpulse.tasks.config import AlertConfig
 from ragpulse.tasks.core.types import DriftReport
 from ragpulse.tasks.monitoring.delivery import (
+    EVENTS_NOT_EMITTED,
     WEBHOOK_URL_ENV,
     AlertOutcome,
     emit,
+    events_receivable,
     ledger_rows,
     markdown_number,
     post,
@@ -48,6 +52,7 @@ def drift_markdown(report: DriftReport, outcome: AlertOutcome, report_url: str |
         "",
         f"{len(report.alerts)} alert(s): {len(outcome.sent)} sent now, {len(outcome.already_sent)} sent before, "
         f"{len(outcome.failed)} failed to send.",
+        *([f"{len(outcome.skipped)} not emitted as Prefect events: {EVENTS_NOT_EMITTED}."] if outcome.skipped else []),
         "",
         *([_report_line(report_url), ""] if report_url else []),
         "| metric | segment | verdict | baseline | current | delta | detail |",
@@ -78,7 +83,15 @@ def send_alerts(
     sent: set[str] = set()
     failed: set[str] = set()
     already: set[str] = {a.key for a in report.alerts if channels and all((a.key, c) in delivered for c in channels)}
-    for channel in channels:
+    skipped: set[str] = set()
+    delivering = channels
+    if "event" in channels and not events_receivable():
+        # Neither emitted nor recorded: the ledger then leaves them to the next run that has a server.
+        skipped = {a.key for a in report.alerts if (a.key, "event") not in delivered}
+        delivering = [channel for channel in channels if channel != "event"]
+        if skipped:
+            logger.warning("dt=%s: %d drift event(s) not emitted: %s", day, len(skipped), EVENTS_NOT_EMITTED)
+    for channel in delivering:
         pending = [a for a in report.alerts if (a.key, channel) not in delivered]
         if not pending:
             continue
@@ -101,7 +114,7 @@ def send_alerts(
             "dt=%s: %d drift alert(s) but no channel: set %s or a webhook block, or enable events",
             day, len(report.alerts), WEBHOOK_URL_ENV,
         )  # fmt: skip
-    outcome = AlertOutcome(sorted(sent - failed), sorted(already), sorted(failed))
+    outcome = AlertOutcome(sorted(sent - failed), sorted(already), sorted(failed), sorted(skipped))
     create_markdown_artifact(
         key=artifact_key("drift", day, warehouse_url),
         markdown=drift_markdown(report, outcome, settings.report_url),

@@ -11,7 +11,7 @@ import datetime as dt
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,22 +23,29 @@ from ragpulse.tasks.core.secrets import secret_text
 from ragpulse.tasks.core.types import DriftAlert
 from ragpulse.tasks.reporting.artifacts import followable
 
-__all__ = ["EVENT_PREFIX", "WEBHOOK_URL_ENV", "AlertOutcome", "emit", "ledger_rows", "markdown_number", "post",
-           "webhook_payload", "webhook_url"]  # fmt: skip
+__all__ = ["EVENTS_NOT_EMITTED", "EVENT_PREFIX", "WEBHOOK_URL_ENV", "AlertOutcome", "emit", "events_receivable",
+           "ledger_rows", "markdown_number", "post", "webhook_payload", "webhook_url"]  # fmt: skip
 
 WEBHOOK_URL_ENV = "RAGPULSE_ALERT_WEBHOOK_URL"
 EVENT_PREFIX = "ragpulse.drift"
 _RETRIED_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
+EVENTS_NOT_EMITTED = (
+    "no Prefect server to receive drift events: PREFECT_API_URL is unset, and Prefect's temporary server stops with "
+    "this command; they are emitted by the next run against a server"
+)
 
 
 @dataclass(frozen=True)
 class AlertOutcome:
+    """Alert keys by what their delivery did: ``skipped`` were not emitted as events (``EVENTS_NOT_EMITTED``)."""
+
     sent: list[str]
     already_sent: list[str]
     failed: list[str]
+    skipped: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, list[str]]:
-        return {"sent": self.sent, "already_sent": self.already_sent, "failed": self.failed}
+        return {"sent": self.sent, "already_sent": self.already_sent, "failed": self.failed, "skipped": self.skipped}
 
 
 def webhook_url(settings: AlertConfig) -> str | None:
@@ -129,6 +136,14 @@ def post(url: str, payload: dict[str, Any], settings: AlertConfig) -> tuple[int,
 def _host(url: str) -> str:
     """Only the host: the path of a webhook URL is its secret."""
     return urlsplit(url).hostname or "webhook"
+
+
+def events_receivable() -> bool:
+    """Whether an emitted event reaches a server that outlives this process. Without ``PREFECT_API_URL`` Prefect
+    sends it to its temporary local server, which stops with the command, so no Automation ever acts on it."""
+    from prefect.settings import PREFECT_API_URL
+
+    return bool(PREFECT_API_URL.value())
 
 
 def emit(alert: DriftAlert) -> bool:
