@@ -12,7 +12,7 @@ from typing import Any
 
 from ragpulse.tasks.config import RunConfig
 from ragpulse.tasks.core.errors import ConfigError
-from ragpulse.tasks.core.storage import redact_url
+from ragpulse.tasks.core.storage import carries_secret, redact_url
 
 __all__ = [
     "DEFAULT_SERVE_NAME",
@@ -33,7 +33,7 @@ def serve_parameters(run_config: RunConfig, timezone: str) -> dict[str, Any]:
     with relative paths made absolute here (deployment runs refuse relative ones). A warehouse URL with a password
     is refused: a deployment holds its parameters in plain text (and JSON masks the password, so runs would fail)."""
     warehouse = run_config.output.warehouse
-    if redact_url(warehouse) != warehouse:
+    if carries_secret(warehouse):
         raise ConfigError(
             f"a served deployment must not hold the warehouse password ({redact_url(warehouse)}): use --warehouse "
             "secret://<block> (a Prefect Secret block holding the URL) or set PGPASSWORD for the serving process"

@@ -39,7 +39,7 @@ from ragpulse.metrics import DEFAULT_METRICS, parse_metrics
 from ragpulse.metrics.drift import DriftThresholds
 from ragpulse.metrics.errors import RagpulseError
 from ragpulse.tasks.core.errors import ConfigError
-from ragpulse.tasks.core.storage import redact_url, reject_credentials
+from ragpulse.tasks.core.storage import carries_secret, redact_url, reject_credentials
 from ragpulse.tasks.ingest.adapters import CANONICAL_FORMAT, parse_options
 from ragpulse.tasks.ingest.language import normalize_language_tag
 
@@ -483,9 +483,9 @@ JUDGE_KEY_HINT = (
 
 
 def _no_password(value: str, instead: str) -> str:
-    """Refuse a URL that carries a password (userinfo or a credential query parameter): settings are stamped on
-    runs rows and sent to Prefect as flow parameters."""
-    if redact_url(value) != value:
+    """Refuse a URL that carries a password (userinfo, a credential query parameter, however encoded): settings are
+    stamped on runs rows and sent to Prefect as flow parameters."""
+    if carries_secret(value):
         raise ValueError(f"must not carry a password or token ({redact_url(value)}); {instead}")
     return value
 

@@ -21,12 +21,14 @@ from fsspec import AbstractFileSystem
 
 from ragpulse.metrics.errors import RagpulseError
 from ragpulse.tasks.core.errors import ConfigError, PartitionNotFoundError, StorageError
+from ragpulse.tasks.core.redaction import carries_secret, redact_url, redacted_line, secret_values
 
 __all__ = [
     "PARTITIONINGS",
     "TRACE_SUFFIXES",
     "NoTraceFilesError",
     "SourceFile",
+    "carries_secret",
     "event_time_window",
     "file_identity",
     "filesystem",
@@ -35,6 +37,7 @@ __all__ = [
     "redact_url",
     "redacted_line",
     "reject_credentials",
+    "secret_values",
     "storage_errors",
 ]
 
@@ -71,28 +74,6 @@ def reject_credentials(options: Mapping[str, Any], setting: str) -> dict[str, An
             "use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile instead"
         )
     return dict(options)
-
-
-# ``scheme://user:password@``: the user part stops at ``/``, so ``s3://bucket/key:with@signs`` is no userinfo.
-_USERINFO_PASSWORD = re.compile(r"(://[^/:@\s]*):[^\s?#]*@")
-# Query parameters that carry credentials: libpq's ``password``/``sslpassword``, tokens, keys and the signature of
-# a presigned URL (``X-Amz-Signature``, ``X-Amz-Credential``, ``X-Amz-Security-Token``).
-_SECRET_QUERY = re.compile(
-    r"(?i)([?&;](?:[^=&#;]*(?:password|passwd|pwd|secret|token|signature|credential|api[-_]?key)[^=&#;]*|key|sig)=)"
-    r"[^&#;]*"
-)
-
-
-def redact_url(url: str) -> str:
-    """``url`` (or a message quoting URLs) with every password replaced by ``***``, for logs, errors, artifacts,
-    tables and Prefect parameters: the userinfo password, up to the last ``@`` before the query (a password may
-    hold ``/`` or ``@``, which SQLAlchemy accepts), and credential query parameters."""
-    return _SECRET_QUERY.sub(r"\1***", _USERINFO_PASSWORD.sub(r"\1:***@", url))
-
-
-def redacted_line(exc: BaseException) -> str:
-    """An error's own words on one line (a storage or catalog client's span several), every password redacted."""
-    return " ".join(redact_url(str(exc) or type(exc).__name__).split())
 
 
 def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[AbstractFileSystem, str]:

@@ -241,9 +241,7 @@ class OpenAIJudge:
 
     def _redact(self, text: str) -> str:
         """``text`` without any secret (a server may echo a header back) and without URL passwords."""
-        for secret in self._secrets():
-            text = text.replace(secret, "***")
-        return redact_url(text)
+        return redact_url(text, self._secrets())
 
     async def _client(self) -> AsyncOpenAI:
         from openai import AsyncOpenAI, DefaultAsyncHttpxClient

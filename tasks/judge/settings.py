@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ragpulse.tasks.core.storage import redact_url, reject_credentials
+from ragpulse.tasks.core.storage import carries_secret, reject_credentials
 
 __all__ = ["DEFAULT_OPENAI_URL", "JudgeSettings", "ModelPrice"]
 
@@ -75,7 +75,7 @@ class JudgeSettings(BaseSettings):
     @field_validator("base_url")
     @classmethod
     def _no_credentials_in_url(cls, value: str | None) -> str | None:
-        if value is not None and redact_url(value) != value:
+        if value is not None and carries_secret(value):
             raise ValueError(
                 "base_url must not carry a password or token; put the key in RAGPULSE_JUDGE_API_KEY (or "
                 "OPENAI_API_KEY) or in a Prefect Secret block named by RAGPULSE_JUDGE_API_KEY_BLOCK"

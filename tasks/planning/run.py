@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ragpulse.tasks.config import JUDGE_KEY_HINT, SETTINGS, RunConfig
 from ragpulse.tasks.core.errors import ConfigError
 from ragpulse.tasks.core.fingerprint import digest
-from ragpulse.tasks.core.storage import redact_url
+from ragpulse.tasks.core.storage import carries_secret, redact_url
 from ragpulse.tasks.core.types import RunInfo
 from ragpulse.tasks.scoring.judge_plan import JudgePlan, judge_settings, load_judge_options, plan_judging
 
@@ -38,7 +38,7 @@ def check_deployment_run(config: RunConfig) -> None:
 
     if deployment.id is None:
         return
-    if redact_url(config.output.warehouse) != config.output.warehouse or "***@" in config.output.warehouse:
+    if carries_secret(config.output.warehouse):  # a masked one too: JSON masked it, so the runs would fail
         raise ConfigError(
             f"deployment {deployment.name!r}: its warehouse URL {redact_url(config.output.warehouse)} carries a "
             "password, which a deployment stores in plain text; use --warehouse secret://<block> (a Prefect Secret "

@@ -20,7 +20,7 @@ from fsspec.implementations.local import LocalFileSystem
 from sqlalchemy.pool import NullPool
 
 from ragpulse.tasks.core.errors import ConfigError
-from ragpulse.tasks.core.storage import filesystem, redact_url
+from ragpulse.tasks.core.storage import filesystem, redact_url, secret_values
 from ragpulse.tasks.warehouse import open_warehouse, resolve_warehouse_url
 from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse
 from ragpulse.tasks.warehouse.iceberg import IcebergLake
@@ -49,10 +49,10 @@ def probe_warehouse(url: str) -> None:
     except Exception as exc:
         cause = getattr(exc, "orig", None) or exc  # the driver's own error, not SQLAlchemy's wrapping of it
         detail = " ".join(str(cause).split()) or type(cause).__name__
-        password = sa.make_url(resolved).password if isinstance(store, PostgresWarehouse) else None
-        if password:
-            detail = detail.replace(str(password), "***")
-        raise ConfigError(f"warehouse {redact_url(url)} cannot be written: {redact_url(detail)}") from None
+        # A driver may quote the password decoded, outside any URL: every form the URL holds it in is masked.
+        raise ConfigError(
+            f"warehouse {redact_url(url)} cannot be written: {redact_url(detail, secret_values(resolved))}"
+        ) from None
 
 
 def _probe_directory(path: Path) -> None:

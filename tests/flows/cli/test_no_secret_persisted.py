@@ -194,3 +194,96 @@ def test_no_secret_is_persisted_by_evaluate_and_monitor(
         assert not found, f"{what} persisted in {found}"
     # The one place the warehouse URL is kept, the runs rows, has it masked.
     assert warehouses == [pg_url.replace(password, "***")] * 2
+
+
+def _prefect_database() -> bytes:
+    """The Prefect server's own SQLite database (and its write-ahead log), as bytes."""
+    from prefect.settings import get_current_settings
+
+    setting = get_current_settings().server.database.connection_url
+    url = setting.get_secret_value() if hasattr(setting, "get_secret_value") else str(setting)
+    path = Path(str(sa.make_url(url).database))
+    return b"".join(part.read_bytes() for part in path.parent.glob(f"{path.name}*"))
+
+
+def _lake_text(url: str, namespace: str) -> tuple[str, list[str]]:
+    """Every row of every lake table read back through pyiceberg, its catalog rows, and the runs' warehouses."""
+    from ragpulse.tasks.warehouse import open_warehouse
+    from ragpulse.tasks.warehouse._schema import TABLES
+
+    lake = open_warehouse(url)
+    tables = {key: lake.read(key) for key in TABLES}
+    assert tables["scores"].num_rows > 0, "the runs published to the lake"
+    engine = sa.create_engine(PG_ADMIN)
+    with engine.connect() as conn:
+        catalog = conn.execute(
+            sa.text("SELECT t::text FROM iceberg_tables t WHERE table_namespace = :n"), {"n": namespace}
+        ).scalars()
+        text = "\n".join([*catalog, *(str(table.to_pylist()) for table in tables.values())])
+    engine.dispose()
+    warehouses = [json.loads(config)["output"]["warehouse"] for config in tables["runs"].column("config").to_pylist()]
+    return text, warehouses
+
+
+@pytest.fixture
+def lake_namespace() -> Iterator[str]:
+    """A namespace of its own in the PostgreSQL Iceberg catalog; its catalog rows deleted afterwards."""
+    name = f"t29_{uuid.uuid4().hex[:10]}"
+    yield name
+    engine = sa.create_engine(PG_ADMIN)
+    with engine.begin() as conn:
+        for table, column in (("iceberg_tables", "table_namespace"), ("iceberg_namespace_properties", "namespace")):
+            if conn.execute(sa.text("SELECT to_regclass(:t)"), {"t": table}).scalar() is not None:
+                conn.execute(sa.text(f"DELETE FROM {table} WHERE {column} = :n"), {"n": name})
+    engine.dispose()
+
+
+def test_a_percent_encoded_catalog_password_is_never_persisted(
+    tmp_path: Path, lake_namespace: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 29, item 2: the lake decodes ``?catalog=`` (percent-encoded once) and SQLAlchemy the password in it
+    (encoded again, as ``/``, ``@`` and ``:`` in it require): no form of it may reach the lake's tables, the Prefect
+    server's database or the output, nor the ``error:`` line when the catalog is unreachable. The password's hex
+    part survives every encoding, so it is what is searched for."""
+    from urllib.parse import quote
+
+    from tests.conftest import free_port
+
+    marker = uuid.uuid4().hex
+    password = f"p/w@{marker}:x y"
+    traces = tmp_path / "traces"
+    _write_day(traces, BASELINE, hit=True)
+    _write_day(traces, DROP, hit=False)
+
+    def lake(port: int) -> str:
+        catalog = f"postgresql://postgres:{quote(password, safe='')}@127.0.0.1:{port}/test"
+        return f"file://{tmp_path}/lake?catalog={quote(catalog, safe='')}&namespace={lake_namespace}"
+
+    common = ["--source", str(traces), "--metrics", "document_mrr", "--work-dir", str(tmp_path / "w")]
+    drift = ["--min-baseline-partitions", "1", "--drift-min-samples", "10"]
+    printed = []
+    for args in (["evaluate", "--date", str(BASELINE)], ["monitor", "--date", str(DROP), *drift]):
+        result = runner.invoke(app, [*args, "--warehouse", lake(5432), *common])
+        assert result.exit_code == 0, result.output
+        printed.append(result.output)
+    unreachable = runner.invoke(app, ["evaluate", "--date", str(BASELINE), "--warehouse", lake(free_port()), *common])
+    assert unreachable.exit_code == 2, unreachable.output
+    error = unreachable.output.strip().splitlines()[-1]
+    assert error.startswith("error: warehouse file://") and "127.0.0.1" in error, error
+    captured = capfd.readouterr()
+
+    lake_rows, warehouses = _lake_text(lake(5432), lake_namespace)
+    prefect_database = _prefect_database().decode("utf-8", "replace")
+    assert lake_namespace in prefect_database, "the runs' parameters are in the Prefect database searched"
+    places = {
+        "lake tables and catalog": lake_rows,
+        "Prefect database": prefect_database,
+        "CLI output": "\n".join(printed) + captured.out + captured.err,
+        "the unreachable catalog's error": unreachable.output,
+    }
+    found = [place for place, text in places.items() if marker in text]
+    found += [str(path) for path, data in _file_texts(tmp_path) if marker.encode() in data]
+    assert not found, f"the catalog password persisted in {found}"
+    # Masked where it stood, in its encoding; the rest of the URL as it was.
+    masked = f"file://{tmp_path}/lake?catalog=postgresql%3A%2F%2Fpostgres%3A***%40127.0.0.1%3A5432%2Ftest"
+    assert warehouses == [f"{masked}&namespace={lake_namespace}"] * 2
