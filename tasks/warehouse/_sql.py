@@ -48,6 +48,9 @@ from ragpulse.tasks.warehouse._views import ViewDialect, view_definitions
 __all__ = ["SqlWarehouse"]
 
 _log = logging.getLogger(__name__)
+# After a lost COMMIT, the pause before checking again whether it committed: doubling from the first to the most.
+_CHECK_FIRST_PAUSE = 0.5
+_CHECK_MAX_PAUSE = 5.0
 
 _TYPES: dict[pa.DataType, sa.types.TypeEngine[Any]] = {
     pa.date32(): sa.Date(),
@@ -108,6 +111,8 @@ class SqlWarehouse(abc.ABC):
     json_type: sa.types.TypeEngine[Any] | None = None
     # How the views read a JSON object's members in this database's SQL.
     view_dialect: ViewDialect
+    # Seconds a publish waits for a lock, and keeps checking whether a COMMIT whose connection was lost committed.
+    lock_timeout: float
 
     def __init__(
         self,
@@ -434,23 +439,36 @@ class SqlWarehouse(abc.ABC):
         """The COMMIT of ``day``'s publish failed, typically the connection dropped while it was in flight: it may
         have committed. The run's runs rows, written in that transaction, tell which, read on a new connection
         once the old session's transaction has ended (``_settle``: the server may still be committing it):
-        committed is a success with a warning; otherwise the previous rows are in place and this is a failure."""
+        committed is a success with a warning; otherwise the previous rows are in place and this is a failure. A
+        server out of reach is checked again, with growing pauses, until ``lock_timeout`` is spent."""
         detail = _one_line(exc)
         runs = ", ".join(run_ids)
-        for attempt in range(3):
+        started = time.monotonic()
+        pause = _CHECK_FIRST_PAUSE
+        while True:
             try:
                 with self._engine.connect() as conn:
                     self._settle(conn, session)
                     committed = self._count_runs(conn, day, run_ids) > runs_before
                 break
-            except self._translated:
-                if attempt == 2:
+            except self._translated as failed:
+                # The lost connection often means the server is away for a while (a restart, a failover).
+                checked = time.monotonic() - started
+                if checked >= self.lock_timeout:
                     raise WarehouseError(
                         f"publishing dt={day} on {self.url}: the connection was lost during COMMIT ({detail}) and "
-                        f"checking whether it committed failed too; look for run_id {runs} in table "
-                        f"{self.tables.runs} before re-running the date (a re-run replaces its rows either way)"
+                        f"checking whether it committed failed too, for {self.lock_timeout:g} s (lock_timeout; last: "
+                        f"{_one_line(failed)}); look for run_id {runs} in table {self.tables.runs} before re-running "
+                        "the date (a re-run replaces its rows either way)"
                     ) from exc
-                time.sleep(1.0)
+                pause = min(pause, self.lock_timeout - checked)
+                _log.warning(
+                    "dt=%s: connection to %s lost during COMMIT; checking whether run %s committed failed (%s), "
+                    "checking again in %.1f s (%.0f of %g s spent)", day, self.url, runs, _one_line(failed), pause,
+                    checked, self.lock_timeout,
+                )  # fmt: skip
+                time.sleep(pause)
+                pause = min(2 * pause, _CHECK_MAX_PAUSE)
         if committed:
             _log.warning(
                 "dt=%s: connection to %s lost after COMMIT (%s); the rows of run %s are published", day, self.url,

@@ -22,8 +22,10 @@ with Iceberg's own schema evolution, so files written before read a new column a
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import fcntl
+import functools
 import itertools
 import logging
 import os
@@ -71,7 +73,13 @@ from ragpulse.metrics.errors import RagpulseError
 from ragpulse.tasks.core.errors import ConfigError, WarehouseError, WarehouseLockedError
 from ragpulse.tasks.core.storage import filesystem, redact_url, redacted_line
 from ragpulse.tasks.warehouse import _IDENTIFIER, Publication, TableNames
-from ragpulse.tasks.warehouse._locks import advisory_lock_id, lock_timeout, positive_parameter
+from ragpulse.tasks.warehouse._locks import (
+    advisory_lock_holders,
+    advisory_lock_id,
+    lock_timeout,
+    positive_parameter,
+    reported_wait,
+)
 from ragpulse.tasks.warehouse._schema import (
     PUBLISHED_AT,
     SCHEMA_VERSION,
@@ -216,6 +224,8 @@ class IcebergLake:
         self._storage_options = dict(storage_options or {})
         self._fs, self._root = filesystem(self.location.root, self._storage_options)
         self._local = isinstance(self._fs, LocalFileSystem)
+        if not self._local:
+            _quiet_orphaned_body_writers()
         self._catalog: Catalog | None = None
         self._locks: _Locks | None = None
         self._schema_checked = False
@@ -705,7 +715,8 @@ class IcebergLake:
             with suppress(FileNotFoundError):
                 self._fs.rm([self._fs._strip_protocol(url) for url in urls])
         except Exception as exc:
-            _log.warning("%d uncommitted file(s) left on %s: %s", len(urls), self.url, redacted_line(exc))
+            _log.warning("%d uncommitted file(s) may be left on %s (deleting them failed: %s); snapshot expiry "
+                         "deletes them later", len(urls), self.url, redacted_line(exc))  # fmt: skip
 
     @contextmanager
     def _errors(self, action: str, *, writes: bool = True) -> Iterator[None]:
@@ -754,7 +765,10 @@ class _AdvisoryLocks:
         with self.engine.connect() as conn:
             conn.execute(sa.text(f"SET lock_timeout = '{int(self.timeout * 1000)}ms'"))
             try:
-                conn.execute(sa.text("SELECT pg_advisory_lock(:id)"), {"id": lock})
+                if not conn.execute(sa.text("SELECT pg_try_advisory_lock(:id)"), {"id": lock}).scalar():
+                    holders = functools.partial(advisory_lock_holders, self.engine, [lock])
+                    with reported_wait(f"{what} on {self.shown}", holders, self.timeout):
+                        conn.execute(sa.text("SELECT pg_advisory_lock(:id)"), {"id": lock})
             except sa.exc.OperationalError as exc:
                 # lock_not_available, by SQLSTATE: psycopg 3 calls it sqlstate, psycopg2 (a named catalog's) pgcode.
                 if _LOCK_NOT_AVAILABLE not in (getattr(exc.orig, "sqlstate", None), getattr(exc.orig, "pgcode", None)):
@@ -817,6 +831,37 @@ def _locks_for(catalog: Catalog, location: LakeUrl) -> _Locks:
     if not database or database == ":memory:":
         raise ConfigError(f"lake URL {location.shown!r}: an in-memory SQLite catalog cannot be shared by publishers")
     return _FileLocks(Path(f"{database}.locks"), location.lock_timeout, location.shown)
+
+
+def _quiet_orphaned_body_writers() -> None:
+    """Keep aiohttp's orphaned request-body writers off the terminal, on fsspec's event loop (s3fs's, and pyiceberg's
+    FsspecFileIO's): a PUT sent with ``Expect: 100-continue`` (botocore's) runs its body in a task of its own, and
+    when the store drops the connection that task fails in the preamble and nobody awaits it, so asyncio printed a
+    "Task exception was never retrieved" traceback per attempt when it was collected. The request itself fails too,
+    and that error (retried, then raised in one line) is the one that counts; the writer's becomes a DEBUG line.
+    Any other unhandled exception on the loop goes to the handler that was there before."""
+    import aiohttp
+    import fsspec.asyn
+
+    loop = fsspec.asyn.get_loop()
+    previous = loop.get_exception_handler()
+    if getattr(previous, "__name__", None) == "_body_writer_handler":
+        return
+
+    def _body_writer_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        error, task = context.get("exception"), context.get("future")
+        coro = task.get_coro() if isinstance(task, asyncio.Task) else None
+        if isinstance(error, aiohttp.ClientConnectionError | OSError) and (
+            getattr(coro, "__qualname__", None) == "ClientRequest.write_bytes"
+        ):
+            _log.debug("the body writer of a failed S3 request ended with %s: %s; the request's own error is "
+                       "reported", type(error).__name__, redacted_line(error))  # fmt: skip
+        elif previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(_body_writer_handler)
 
 
 def _data_file(table: Table, url: str, footer: pq.FileMetaData, size: int) -> DataFile:

@@ -12,6 +12,7 @@ A publisher that died holding those locks must not stall the next one forever: t
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import io
 import logging
 import math
@@ -30,7 +31,7 @@ from sqlalchemy.dialects import postgresql
 from ragpulse.tasks.core.errors import ConfigError, WarehouseLockedError
 from ragpulse.tasks.core.storage import redact_url
 from ragpulse.tasks.warehouse import _IDENTIFIER, TableNames
-from ragpulse.tasks.warehouse._locks import advisory_lock_id, lock_timeout
+from ragpulse.tasks.warehouse._locks import advisory_lock_holders, advisory_lock_id, lock_timeout, reported_wait
 from ragpulse.tasks.warehouse._sql import SqlWarehouse
 from ragpulse.tasks.warehouse._views import POSTGRESQL
 
@@ -151,45 +152,30 @@ class PostgresWarehouse(SqlWarehouse):
         return sorted(advisory_lock_id(key) for key in self._partition_keys(day))
 
     def _lock(self, conn: sa.Connection, keys: list[str], what: str) -> None:
+        """Take the locks at once if they are free; otherwise queue for them on the server, saying who holds them
+        every few seconds (``reported_wait``), until ``lock_timeout``."""
         # Always in the same order, so two publishers never hold one lock each and wait for the other's.
-        ids = sorted(advisory_lock_id(k) for k in keys)
+        pending = sorted(advisory_lock_id(k) for k in keys)
         # For the rest of the transaction: the deletes and DDL after the lock are bounded the same way.
         conn.execute(sa.text(f"SET LOCAL lock_timeout = '{math.ceil(self.lock_timeout * 1000)}ms'"))
+        while pending and conn.execute(sa.text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": pending[0]}).scalar():
+            pending.pop(0)
+        if not pending:
+            return
+        holders = functools.partial(advisory_lock_holders, self._engine, pending)
         try:
-            for key in ids:
-                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+            with reported_wait(f"{what} on {self.url}", holders, self.lock_timeout):
+                for key in pending:
+                    conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
         except sa.exc.OperationalError as exc:
             if not isinstance(exc.orig, psycopg.errors.LockNotAvailable):
                 raise
             raise WarehouseLockedError(
                 f"{what} on {self.url}: gave up after waiting {self.lock_timeout:g} s for its lock, held by "
-                f"{self._holders(ids)}; it is released when that session commits, rolls back or ends (the server "
+                f"{holders()}; it is released when that session commits, rolls back or ends (the server "
                 "ends one idle in its transaction after idle_in_transaction_session_timeout); to wait longer add "
                 "lock_timeout=<seconds> to the warehouse URL"
             ) from None
-
-    def _holders(self, ids: list[int]) -> str:
-        """The sessions holding any of the advisory locks ``ids``, described from a new connection (ours is
-        aborted): pid, application, state and since when, client address."""
-        query = sa.text(
-            "SELECT DISTINCT a.pid, a.application_name, a.state, a.state_change, a.client_addr "
-            "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-            "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
-            "AND ((l.classid::bigint << 32) | l.objid::bigint) = ANY(:ids) ORDER BY a.pid"
-        )
-        try:
-            with self._engine.connect() as conn:
-                rows = conn.execute(query, {"ids": ids}).all()
-        except sa.exc.SQLAlchemyError:
-            return "another session (looking it up failed)"
-        if not rows:
-            return "another session, which has released it since"
-        return ", ".join(
-            f"PostgreSQL session pid {pid} (application_name {app!r}, {state or 'unknown state'}"
-            f"{f' since {since.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC' if since else ''}"
-            f"{f', client {client}' if client else ''})"
-            for pid, app, state, since, client in rows
-        )
 
     def _session(self, conn: sa.Connection) -> int:
         return int(conn.execute(sa.text("SELECT pg_backend_pid()")).scalar_one())
@@ -209,6 +195,8 @@ class PostgresWarehouse(SqlWarehouse):
                 return
             if state.startswith("idle in transaction"):
                 conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": session})
+            # pg_stat_activity is a snapshot taken once per transaction: without a new one the session never ends.
+            conn.rollback()
             time.sleep(0.05)
         _log.warning("session %s of the lost publish still runs after %d s; checking what is visible", session,
                      _SETTLE_SECONDS)  # fmt: skip

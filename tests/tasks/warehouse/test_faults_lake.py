@@ -26,6 +26,7 @@ DAY = dt.date(2026, 11, 1)
 NOW = dt.datetime(2026, 11, 2, tzinfo=dt.UTC)
 OLD, NEW = 5, 7
 ROOT = Path(__file__).resolve().parents[3]
+LEGACY = ROOT / "tests" / "fixtures" / "legacy_lake" / "lake"
 # botocore's retries off, so a fault is not simply retried away in the test (s3fs' own few quick ones stay).
 NO_RETRIES: dict[str, Any] = {"config_kwargs": {"retries": {"max_attempts": 1}}}
 TABLES = ("scores", "quarantine", "traces", "runs", "validations")
@@ -122,6 +123,31 @@ def test_a_cut_during_a_data_file_put_keeps_the_previous_rows(s3: Any, namespace
     s3_proxy.heal()
     lake.publish(publication("r-new", NEW))
     assert _state(s3, namespace) == (NEW, NEW, ["r-new"], ["r-new", "r-old"])
+
+
+def test_a_cut_upload_says_one_line_on_the_command_line_and_no_asyncio_traceback(
+    s3: Any, namespace: str, s3_proxy: TcpProxy
+) -> None:
+    """``ragpulse migrate-lake`` into a lake whose store goes away mid-PUT of the first data file: the command's
+    stderr is its one ``error:`` line, without the tracebacks of aiohttp's body writers that asyncio printed."""
+    target = f"{s3.url}/lake?catalog=postgresql://postgres@127.0.0.1:5432/test&namespace={namespace}"
+    env = {
+        **os.environ,
+        "AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{s3_proxy.port}",
+        # botocore's retries off; s3fs' own quick ones still each open a connection the dead store drops.
+        "AWS_MAX_ATTEMPTS": "1",
+    }
+    fired = s3_proxy.after_bytes(1500, "up", "down", armed_by=f"PUT /{s3.name}/lake/{namespace}/scores/data".encode())
+    command = [sys.executable, "-m", "ragpulse.flows.cli", "migrate-lake", "--from", str(LEGACY), "--to", target]
+    done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert fired.is_set() and s3_proxy.refused >= 2
+    assert done.returncode == 1
+    # Besides the error, at most the warning that the file no commit names could not be deleted either.
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "dt=2026-11-01" in errors[0] and "failed, previous rows kept" in errors[0]
+    assert len(done.stderr.splitlines()) <= 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and "Task exception was never retrieved" not in done.stderr
+    assert _uncommitted(s3, namespace) == []
 
 
 def test_a_catalog_commit_that_never_arrives_restores_the_tables_committed_before_it(

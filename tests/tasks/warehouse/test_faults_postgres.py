@@ -21,6 +21,7 @@ from psycopg import sql
 
 from ragpulse.tasks.core.errors import ConfigError, WarehouseError, WarehouseLockedError
 from ragpulse.tasks.warehouse import Publication
+from ragpulse.tasks.warehouse._locks import LOCK_PROGRESS_SECONDS
 from ragpulse.tasks.warehouse.postgres import PostgresWarehouse
 from tests.doubles.publications import scores_publication
 from tests.doubles.tcp_proxy import TcpProxy
@@ -149,6 +150,52 @@ def test_a_dead_lock_holder_bounds_the_next_publisher_and_the_server_ends_it(sch
     assert len(dead_errors) == 1 and "failed, previous rows kept" in str(dead_errors[0])
 
 
+def test_a_publish_queued_behind_another_session_says_who_holds_the_lock_every_few_seconds(
+    schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another session holds the date's locks in an open transaction: the publish logs when it starts waiting and
+    every LOCK_PROGRESS_SECONDS who holds them, how long it waited and the limit; gives up at lock_timeout with the
+    one-line error; and, queued again, goes ahead as soon as the holder commits."""
+    PostgresWarehouse(_url(schema)).publish(_publication("r-old", OLD))
+    app = f"holder-{uuid.uuid4().hex[:8]}"
+    limit = LOCK_PROGRESS_SECONDS + 1.5
+    warehouse = PostgresWarehouse(_url(schema, lock_timeout=f"{limit:g}"))
+    with psycopg.connect(PG_DSN, application_name=app) as holder:
+        for key in warehouse.advisory_lock_ids(DAY):
+            holder.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+        pid = holder.info.backend_pid
+        started = time.monotonic()
+        with caplog.at_level(logging.INFO), pytest.raises(WarehouseLockedError) as caught:
+            warehouse.publish(_publication("r-new", NEW))
+        gave_up_after = time.monotonic() - started
+        waits = [r.getMessage() for r in caplog.records if "waiting for its lock" in r.getMessage()]
+        assert len(waits) == 2, waits
+        for waited, message in zip((0, LOCK_PROGRESS_SECONDS), waits, strict=True):
+            assert message.startswith(f"publishing dt={DAY} on postgresql://")
+            assert f"pid {pid} (application_name {app!r}, idle in transaction since " in message
+            assert f"waited {waited:.0f} of {limit:g} s" in message
+        assert limit <= gave_up_after < limit + 2
+        message = str(caught.value)
+        assert "\n" not in message and f"gave up after waiting {limit:g} s" in message and f"pid {pid}" in message
+        during = _state(schema)
+        assert (during.present, during.duplicated, during.lost(OLD), during.runs) == (OLD, 0, 0, ["r-old"])
+
+        caplog.clear()
+        release = threading.Timer(1.0, holder.commit)
+        release.start()
+        started = time.monotonic()
+        with caplog.at_level(logging.INFO):
+            warehouse.publish(_publication("r-new", NEW))
+        assert time.monotonic() - started >= 1
+        release.join()
+    messages = [r.getMessage() for r in caplog.records]
+    assert len([m for m in messages if "waiting for its lock" in m and f"pid {pid}" in m]) == 1
+    assert len([m for m in messages if "got its lock after waiting" in m]) == 1
+    after = _state(schema)
+    assert (after.present, after.duplicated, after.lost(NEW)) == (NEW, 0, 0)
+    assert (after.score_runs, after.runs) == (["r-new"], ["r-new", "r-old"])
+
+
 def test_a_connection_lost_after_commit_is_reported_as_published(
     schema: str, proxy: TcpProxy, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -194,7 +241,40 @@ def test_a_lost_commit_still_running_on_the_server_is_waited_for(
     started = time.monotonic()
     with caplog.at_level(logging.WARNING):
         PostgresWarehouse(_url(schema, proxy.port)).publish(_publication("r-new", NEW))
-    assert fired.is_set() and time.monotonic() - started >= 2
+    # Not the 30 s bound of that wait: the check sees the session finish its COMMIT.
+    assert fired.is_set() and 2 <= time.monotonic() - started < 10
+    assert "lost after COMMIT" in caplog.text and "run r-new are published" in caplog.text
+    after = _state(schema)
+    assert (after.present, after.duplicated, after.lost(NEW)) == (NEW, 0, 0)
+    assert (after.score_runs, after.runs) == (["r-new"], ["r-new", "r-old"])
+
+
+def test_a_lost_commit_followed_by_an_outage_is_checked_until_the_server_is_back(
+    schema: str, proxy: TcpProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The COMMIT reaches the server, then the server is out of reach for 8 s (every connection refused): the check
+    goes on with growing pauses, within lock_timeout, and finds the run published once the server is back."""
+    PostgresWarehouse(_url(schema)).publish(_publication("r-old", OLD))
+    fired = proxy.on_upstream(b"COMMIT", "down", after=b"DELETE FROM")
+    outage = 8.0
+
+    def back_later() -> None:
+        if fired.wait(60):
+            time.sleep(outage)
+            proxy.heal()
+
+    healer = threading.Thread(target=back_later, daemon=True)
+    healer.start()
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING):
+        PostgresWarehouse(_url(schema, proxy.port, lock_timeout="30")).publish(_publication("r-new", NEW))
+    took = time.monotonic() - started
+    healer.join(10)
+    assert fired.is_set() and outage < took < outage + 8
+    retries = [m for r in caplog.records if "checking whether run r-new committed failed" in (m := r.getMessage())]
+    assert len(retries) == proxy.refused >= 4
+    pauses = [float(m.split("checking again in ")[1].split(" s")[0]) for m in retries]
+    assert pauses == sorted(pauses) and pauses[0] == 0.5 and max(pauses) <= 5
     assert "lost after COMMIT" in caplog.text and "run r-new are published" in caplog.text
     after = _state(schema)
     assert (after.present, after.duplicated, after.lost(NEW)) == (NEW, 0, 0)
@@ -205,11 +285,14 @@ def test_a_commit_whose_outcome_cannot_be_checked_says_so_and_names_the_run(sche
     PostgresWarehouse(_url(schema)).publish(_publication("r-old", OLD))
     # The COMMIT reaches the server, then the server is unreachable for the check too.
     fired = proxy.on_upstream(b"COMMIT", "down", after=b"DELETE FROM")
+    started = time.monotonic()
     with pytest.raises(WarehouseError) as caught:
-        PostgresWarehouse(_url(schema, proxy.port)).publish(_publication("r-new", NEW))
-    assert fired.is_set() and proxy.refused >= 3
+        PostgresWarehouse(_url(schema, proxy.port, lock_timeout="3")).publish(_publication("r-new", NEW))
+    # Checked at 0, 0.5, 1.5 and 3 s: until lock_timeout is spent.
+    assert fired.is_set() and 3 <= proxy.refused <= 4 and 3 <= time.monotonic() - started < 5
     message = str(caught.value)
-    assert "\n" not in message and "checking whether it committed failed too" in message and "run_id r-new" in message
+    assert "\n" not in message and "checking whether it committed failed too, for 3 s" in message
+    assert "run_id r-new" in message
     after = _state(schema)  # it had committed
     assert (after.present, after.duplicated, after.lost(NEW), after.runs) == (NEW, 0, 0, ["r-new", "r-old"])
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -288,10 +289,10 @@ def test_a_state_replaced_within_the_last_hour_is_kept_however_old(tmp_path: Pat
 
 
 def test_a_publish_waits_for_another_publisher_of_its_date_then_gives_up_with_the_lock_named(
-    tmp_path: Path, namespace: str, s3: Any
+    tmp_path: Path, namespace: str, s3: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The date's lock held by another session (PostgreSQL catalog) or process (a SQLite catalog's flock): the
-    publish waits lock_timeout, then fails as locked, with the previous rows kept."""
+    """The date's lock held by another session (PostgreSQL catalog, whose wait is logged naming it) or process (a
+    SQLite catalog's flock): the publish waits lock_timeout, then fails as locked, with the previous rows kept."""
     import psycopg
 
     from ragpulse.tasks.core.errors import WarehouseLockedError
@@ -299,10 +300,14 @@ def test_a_publish_waits_for_another_publisher_of_its_date_then_gives_up_with_th
 
     postgres = IcebergLake(f"{s3.url}/lake?catalog={PG_URL}&namespace={namespace}&lock_timeout=1")
     postgres.publish(publication(DAY, "r1"))
-    with psycopg.connect("host=127.0.0.1 port=5432 dbname=test user=postgres", autocommit=True) as holder:
+    dsn = "host=127.0.0.1 port=5432 dbname=test user=postgres application_name=lake-holder"
+    with psycopg.connect(dsn, autocommit=True) as holder:
         holder.execute("SELECT pg_advisory_lock(%s)", (advisory_lock_id(f"{namespace}.ragpulse_schema/dt={DAY}"),))
-        with pytest.raises(WarehouseLockedError, match="gave up after waiting 1 s"):
+        with caplog.at_level(logging.WARNING), pytest.raises(WarehouseLockedError, match="gave up after waiting 1 s"):
             postgres.publish(publication(DAY, "r2"))
+        waits = [r.getMessage() for r in caplog.records if "waiting for its lock" in r.getMessage()]
+        assert len(waits) == 1 and f"pid {holder.info.backend_pid} (application_name 'lake-holder'" in waits[0]
+        assert waits[0].endswith("waited 0 of 1 s")
     assert set(postgres.read("runs")["run_id"].to_pylist()) == {"r1"}
 
     local = IcebergLake(f"{tmp_path}/lake?lock_timeout=1")
