@@ -67,7 +67,7 @@ __all__ = [
 ]
 
 RAW_EXCERPT_CHARS = 2000
-_CHUNK_BYTES = 2**16  # small enough that a truncated gzip file keeps the lines before its end
+_CHUNK_BYTES = 2**16  # read at a time; a line longer than this is joined from several reads
 _BOM = b"\xef\xbb\xbf"
 
 
@@ -503,9 +503,13 @@ def _read_records(source_file: SourceFile, storage_options: Mapping[str, Any] | 
                 for record in rows:
                     last = record.line
                     yield record
-        except _CORRUPT_FILE as exc:
-            reason = f"file is corrupt after line {last}: {type(exc).__name__}: {exc}"
-            yield _Record(last + 1, _Undecodable(reason), "")
+        except _CORRUPT_FILE as exc:  # a Parquet file (JSON lines end in their own record)
+            yield _corrupt_after(last, exc)
+
+
+def _corrupt_after(last: int, exc: BaseException) -> _Record:
+    """The one record for the undecodable rest of a file whose records up to line (or row) ``last`` were read."""
+    return _Record(last + 1, _Undecodable(f"file is corrupt after line {last}: {type(exc).__name__}: {exc}"), "")
 
 
 class _PieceRecords:
@@ -541,8 +545,7 @@ class _PieceRecords:
                     yield from _jsonl_lines(view, lead)
                     self.lines = max(view.newlines - lead, 0)  # no newline at all from the start on
             except _CORRUPT_FILE as exc:  # a row group that cannot be decoded
-                reason = f"file is corrupt after line {last}: {type(exc).__name__}: {exc}"
-                yield _Record(last + 1, _Undecodable(reason), "")
+                yield _corrupt_after(last, exc)
 
 
 def _line_bounds(handle: Any, piece: SlicePiece) -> tuple[int | None, int]:
@@ -630,8 +633,18 @@ def _array_may_hold_nul(array: pa.Array) -> bool:
 
 def _jsonl_lines(handle: Any, lead: int = 0) -> Iterator[_Record]:
     """Non-blank lines as records, numbered from 1 - ``lead``; a UTF-8 byte order mark opening the file is dropped,
-    CRLF endings are read."""
-    for number, (line, size) in enumerate(_split_lines(handle), start=1 - lead):
+    CRLF endings are read. A stream that cannot be decoded past some point (a gzip file cut short) ends in one
+    record for its rest, numbered after its last complete line, blank or not."""
+    number = -lead  # the last line read whole: a file that cannot be decoded further is corrupt after it
+    lines = enumerate(_split_lines(handle), start=1 - lead)
+    while True:
+        try:
+            number, (line, size) = next(lines)
+        except StopIteration:
+            return
+        except _CORRUPT_FILE as exc:
+            yield _corrupt_after(number, exc)
+            return
         if number == 1 - lead and line.startswith(_BOM):
             line = line[len(_BOM) :]
         if size > limits.MAX_RECORD_BYTES:
@@ -664,19 +677,34 @@ def _jsonl_lines(handle: Any, lead: int = 0) -> Iterator[_Record]:
 
 def _split_lines(handle: Any) -> Iterator[tuple[bytes, int]]:
     """(line without its newline, its length in bytes) in file order, in memory bounded by MAX_RECORD_BYTES:
-    of a longer line only the first RAW_EXCERPT_CHARS bytes are kept. A buffered reader gives every file
-    object (local, gzip, fsspec's remote files) a ``readline`` with a size limit."""
-    reader = io.BufferedReader(handle, _CHUNK_BYTES)
+    of a longer line only the first RAW_EXCERPT_CHARS bytes are kept.
+
+    Each chunk read is split, and the lines it completes handed out, before the next read: a gzip stream cut short
+    raises only on the read after its last decompressed bytes, so every complete line before the cut comes out (a
+    buffered reader's ``readline`` loses what the fill that meets the cut had decompressed). ``read1`` returns
+    what one decompression step gives; fsspec's remote files and ``_ByteRange`` have ``read`` only."""
+    read = getattr(handle, "read1", handle.read)
     limit = limits.MAX_RECORD_BYTES
-    while line := reader.readline(limit + 1):
-        if line.endswith(b"\n"):
-            yield line[:-1], len(line) - 1
-            continue
-        size = len(line)
-        while size > limit and (rest := reader.readline(_CHUNK_BYTES)):  # skip the rest of a long line
-            size += len(rest) - rest.endswith(b"\n")
-            if rest.endswith(b"\n"):
-                break
+    head: list[bytes] = []  # the start of a line that earlier chunks began, cut to an excerpt once over the limit
+    size = 0  # that line's length so far
+    while chunk := read(_CHUNK_BYTES):
+        lines = chunk.split(b"\n")
+        tail = lines.pop()  # after the chunk's last newline: a line not complete yet
+        if head and lines:
+            head.append(lines[0])
+            size += len(lines[0])
+            line = b"".join(head)
+            yield line[:RAW_EXCERPT_CHARS] if size > limit else line, size
+            head, size = [], 0
+            del lines[0]
+        yield from zip(lines, map(len, lines), strict=True)  # a chunk is far smaller than the limit
+        if tail:
+            head.append(tail)
+            size += len(tail)
+            if size > limit:
+                head = [b"".join(head)[:RAW_EXCERPT_CHARS]]
+    if head:  # a last line without a newline
+        line = b"".join(head)
         yield line[:RAW_EXCERPT_CHARS] if size > limit else line, size
 
 
