@@ -29,6 +29,7 @@ __all__ = [
     "NoTraceFilesError",
     "SourceFile",
     "carries_secret",
+    "check_source_root",
     "event_time_window",
     "file_identity",
     "filesystem",
@@ -184,6 +185,22 @@ class NoTraceFilesError(PartitionNotFoundError):
         self.date = date.isoformat()
         self.available = []
         Exception.__init__(self, f"no trace files for {date} under {source}: {why}")
+
+
+def check_source_root(source: str, storage_options: Mapping[str, Any] | None = None) -> None:
+    """Refuse a source root that is not there or is not a folder, before any work: a mistyped bucket or prefix would
+    otherwise read as a day without traces (exit 3) every day. One ``info`` call (on S3 a HEAD and a one-key
+    listing), never a listing of the source."""
+    fs, root = filesystem(source, storage_options)
+    with storage_errors(source):
+        fs.invalidate_cache(root)
+        try:
+            info = fs.info(root)
+        except FileNotFoundError:
+            info = None
+    if info is None or info.get("type") != "directory":
+        what = "does not exist" if info is None else "is not a folder"
+        raise ConfigError(f"source {redact_url(source)} {what} (setting `source`): check its bucket and prefix")
 
 
 def list_partition_files(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ragpulse.tasks.config import JUDGE_KEY_HINT, SETTINGS, RunConfig
 from ragpulse.tasks.core.errors import ConfigError
 from ragpulse.tasks.core.fingerprint import digest
-from ragpulse.tasks.core.storage import carries_secret, redact_url
+from ragpulse.tasks.core.storage import carries_secret, check_source_root, redact_url
 from ragpulse.tasks.core.types import RunInfo
 from ragpulse.tasks.scoring.judge_plan import JudgePlan, judge_settings, load_judge_options, plan_judging
 
@@ -99,7 +99,8 @@ def check_config(config: RunConfig, *, alerts: bool = False) -> None:
     """Everything in ``config`` and the run's environment that a run would otherwise find wrong only once it had
     staged and scored a day, checked before any work: the deployment's paths and secrets, the judge settings
     (``RAGPULSE_JUDGE_*`` included) and options file, metric variants, its key or Secret block, the suites, the
-    warehouse (``secret://`` block, scheme, schema, reachable and writable), the labels that calibrate the judge,
+    warehouse (``secret://`` block, scheme, schema, reachable and writable), the source's root folder (a mistyped
+    bucket or prefix is not a day without traces), the labels that calibrate the judge,
     and with ``alerts`` the webhook's Secret block. The CLI calls it before it starts a flow, each flow first thing
     (a deployment run's parameters come from the API). Raises ConfigError in one line, no password in it."""
     from pydantic import ValidationError
@@ -119,6 +120,7 @@ def check_config(config: RunConfig, *, alerts: bool = False) -> None:
         if suite:
             load_suite(suite)
     probe_warehouse(config.output.warehouse)
+    check_source_root(config.source.url, config.source.storage_options)
     if config.calibration.labels:
         _labels_exist(config.calibration.labels, config.source.storage_options)
     if alerts and config.alerts.webhook_block:

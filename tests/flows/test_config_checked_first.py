@@ -277,3 +277,93 @@ def test_a_refused_run_leaves_the_published_day_and_the_fixed_run_replaces_it(tm
         with engine.begin() as conn:
             conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
         engine.dispose()
+
+
+# Issue 29, item 3: a mistyped source root is a configuration error (exit 2), not a day without traces (exit 3).
+def _source_refused(args: list[str], message: str) -> None:
+    before = _flow_runs()
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert message in _one_error_line(result.stderr)
+    assert _flow_runs() == before
+
+
+@pytest.mark.parametrize("partitioning", ["dt", "event-time"])
+def test_a_local_source_that_is_not_there_is_refused_before_any_work(
+    traces: Path, tmp_path: Path, partitioning: str
+) -> None:
+    typo = tmp_path / "tarces"
+    common = ["--source", str(typo), "--partitioning", partitioning, "--warehouse", f"duckdb:///{tmp_path}/w.duckdb",
+              "--work-dir", str(tmp_path / "work")]  # fmt: skip
+    for command in (["evaluate", "--date", str(DAY)], ["monitor", "--date", str(DAY)],
+                    ["backfill", "--start", str(DAY), "--end", str(DAY)]):  # fmt: skip
+        _source_refused([*command, *common], f"source {typo} does not exist (setting `source`)")
+    a_file = traces / f"dt={DAY}" / "a.jsonl"
+    common[1] = str(a_file)
+    _source_refused(["evaluate", "--date", str(DAY), *common], f"source {a_file} is not a folder (setting `source`)")
+    assert not (tmp_path / "work").exists()
+
+
+def test_an_s3_source_that_is_not_there_is_refused_and_an_empty_day_still_exits_3(s3: Any, tmp_path: Path) -> None:
+    """A bucket that does not exist and a prefix that does not exist exit 2 under both partitionings; the source
+    that is there, with no traces for the date (its only day is another), still exits 3."""
+    line = {"trace_id": "t-1", "question": "q", "answer": "a", "contexts": [{"id": "d", "text": "t"}]}
+    s3.fs.pipe(f"{s3.name}/traces/dt={DAY - dt.timedelta(days=3)}/a.jsonl", (json.dumps(line) + "\n").encode())
+    output = ["--warehouse", f"duckdb:///{tmp_path}/w.duckdb", "--work-dir", str(tmp_path / "work")]
+    for partitioning in ("dt", "event-time"):
+        for typo in ("s3://t29-no-such-bucket/traces", f"{s3.url}/tarces", f"{s3.url}/traces/dt={DAY}"):
+            args = ["evaluate", "--date", str(DAY), "--source", typo, "--partitioning", partitioning, *output]
+            _source_refused(args, f"source {typo} does not exist (setting `source`)")
+        empty_day = runner.invoke(
+            app, ["evaluate", "--date", str(DAY), "--source", f"{s3.url}/traces", "--partitioning", partitioning,
+                  *output],
+        )  # fmt: skip
+        assert empty_day.exit_code == 3, empty_day.output
+        last_line = empty_day.stderr.splitlines()[-1]  # in this process the terminal also gets Prefect's logs
+        assert last_line.startswith(f"error: no trace files for {'dt=' if partitioning == 'dt' else ''}{DAY}")
+
+
+def test_a_worker_fails_a_deployment_run_with_a_mistyped_source_before_its_first_task(
+    prefect_api: str, traces: Path, tmp_path: Path
+) -> None:
+    """The daily deployment as a process worker runs it, with a typo in its source: the flow run fails with the
+    one-line configuration error and not a single task run, instead of completing as a day without traces."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+
+    pool = f"t29-{uuid.uuid4().hex[:8]}"
+    typo = tmp_path / "tarces"
+    output = {"warehouse": f"duckdb:///{tmp_path}/w.duckdb", "work_dir": str(tmp_path / "work")}
+    parameters = {"date": str(DAY), "source": {"url": str(typo)}, "output": output}
+    with get_client(sync_client=True) as client:
+        client.create_work_pool(WorkPoolCreate(name=pool, type="process"))
+        deployment_id = client.create_deployment(
+            flow_id=client.create_flow_from_name("monitor"), name=pool, entrypoint="ragpulse.flows.monitor:monitor",
+            work_pool_name=pool, parameters=parameters, pull_steps=[],
+        )  # fmt: skip
+        run = client.create_flow_run_from_deployment(deployment_id)
+    worker = [str(Path(sys.executable).parent / "prefect"), "worker", "start", "--pool", pool, "--run-once"]
+    env = {**os.environ, "PREFECT_API_URL": prefect_api}
+    finished = subprocess.run(worker, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    with get_client(sync_client=True) as client:
+        state = client.read_flow_run(run.id).state
+    assert state is not None and state.is_failed(), (state, finished.stderr[-2000:])
+    assert f"source {typo} does not exist (setting `source`)" in str(state.message), state.message
+    assert _task_runs(run.id) == 0
+
+
+def test_the_source_check_reads_no_listing_of_the_source(s3: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Two requests to moto's server (a HEAD of the root as an object, a listing of at most one key), whatever the
+    size of the source: 60 days of files here."""
+    import logging
+
+    from ragpulse.tasks.core.storage import check_source_root
+
+    for day in range(60):
+        s3.fs.pipe(f"{s3.name}/traces/dt={DAY - dt.timedelta(days=day)}/a.jsonl", b"{}\n")
+    caplog.clear()  # the uploads
+    with caplog.at_level(logging.INFO, logger="werkzeug"):
+        check_source_root(f"{s3.url}/traces", {"endpoint_url": s3.endpoint.url})
+    requests = [record.getMessage() for record in caplog.records if record.name == "werkzeug"]
+    assert len(requests) == 2, requests
+    assert "HEAD /" in requests[0] and "max-keys=1" in requests[1].lower(), requests
