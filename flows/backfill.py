@@ -85,6 +85,8 @@ class BackfillResult:
     summaries: list[RunSummary] = field(default_factory=list)
     drift_verdicts: dict[str, int] = field(default_factory=dict)
     alerts_sent: int = 0
+    alerts_not_emitted: int = 0
+    """Alerts whose Prefect event had no server to go to (ephemeral mode): the next run against one emits them."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -95,6 +97,7 @@ class BackfillResult:
             "missing": [d.isoformat() for d in self.missing],
             "drift_verdicts": self.drift_verdicts,
             "alerts_sent": self.alerts_sent,
+            "alerts_not_emitted": self.alerts_not_emitted,
         }
 
 
@@ -168,7 +171,7 @@ def backfill(
             failed[day] = state.message or state.name or "failed"
             _notify(day, "failed")
     verdicts: dict[str, int] = {}
-    alerts_sent = 0
+    alerts_sent = alerts_not_emitted = 0
     if summaries:
         first = min(summaries)
         if calibration.labels:
@@ -180,10 +183,12 @@ def backfill(
             for verdict, count in report.verdict_counts().items():
                 verdicts[verdict] = verdicts.get(verdict, 0) + count
             if send_drift_alerts:
-                alerts_sent += len(send_alerts(output.warehouse, report, alerts, run_id=run_id).sent)
+                outcome = send_alerts(output.warehouse, report, alerts, run_id=run_id)
+                alerts_sent += len(outcome.sent)
+                alerts_not_emitted += len(outcome.skipped)
     result = BackfillResult(
         plan.config_hash, sorted(summaries), plan.skipped, dict(sorted(failed.items())), sorted(missing),
-        [summaries[d] for d in sorted(summaries)], verdicts, alerts_sent,
+        [summaries[d] for d in sorted(summaries)], verdicts, alerts_sent, alerts_not_emitted,
     )  # fmt: skip
     if failed:
         names = ", ".join(f"dt={d}: {message}" for d, message in result.failed.items())

@@ -368,6 +368,8 @@ def backfill(
         if result.summaries:
             print_summaries(result.summaries)
         alerts = f"; {result.alerts_sent} alert(s) sent" if alert else ""
+        if result.alerts_not_emitted:
+            alerts += f", {result.alerts_not_emitted} not emitted as Prefect events (no PREFECT_API_URL)"
         unscored = sum(s.outcome == "no_traces" for s in result.summaries)
         console.print(
             f"{len(result.completed)} evaluated ({unscored} with every record quarantined), {len(result.skipped)} "

@@ -27,7 +27,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ragpulse.tasks.core.errors import ConfigError
 from ragpulse.tasks.core.storage import filesystem, storage_errors
-from ragpulse.tasks.monitoring.comparison import segment_values
+from ragpulse.tasks.monitoring.comparison import metadata_keys, segment_values
 from ragpulse.tasks.warehouse import open_published
 
 __all__ = ["SAMPLE_COLUMNS", "LabelSample", "allocate", "draw_label_sample"]
@@ -94,7 +94,7 @@ def draw_label_sample(
     columns = ["trace_id", "question", "answer", "contexts", "metadata", "language", "source_file", "source_line"]
     traces = warehouse.read("traces", start=day, end=day, columns=columns)
     traces = traces.filter(pc.is_in(traces["trace_id"], value_set=pa.array(sorted(metrics_of), pa.string())))
-    strata = _strata(traces, stratify)
+    strata = _strata(traces, stratify, day)
     rows = traces.to_pylist()
     members: dict[str, list[int]] = defaultdict(list)
     for index, stratum in enumerate(strata):
@@ -125,14 +125,18 @@ def draw_label_sample(
     return LabelSample(out, {name: shares[name] for name in sorted(shares)}, dict(sorted(sizes.items())), len(lines))
 
 
-def _strata(traces: pa.Table, stratify: str | None) -> list[str]:
-    """Each trace's stratum: ``all``, its language, or its value at the metadata key (``(none)`` without one)."""
+def _strata(traces: pa.Table, stratify: str | None, day: dt.date) -> list[str]:
+    """Each trace's stratum: ``all``, its language, or its value at the metadata key (``(none)`` without one). A
+    metadata key that no trace has is a typo (``metadata.ap``): one ``(none)`` stratum would pass for a sample."""
     if stratify is None:
         return ["all"] * traces.num_rows
     if stratify == _LANGUAGE:
         values = traces["language"].to_pylist()
     else:
         values = segment_values(traces["metadata"], stratify).to_pylist()
+        if all(value is None for value in values):
+            keys = ", ".join(metadata_keys(traces["metadata"])) or "none"
+            raise ConfigError(f"--stratify {stratify!r}: no trace of dt={day} has that key; its metadata keys: {keys}")
     return [value if value is not None else "(none)" for value in values]
 
 

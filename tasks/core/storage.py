@@ -7,7 +7,9 @@ credentials and ``AWS_ENDPOINT_URL_S3`` from the environment; ``storage_options`
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import logging
 import posixpath
 import re
 import sys
@@ -47,6 +49,7 @@ PARTITIONINGS = ("dt", "event-time")
 """``dt``: the day's files sit in ``<source>/dt=YYYY-MM-DD/``; ``event-time``: files anywhere below
 ``<source>`` modified within the day widened by the late-arrival window (staging keeps the traces whose
 event time falls in the day)."""
+_log = logging.getLogger(__name__)
 _PARTITION = re.compile(r"^dt=(\d{4}-\d{2}-\d{2})$")
 
 
@@ -83,7 +86,41 @@ def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tu
         fs, path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
     except (ImportError, ValueError) as exc:
         raise ConfigError(f"cannot open storage URL {url!r}: {exc}") from exc
+    if fs.async_impl:
+        _quiet_orphaned_body_writers()
     return fs, path.rstrip("/")
+
+
+def _quiet_orphaned_body_writers() -> None:
+    """Keep aiohttp's orphaned request-body writers off the terminal, on fsspec's event loop, which every s3fs
+    client shares (sources, work dir, reports, pyiceberg's FsspecFileIO): a PUT sent with ``Expect: 100-continue``
+    (botocore's) runs its body in a task of its own, and when the store drops the connection that task fails and
+    nobody awaits it, so asyncio printed a "Task exception was never retrieved" traceback per attempt when it was
+    collected. The request itself fails too, and that error (retried, then raised in one line) is the one that
+    counts; the writer's becomes a DEBUG line. Any other unhandled exception on the loop goes to the handler that
+    was there before."""
+    import aiohttp
+    import fsspec.asyn
+
+    loop = fsspec.asyn.get_loop()
+    previous = loop.get_exception_handler()
+    if getattr(previous, "__name__", None) == "_body_writer_handler":
+        return
+
+    def _body_writer_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        error, task = context.get("exception"), context.get("future")
+        coro = task.get_coro() if isinstance(task, asyncio.Task) else None
+        if isinstance(error, aiohttp.ClientConnectionError | OSError) and (
+            getattr(coro, "__qualname__", None) == "ClientRequest.write_bytes"
+        ):
+            _log.debug("the body writer of a failed S3 request ended with %s: %s; the request's own error is "
+                       "reported", type(error).__name__, redacted_line(error))  # fmt: skip
+        elif previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(_body_writer_handler)
 
 
 @contextmanager

@@ -29,7 +29,7 @@ from ragpulse.tasks.core.fingerprint import digest
 from ragpulse.tasks.core.types import DriftAlert
 from ragpulse.tasks.warehouse import DRIFT_SCHEMA
 
-__all__ = ["ALL_SEGMENTS", "SCORE_COLUMNS", "alerts_of", "drift_rows", "segment_values"]
+__all__ = ["ALL_SEGMENTS", "SCORE_COLUMNS", "alerts_of", "drift_rows", "metadata_keys", "segment_values"]
 
 ALL_SEGMENTS = "all"
 _OK, _FAILED = Status.OK.label, Status.FAILED.label
@@ -57,6 +57,23 @@ def segment_values(metadata: pa.ChunkedArray | pa.Array, key: str) -> pa.Chunked
             """,
             params={"path": _json_path(key)},
         ).to_arrow_table()["segment"]
+
+
+def metadata_keys(metadata: pa.ChunkedArray | pa.Array, most: int = 20) -> list[str]:
+    """The ``metadata.<key>`` names of the top-level keys found in the traces' metadata JSON, most common first (at
+    most ``most``): what an error about a segment key that matches nothing can offer instead."""
+    with duckdb.connect() as con:
+        con.register("traces", pa.table({"metadata": metadata}))
+        rows = con.sql(
+            """
+            SELECT key FROM (
+                SELECT unnest(json_keys(metadata)) AS key FROM traces
+                WHERE json_valid(metadata) AND json_type(metadata) = 'OBJECT'
+            ) GROUP BY key ORDER BY count(*) DESC, key LIMIT $most
+            """,
+            params={"most": most},
+        ).fetchall()
+    return [f"metadata.{key}" for (key,) in rows]
 
 
 def _higher_is_better(metric: str, settings: DriftConfig) -> bool:

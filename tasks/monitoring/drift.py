@@ -12,7 +12,7 @@ from prefect.cache_policies import NO_CACHE
 
 from ragpulse.tasks.config import DriftConfig
 from ragpulse.tasks.core.types import DriftReport
-from ragpulse.tasks.monitoring.comparison import SCORE_COLUMNS, alerts_of, drift_rows, segment_values
+from ragpulse.tasks.monitoring.comparison import SCORE_COLUMNS, alerts_of, drift_rows, metadata_keys, segment_values
 from ragpulse.tasks.warehouse import DRIFT_SCHEMA, open_warehouse
 
 __all__ = ["LANGUAGE_SEGMENT", "detect_drift"]
@@ -45,6 +45,7 @@ def detect_drift(
             }
         )
         scores = scores.join(segments, ["partition_date", "trace_id"], join_type="left outer")
+        _warn_of_an_unmatched_segment_key(traces, segments, day, settings.segment_key, by_language)
     if not pc.any(pc.equal(scores["partition_date"], pa.scalar(day, pa.date32()))).as_py():
         logger.warning("dt=%s: no published scores, so no drift to detect", day)
         return DriftReport(day, DRIFT_SCHEMA.empty_table())
@@ -58,3 +59,22 @@ def detect_drift(
         day, len(window), report.verdict_counts(), len(report.alerts),
     )  # fmt: skip
     return report
+
+
+def _warn_of_an_unmatched_segment_key(
+    traces: pa.Table, segments: pa.Table, day: dt.date, segment_key: str, by_language: bool
+) -> None:
+    """A segment key that no trace of the day has (a typo such as ``metadata.ap``) leaves drift with only the
+    ``all`` segment: say so, naming the metadata keys the day's traces do have."""
+    on_day = pc.equal(segments["partition_date"], pa.scalar(day, pa.date32()))
+    if not pc.any(on_day).as_py() or pc.any(pc.is_valid(pc.filter(segments["segment"], on_day))).as_py():
+        return
+    if by_language:
+        found = "no trace has a language"
+    else:
+        keys = metadata_keys(pc.filter(traces["metadata"], on_day))
+        found = f"the day's traces have metadata keys: {', '.join(keys) if keys else 'none'}"
+    get_run_logger().warning(
+        "dt=%s: no trace has a value for segment key %r, so drift compares only the whole day (%s)",
+        day, segment_key, found,
+    )  # fmt: skip

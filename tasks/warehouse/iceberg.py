@@ -22,7 +22,6 @@ with Iceberg's own schema evolution, so files written before read a new column a
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import fcntl
 import functools
@@ -224,8 +223,6 @@ class IcebergLake:
         self._storage_options = dict(storage_options or {})
         self._fs, self._root = filesystem(self.location.root, self._storage_options)
         self._local = isinstance(self._fs, LocalFileSystem)
-        if not self._local:
-            _quiet_orphaned_body_writers()
         self._catalog: Catalog | None = None
         self._locks: _Locks | None = None
         self._schema_checked = False
@@ -831,37 +828,6 @@ def _locks_for(catalog: Catalog, location: LakeUrl) -> _Locks:
     if not database or database == ":memory:":
         raise ConfigError(f"lake URL {location.shown!r}: an in-memory SQLite catalog cannot be shared by publishers")
     return _FileLocks(Path(f"{database}.locks"), location.lock_timeout, location.shown)
-
-
-def _quiet_orphaned_body_writers() -> None:
-    """Keep aiohttp's orphaned request-body writers off the terminal, on fsspec's event loop (s3fs's, and pyiceberg's
-    FsspecFileIO's): a PUT sent with ``Expect: 100-continue`` (botocore's) runs its body in a task of its own, and
-    when the store drops the connection that task fails in the preamble and nobody awaits it, so asyncio printed a
-    "Task exception was never retrieved" traceback per attempt when it was collected. The request itself fails too,
-    and that error (retried, then raised in one line) is the one that counts; the writer's becomes a DEBUG line.
-    Any other unhandled exception on the loop goes to the handler that was there before."""
-    import aiohttp
-    import fsspec.asyn
-
-    loop = fsspec.asyn.get_loop()
-    previous = loop.get_exception_handler()
-    if getattr(previous, "__name__", None) == "_body_writer_handler":
-        return
-
-    def _body_writer_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        error, task = context.get("exception"), context.get("future")
-        coro = task.get_coro() if isinstance(task, asyncio.Task) else None
-        if isinstance(error, aiohttp.ClientConnectionError | OSError) and (
-            getattr(coro, "__qualname__", None) == "ClientRequest.write_bytes"
-        ):
-            _log.debug("the body writer of a failed S3 request ended with %s: %s; the request's own error is "
-                       "reported", type(error).__name__, redacted_line(error))  # fmt: skip
-        elif previous is not None:
-            previous(loop, context)
-        else:
-            loop.default_exception_handler(context)
-
-    loop.set_exception_handler(_body_writer_handler)
 
 
 def _data_file(table: Table, url: str, footer: pq.FileMetaData, size: int) -> DataFile:

@@ -113,6 +113,12 @@ def test_bad_requests_exit_2_in_one_line(scored_day: Path) -> None:
     unscored = runner.invoke(app, ["label-sample", "--date", str(DAY), "--metrics", "faithfulness", "--out",
                                    str(scored_day / "x.csv"), "--warehouse", warehouse])  # fmt: skip
     assert unscored.exit_code == 2 and "no ok scores of faithfulness" in unscored.stderr
+    misspelt = runner.invoke(app, ["label-sample", "--date", str(DAY), "--metrics", "answer_f1", "--stratify",
+                                   "metadata.ap", "--out", str(scored_day / "y.csv"),
+                                   "--warehouse", warehouse])  # fmt: skip
+    assert misspelt.exit_code == 2 and len(misspelt.stderr.splitlines()) == 1, misspelt.stderr
+    assert "--stratify 'metadata.ap': no trace of" in misspelt.stderr and "metadata.app" in misspelt.stderr
+    assert not (scored_day / "y.csv").exists()
 
 
 @pytest.mark.parametrize(

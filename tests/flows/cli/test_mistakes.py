@@ -7,6 +7,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -189,3 +191,27 @@ def test_demo_run_again_with_other_settings_regenerates_and_says_so(prefect_api:
         per_day = con.execute("SELECT partition_date, count(DISTINCT trace_id) FROM scores GROUP BY 1").fetchall()
     assert [count for _, count in per_day] == [30]
     assert len(list((directory / "traces").iterdir())) == 1
+
+
+def test_a_segment_key_that_no_trace_has_is_named_with_the_keys_there_are(
+    segmented: str, tmp_path: Path, prefect_api: str
+) -> None:
+    """``--segment-key metadata.ap`` (for ``metadata.app``) matches no trace: drift can compare only the whole day,
+    and the run says so with the keys the traces do have, instead of a segment-less result that looks complete."""
+    published = Path(segmented.removeprefix("duckdb:///"))
+    warehouse = tmp_path / "w.duckdb"
+    warehouse.write_bytes(published.read_bytes())
+    args = ["monitor", "--date", str(DAY), "--source", str(published.parent / "traces"), "--warehouse",
+            f"duckdb:///{warehouse}", "--work-dir", str(tmp_path / "work"), "--metrics", "answer_f1",
+            "--segment-key", "metadata.ap"]  # fmt: skip
+    env = {**os.environ, "PREFECT_API_URL": prefect_api, "COLUMNS": "200"}
+    result = subprocess.run([sys.executable, "-m", "ragpulse.flows.cli", *args], env=env, capture_output=True,
+                            text=True, timeout=600, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    shown = " ".join((result.stdout + result.stderr).split())
+    assert "no trace has a value for segment key 'metadata.ap'" in shown, shown
+    assert "metadata.app" in shown.split("segment key 'metadata.ap'", 1)[1], shown
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        assert con.execute("SELECT DISTINCT segment FROM drift WHERE partition_date = ?", [DAY]).fetchall() == [
+            ("all",)
+        ]
