@@ -17,6 +17,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 from ragpulse.tasks.core.errors import WarehouseError
+from ragpulse.tasks.demo.generate import generate_demo_traces
 from ragpulse.tasks.warehouse import Publication
 from ragpulse.tasks.warehouse.iceberg import IcebergLake
 from tests.doubles.publications import scores_publication
@@ -148,6 +149,42 @@ def test_a_cut_upload_says_one_line_on_the_command_line_and_no_asyncio_traceback
     assert len(done.stderr.splitlines()) <= 2, done.stderr[-3000:]
     assert "Traceback" not in done.stderr and "Task exception was never retrieved" not in done.stderr
     assert _uncommitted(s3, namespace) == []
+
+
+def test_an_evaluate_whose_lake_upload_is_cut_says_one_line_and_keeps_the_previous_rows(
+    s3: Any, namespace: str, s3_proxy: TcpProxy, prefect_api: str, tmp_path: Path
+) -> None:
+    """The same cut as the user meets it: ``ragpulse evaluate`` of a local day into a lake on S3 whose store goes
+    away mid-PUT of the first scores file. stderr holds the run's one ``error:`` line and no asyncio traceback; the
+    lake still holds the rows of the run before (counted by pyiceberg), and a re-run once the store is back
+    publishes the day once."""
+    generate_demo_traces(tmp_path / "traces", start=DAY, days=1, traces_per_day=30, malformed_per_day=0)
+    target = f"{s3.url}/lake?catalog=postgresql://postgres@127.0.0.1:5432/test&namespace={namespace}"
+    args = ["evaluate", "--date", str(DAY), "--source", str(tmp_path / "traces"), "--warehouse", target,
+            "--work-dir", str(tmp_path / "work"), "--metrics", "answer_f1"]  # fmt: skip
+    env = {**os.environ, "PREFECT_API_URL": prefect_api, "AWS_MAX_ATTEMPTS": "1"}
+
+    def evaluate(endpoint: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "ragpulse.flows.cli", *args, *extra]
+        return subprocess.run(command, env={**env, "AWS_ENDPOINT_URL_S3": endpoint}, cwd=ROOT, capture_output=True,
+                              text=True, timeout=300, check=False)  # fmt: skip
+
+    store = os.environ["AWS_ENDPOINT_URL_S3"]  # moto, as the s3 fixture set it
+    first = evaluate(store)
+    assert first.returncode == 0, first.stderr[-3000:]
+    before = _rows(s3, namespace)
+    fired = s3_proxy.after_bytes(1500, "up", "down", armed_by=f"PUT /{s3.name}/lake/{namespace}/scores/data".encode())
+    cut = evaluate(f"http://127.0.0.1:{s3_proxy.port}", "--republish")
+    assert fired.is_set() and cut.returncode == 1, cut.stderr[-3000:]
+    assert "Traceback" not in cut.stderr and "Task exception was never retrieved" not in cut.stderr, cut.stderr
+    errors = [line for line in cut.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "previous rows kept" in errors[0], cut.stderr[-3000:]
+    assert _rows(s3, namespace) == before
+    s3_proxy.heal()
+    again = evaluate(store, "--republish")
+    assert again.returncode == 0, again.stderr[-3000:]
+    scores = _rows(s3, namespace)["scores"]
+    assert len(scores) == len(before["scores"]) == len(set(scores))
 
 
 def test_a_catalog_commit_that_never_arrives_restores_the_tables_committed_before_it(
