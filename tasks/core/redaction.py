@@ -46,10 +46,10 @@ _STRUCTURE = re.compile(r"://|[=&?;\s]")
 # A placeholder for a secret already found, so a later pattern neither starts nor ends inside it.
 _FOUND = "\x00"
 
-Span = tuple[int, int]
+_Span = tuple[int, int]
 
 
-def secret_spans(text: str) -> list[Span]:
+def secret_spans(text: str) -> list[_Span]:
     """The ``(start, end)`` of every credential in ``text``, sorted, overlapping ones merged; empty values are none."""
     return _merged(_spans(text, _MAX_DEPTH))
 
@@ -90,7 +90,7 @@ def secret_values(text: str) -> set[str]:
     return values - {"", MASK}
 
 
-def _spans(text: str, depth: int) -> list[Span]:
+def _spans(text: str, depth: int) -> list[_Span]:
     spans = _direct_spans(text)
     if depth:
         for parameter in _PARAMETER.finditer(text):
@@ -99,10 +99,10 @@ def _spans(text: str, depth: int) -> list[Span]:
     return spans
 
 
-def _direct_spans(text: str) -> list[Span]:
+def _direct_spans(text: str) -> list[_Span]:
     """Credentials written plainly. libpq's quoted values may hold anything, so they are found first; then
     userinfo passwords, which may hold ``&`` and ``=``; then query parameters."""
-    spans: list[Span] = []
+    spans: list[_Span] = []
     for pattern in (_LIBPQ, _USERINFO, _QUERY_SECRET):
         found = []
         for match in pattern.finditer(text):
@@ -115,7 +115,7 @@ def _direct_spans(text: str) -> list[Span]:
     return spans
 
 
-def _encoded_spans(value: str, depth: int) -> list[Span]:
+def _encoded_spans(value: str, depth: int) -> list[_Span]:
     """Credentials in ``value`` once decoded (percent escapes, and ``+`` as a space or not), at any depth of encoding,
     as spans of ``value`` itself. A decoded value with no structure yet (no ``://``, ``=``, separator or space) is
     one encoded again, decoded as a whole; one with structure is read as a text of its own."""
@@ -170,8 +170,8 @@ def _utf8(escapes: list[tuple[int, int]]) -> list[tuple[str, int]]:
     return decoded
 
 
-def _merged(spans: Iterable[Span]) -> list[Span]:
-    merged: list[Span] = []
+def _merged(spans: Iterable[_Span]) -> list[_Span]:
+    merged: list[_Span] = []
     for start, end in sorted(spans):
         if merged and start <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(end, merged[-1][1]))

@@ -16,7 +16,7 @@ Builder = Callable[..., Any]
 def _requests() -> list[MetricRequest]:
     requests: list[MetricRequest] = []
     for name, definition in REGISTRY.items():
-        if definition.needs == "judge":  # scored through ragpulse.metrics.judge.judge_batch, tested with a FakeJudge
+        if definition.needs in ("judge", "embeddings"):  # scored through judge_batch, tested with a FakeJudge
             continue
         if not definition.spec.requires_k:
             requests.append(MetricRequest(name))
