@@ -619,6 +619,7 @@ def dashboard(
     ] = None,
 ) -> None:
     """Write the Grafana dashboard of a PostgreSQL warehouse (docs/dashboards.md)."""
+    from ragpulse.tasks.core.storage import local_write_errors
     from ragpulse.tasks.reporting.grafana import dashboard_json
     from ragpulse.tasks.warehouse import TableNames
 
@@ -632,10 +633,11 @@ def dashboard(
         out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
         return
     try:
-        out_path.parent.mkdir(parents=True, exist_ok=True)  # as the report does: a new folder is no mistake
-        out_path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise fail(f"cannot write --out {out_path}: {exc}", ExitCode.USAGE) from None
+        with local_write_errors(str(out_path)):
+            out_path.parent.mkdir(parents=True, exist_ok=True)  # as the report does: a new folder is no mistake
+            out_path.write_text(text, encoding="utf-8")
+    except RagpulseError as exc:
+        raise fail_with(exc) from None
     console.print(f"Dashboard: [bold]{out_path}[/bold] (import it in Grafana, or provision it: docs/dashboards.md)")
 
 

@@ -8,7 +8,6 @@ sample of the partition and the prediction-powered estimate needs no weights (do
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import datetime as dt
 import io
@@ -17,7 +16,7 @@ import math
 import posixpath
 import random
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +25,7 @@ import pyarrow.compute as pc
 from fsspec.implementations.local import LocalFileSystem
 
 from ragpulse.tasks.core.errors import ConfigError
-from ragpulse.tasks.core.storage import filesystem, storage_errors
+from ragpulse.tasks.core.storage import filesystem, local_write_errors, storage_errors
 from ragpulse.tasks.monitoring.comparison import metadata_keys, segment_values
 from ragpulse.tasks.warehouse import open_published
 
@@ -161,17 +160,9 @@ def _write(out: str, lines: list[dict[str, Any]], storage_options: Mapping[str, 
         data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode("utf-8")
     fs, path = filesystem(out, storage_options)
     # A local path that cannot be written is the option's mistake, not a storage outage or a credential.
-    errors = _local_write_errors(out) if isinstance(fs, LocalFileSystem) else storage_errors(out)
+    errors = local_write_errors(out) if isinstance(fs, LocalFileSystem) else storage_errors(out)
     with errors:
         parent = posixpath.dirname(path)
         if parent:
             fs.makedirs(parent, exist_ok=True)
         fs.pipe_file(path, data)
-
-
-@contextlib.contextmanager
-def _local_write_errors(out: str) -> Iterator[None]:
-    try:
-        yield
-    except OSError as exc:
-        raise ConfigError(f"cannot write --out {out}: {exc}") from None

@@ -36,6 +36,7 @@ __all__ = [
     "file_identity",
     "filesystem",
     "list_partition_files",
+    "local_write_errors",
     "partition_dates",
     "redact_url",
     "redacted_line",
@@ -140,6 +141,16 @@ def storage_errors(url: str) -> Iterator[None]:
         if isinstance(exc, _botocore_transient()):
             raise StorageError(f"storage error on {url}: {exc}") from exc
         raise
+
+
+@contextmanager
+def local_write_errors(out: str) -> Iterator[None]:
+    """Around writing a command's local ``--out`` file: a path that cannot be written (a file where its folder
+    should be, no permission) is the option's mistake, a one-line ConfigError, not a storage outage."""
+    try:
+        yield
+    except OSError as exc:
+        raise ConfigError(f"cannot write --out {out}: {exc}") from None
 
 
 def _botocore_transient() -> tuple[type[BaseException], ...]:

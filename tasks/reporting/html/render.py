@@ -23,7 +23,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from ragpulse.metrics.drift import ALERTING, Verdict, severity
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.storage import local_write_errors
 from ragpulse.tasks.monitoring.comparison import ALL_SEGMENTS
 from ragpulse.tasks.reporting.html.data import MetricPoint, ReportData, WorstTrace, read_report_data
 
@@ -72,11 +72,9 @@ def write_report(warehouse_url: str, out_path: str | Path, **options: Any) -> Pa
     ConfigError (``cannot write --out ...``) where it cannot be written."""
     path = Path(out_path)
     page = build_report(warehouse_url, **options)
-    try:
+    with local_write_errors(str(path)):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(page, encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot write --out {path}: {exc}") from None
     return path
 
 
