@@ -421,9 +421,9 @@ def bench_intervals(repeat: int, seeds: int) -> dict[str, Any]:
 def bench_end_to_end(url: str, repeat: int) -> dict[str, Any]:
     from prefect.logging import disable_run_logger
 
-    import ragpulse.tasks.monitoring.drift
+    import ragpulse.tasks.monitoring.tasks
     from ragpulse.tasks.config import DriftConfig
-    from ragpulse.tasks.monitoring.drift import detect_drift
+    from ragpulse.tasks.monitoring.tasks import detect_drift
     from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse
 
     settings = {"overall": DriftConfig(), "segmented": DriftConfig(segment_key=SEGMENT_KEY)}
@@ -431,8 +431,8 @@ def bench_end_to_end(url: str, repeat: int) -> dict[str, Any]:
     parts: dict[str, list[dict[str, dict[str, float]]]] = {name: [] for name in settings}
     targets = {
         "read {table}": (DuckDBWarehouse, "read"),
-        "drift_rows": (ragpulse.tasks.monitoring.drift, "drift_rows"),
-        "segment_values": (ragpulse.tasks.monitoring.drift, "segment_values"),
+        "drift_rows": (ragpulse.tasks.monitoring.tasks, "drift_rows"),
+        "segment_values": (ragpulse.tasks.monitoring.tasks, "segment_values"),
         "publish_drift": (DuckDBWarehouse, "publish_drift"),
     }
     reports = {}
@@ -530,7 +530,7 @@ def code_state() -> dict[str, Any]:
             return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
         return ""
 
-    modules = ["tasks/monitoring/drift.py", "metrics/drift.py", "tasks/warehouse/duckdb.py"]
+    modules = ["tasks/monitoring/tasks.py", "metrics/drift.py", "tasks/warehouse/duckdb.py"]
     uncommitted = git("status", "--porcelain", "--", *modules).splitlines()
     return {"commit": git("rev-parse", "HEAD"), "uncommitted": uncommitted}
 

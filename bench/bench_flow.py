@@ -68,11 +68,11 @@ PREFECT_ENV = {
 # Pure functions timed inside the tasks, wherever the project's modules refer to them; missing ones are skipped.
 FUNCTION_PROBES = (
     "ragpulse.tasks.ingest.staging:stage_records",
-    "ragpulse.tasks.scoring.batches:read_staged",
-    "ragpulse.tasks.scoring.batches:read_trace_batch",
+    "ragpulse.tasks.ingest.batches:read_staged",
+    "ragpulse.tasks.ingest.batches:read_trace_batch",
     "ragpulse.metrics.registry:compute",
     "ragpulse.tasks.scoring.assemble:assemble_partition",
-    "ragpulse.tasks.warehouse.publication:write_quarantine_copy",
+    "ragpulse.tasks.ingest.quarantine:write_quarantine_copy",
     "ragpulse.tasks.warehouse.publication:build_publication",
     "ragpulse.tasks.warehouse.duckdb:DuckDBWarehouse.publish",
     "ragpulse.tasks.reporting.run_summary:summarize",

@@ -359,7 +359,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "judge.json"))
     args = parser.parse_args()
 
-    from ragpulse.tasks.scoring.embed import OffLoopEmbedder
+    from ragpulse.tasks.embeddings.models import OffLoopEmbedder
 
     traces = build_traces(args.n + 16, args.seed)
     warm, traces = traces[:16], traces[16:]

@@ -69,19 +69,19 @@ HEAVY = [
     "pyarrow.dataset",
 ]
 MODULES = [
-    "ragpulse.flows.cli.app",
+    "ragpulse.cli.app",
     "ragpulse.flows.evaluate",
     "ragpulse.flows.monitor",
     "ragpulse.flows.backfill",
     "ragpulse.flows.serving",
     "ragpulse.flows.runners",
-    "ragpulse.tasks.quality.validate",
+    "ragpulse.tasks.quality.tasks",
 ]
 COMMANDS = [["--help"], ["--version"], ["metrics"], ["settings"]]
 LOADED = f"import json, sys; print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]), file=sys.stderr)"
 COMMAND_PROBE = f"""
 import sys
-from ragpulse.flows.cli.app import app
+from ragpulse.cli.app import app
 try:
     app(args=sys.argv[1:], prog_name="ragpulse")
 except SystemExit:
@@ -251,7 +251,7 @@ def evaluate_once(baseline: Path | None, traces: Path, run_dir: Path, home: Path
         [
             sys.executable,
             "-m",
-            "ragpulse.flows.cli",
+            "ragpulse.cli",
             "-v",
             "evaluate",
             "--json",
@@ -320,7 +320,7 @@ def demo_section(trees: dict[str, Path | None], repeat: int, scratch: Path) -> d
         for name, baseline in trees.items():
             directory = scratch / f"demo-{name}-{i}"
             child = run_child(
-                [sys.executable, "-m", "ragpulse.flows.cli", "demo", "--directory", str(directory)],
+                [sys.executable, "-m", "ragpulse.cli", "demo", "--directory", str(directory)],
                 tree_env(baseline),
                 cwd=scratch,
             )

@@ -220,16 +220,16 @@ def main() -> None:
     from ragpulse.metrics import DEFAULT_METRICS
     from ragpulse.tasks.core.storage import list_partition_files
     from ragpulse.tasks.core.types import RunInfo
+    from ragpulse.tasks.ingest.quarantine import write_quarantine_copy
     from ragpulse.tasks.ingest.staging import stage_records
     from ragpulse.tasks.scoring.assemble import assemble_partition
-    from ragpulse.tasks.scoring.score import assemble_scores, score_batch
+    from ragpulse.tasks.scoring.tasks import assemble_scores, score_batch
     from ragpulse.tasks.warehouse import TRACES_SCHEMA, open_warehouse
     from ragpulse.tasks.warehouse.publication import (
         CONTEXT_EXCERPT_CHARS,
         EXCERPT_CHARS,
         build_publication,
         trace_excerpts,
-        write_quarantine_copy,
     )
 
     names = list(DEFAULT_METRICS)

@@ -260,7 +260,7 @@ def generate_traces(root: Path, n_traces: int, *, n_files: int, seed: int, anoma
     text, a repeated trace_id, a timestamp on the next day, or an empty reference answer (quarantined by the
     input suite).
     """
-    from ragpulse.tasks.demo.sample import load_demo_corpus
+    from ragpulse.tasks.demo.corpora import load_demo_corpus
 
     corpus = load_demo_corpus()
     passages = {row.passage_id: row.passage for row in corpus}
@@ -432,7 +432,7 @@ def what_if_categorical(publication: Any, metrics: list[str], n_traces: int, rep
 def pipeline_section(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
     from prefect.logging import disable_run_logger
 
-    import ragpulse.tasks.scoring.score as score_module
+    import ragpulse.tasks.scoring.tasks as score_module
     from ragpulse.metrics import DEFAULT_METRICS, Status
     from ragpulse.tasks.core.storage import list_partition_files
     from ragpulse.tasks.ingest.staging import stage_records

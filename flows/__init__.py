@@ -1,7 +1,7 @@
 """Prefect flows: they compose tasks and hold no metric logic.
 
 ``from ragpulse.flows import evaluate_partition, SourceConfig, OutputConfig`` is the library entry point. Names
-load on first use (PEP 562), so that the command line in ``ragpulse.flows.cli`` starts without importing Prefect.
+load on first use (PEP 562), so that the command line in ``ragpulse.cli`` starts without importing Prefect.
 """
 
 import importlib

@@ -27,11 +27,10 @@ from ragpulse.tasks.config import (
     ScoringConfig,
     SourceConfig,
 )
-from ragpulse.tasks.core.errors import ConfigError, PartitionNotFoundError
-from ragpulse.tasks.monitoring.alerts import send_alerts
-from ragpulse.tasks.monitoring.drift import detect_drift
-from ragpulse.tasks.planning.backfill import plan_backfill
+from ragpulse.tasks.core.exceptions import ConfigError, PartitionNotFoundError
+from ragpulse.tasks.monitoring.tasks import detect_drift, send_alerts
 from ragpulse.tasks.planning.run import check_config
+from ragpulse.tasks.planning.tasks import plan_backfill
 from ragpulse.tasks.reporting.run_summary import RunSummary
 
 __all__ = [

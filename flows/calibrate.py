@@ -8,10 +8,10 @@ from typing import Any
 from prefect import flow
 from prefect.runtime import flow_run
 
-from ragpulse.tasks.calibration.calibrate import calibrate_partition, load_labels
 from ragpulse.tasks.calibration.estimate import CalibrationSettings
+from ragpulse.tasks.calibration.tasks import calibrate_partition, load_labels
 from ragpulse.tasks.config import CalibrationConfig, OutputConfig
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.warehouse.probe import probe_warehouse
 
 __all__ = ["CalibrationResult", "calibrate"]

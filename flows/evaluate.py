@@ -19,10 +19,11 @@ from ragpulse.tasks.config import (
     SourceConfig,
 )
 from ragpulse.tasks.core.workdir import local_docs_dir, lock_directory, result_storage, run_dir, staged_dir
-from ragpulse.tasks.ingest.stage import list_partition, stage_day
+from ragpulse.tasks.ingest.tasks import list_partition, stage_day
+from ragpulse.tasks.judge.tasks import judge_score_batch
 from ragpulse.tasks.planning.run import check_config, plan_run
 from ragpulse.tasks.quality.checks import TraceLimits
-from ragpulse.tasks.quality.validate import (
+from ragpulse.tasks.quality.tasks import (
     for_run,
     profile_batch,
     standing_publication,
@@ -30,10 +31,9 @@ from ragpulse.tasks.quality.validate import (
     validate_traces,
 )
 from ragpulse.tasks.reporting.run_summary import RunSummary
-from ragpulse.tasks.reporting.summary import summarize_run
-from ragpulse.tasks.scoring.judge_score import judge_score_batch
-from ragpulse.tasks.scoring.score import assemble_scores, count_cached, fresh_usage, score_batch, score_cache_policy
-from ragpulse.tasks.warehouse.publish import publish_partition
+from ragpulse.tasks.reporting.tasks import summarize_run
+from ragpulse.tasks.scoring.tasks import assemble_scores, count_cached, fresh_usage, score_batch, score_cache_policy
+from ragpulse.tasks.warehouse.tasks import publish_partition
 
 __all__ = ["evaluate_partition", "score_partition"]
 

@@ -23,8 +23,7 @@ from ragpulse.tasks.config import (
     ScoringConfig,
     SourceConfig,
 )
-from ragpulse.tasks.monitoring.alerts import send_alerts
-from ragpulse.tasks.monitoring.drift import detect_drift
+from ragpulse.tasks.monitoring.tasks import detect_drift, send_alerts
 from ragpulse.tasks.planning.run import check_config
 from ragpulse.tasks.reporting.run_summary import RunSummary
 

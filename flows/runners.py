@@ -5,7 +5,7 @@ from typing import Any
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from ragpulse.tasks.config import RunnerConfig
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 
 __all__ = ["build_task_runner"]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ragpulse.tasks.config import RunConfig
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.storage import carries_secret, redact_url
 
 __all__ = [

@@ -5,7 +5,7 @@ RagpulseError
 ├── InvalidRecordError(ValueError)   .record_id .field .reason
 ├── ShapeError(ValueError)           .argument .expected .got
 ├── UnknownMetricError(KeyError)     .name .known
-└── (tasks/core/errors.py) StorageError, PartitionNotFoundError, WarehouseError, ...
+└── (tasks/core/exceptions.py) StorageError, PartitionNotFoundError, WarehouseError, ...
 ```
 """
 

@@ -42,7 +42,7 @@ MODES: tuple[Mode, ...] = ("bi_encoder", "cross_encoder")
 class PairScorer(Protocol):
     """Scores (answer, reference) pairs with a cross-encoder: one value in [0, 1] per pair.
 
-    The implementation (``tasks/scoring/embed.py``) applies the sigmoid itself where the model emits logits.
+    The implementation (``tasks/embeddings/models.py``) applies the sigmoid itself where the model emits logits.
     """
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> NDArray[np.floating[Any]]: ...

@@ -38,7 +38,7 @@ from pydantic.fields import FieldInfo
 from ragpulse.metrics import DEFAULT_METRICS, parse_metrics
 from ragpulse.metrics.drift import DriftThresholds
 from ragpulse.metrics.errors import RagpulseError
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.storage import carries_secret, redact_url, reject_credentials
 from ragpulse.tasks.ingest.adapters import CANONICAL_FORMAT, parse_options
 from ragpulse.tasks.ingest.language import normalize_language_tag

@@ -26,7 +26,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.storage import filesystem, redact_url, storage_errors
 
 __all__ = ["LABELS_SCHEMA", "LabelSet", "RejectedLabel", "labels_key", "read_labels"]

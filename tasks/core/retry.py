@@ -6,7 +6,7 @@ from typing import Any
 
 from prefect.tasks import exponential_backoff
 
-from ragpulse.tasks.core.errors import StorageError
+from ragpulse.tasks.core.exceptions import StorageError
 
 __all__ = ["IO_RETRIES", "only_transient"]
 

@@ -22,7 +22,7 @@ import fsspec
 from fsspec import AbstractFileSystem
 
 from ragpulse.metrics.errors import RagpulseError
-from ragpulse.tasks.core.errors import ConfigError, PartitionNotFoundError, StorageError
+from ragpulse.tasks.core.exceptions import ConfigError, PartitionNotFoundError, StorageError
 from ragpulse.tasks.core.redaction import carries_secret, redact_url, redacted_line, secret_values
 
 __all__ = [

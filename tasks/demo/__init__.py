@@ -1,16 +1,6 @@
 """The demo: realistic traces generated from a shipped sample of public RAG evaluation data."""
 
-from ragpulse.tasks.demo.generate import (
-    APPS,
-    DRIFT_APP,
-    GZIP_FILE,
-    JSONL_FILE,
-    MALFORMED_KINDS,
-    PARQUET_FILE,
-    DemoSettings,
-    generate_demo_traces,
-)
-from ragpulse.tasks.demo.sample import (
+from ragpulse.tasks.demo.corpora import (
     CMRC2018_PATH,
     CORPUS_PATH,
     JSQUAD_PATH,
@@ -22,6 +12,16 @@ from ragpulse.tasks.demo.sample import (
     deterministic_gzip,
     load_demo_corpus,
     load_qa_corpus,
+)
+from ragpulse.tasks.demo.generate import (
+    APPS,
+    DRIFT_APP,
+    GZIP_FILE,
+    JSONL_FILE,
+    MALFORMED_KINDS,
+    PARQUET_FILE,
+    DemoSettings,
+    generate_demo_traces,
 )
 
 __all__ = [

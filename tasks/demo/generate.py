@@ -1,6 +1,6 @@
 """Seeded generator of realistic demo RAG traces for ``ragpulse demo``.
 
-Traces are built from the shipped corpora (:mod:`ragpulse.tasks.demo.sample`), so the demo needs no network:
+Traces are built from the shipped corpora (:mod:`ragpulse.tasks.demo.corpora`), so the demo needs no network:
 three English apps replay ARES questions and answers; a Japanese (JSQuAD) and a Chinese (CMRC 2018) app simulate
 their model's answers from the annotated spans, so language-aware answer metrics have exact, reworded, partial and
 wrong answers to tell apart.
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragpulse.tasks.demo.sample import (
+from ragpulse.tasks.demo.corpora import (
     CORPUS_PATH,
     QA_CORPUS_PATHS,
     CorpusRow,

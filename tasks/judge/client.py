@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import SecretStr
 
 from ragpulse.metrics.judge import JudgeCallError, JudgeRequest, VerdictParseError
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.storage import redact_url
 from ragpulse.tasks.judge.cache import CachedCall, JudgeCache, cache_key, plain_json
 from ragpulse.tasks.judge.ratelimit import EndpointLimiter, GlobalRateLimit, limiter_for

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 
 __all__ = ["ConcurrencyGate", "EndpointLimiter", "GlobalRateLimit", "TokenBucket", "limiter_for"]
 

@@ -4,7 +4,7 @@ The baseline is the previous ``baseline_partitions`` published partitions (not c
 skips weekends still gets seven comparable days). Only scores made by the same judge model, prompt version
 and metric major version are compared; when the baseline was made with another judge the row says so.
 The statistics live in ``ragpulse.metrics.drift``; this module groups score rows into samples and turns the
-verdicts into ``drift`` table rows and alerts. No Prefect, no warehouse: ``tasks/monitoring/drift.py`` does that.
+verdicts into ``drift`` table rows and alerts. No Prefect, no warehouse: ``tasks/monitoring/tasks.py`` does that.
 """
 
 from __future__ import annotations

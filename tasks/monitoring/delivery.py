@@ -18,13 +18,26 @@ from urllib.parse import urlsplit
 import httpx
 from prefect.events import emit_event
 
+from ragpulse.metrics.drift import severity
 from ragpulse.tasks.config import AlertConfig
+from ragpulse.tasks.core.artifacts import followable, md, md_link
 from ragpulse.tasks.core.secrets import secret_text
-from ragpulse.tasks.core.types import DriftAlert
-from ragpulse.tasks.reporting.artifacts import followable
+from ragpulse.tasks.core.types import DriftAlert, DriftReport
 
-__all__ = ["EVENTS_NOT_EMITTED", "EVENT_PREFIX", "WEBHOOK_URL_ENV", "AlertOutcome", "emit", "events_receivable",
-           "ledger_rows", "markdown_number", "post", "webhook_payload", "webhook_url"]  # fmt: skip
+__all__ = [
+    "EVENTS_NOT_EMITTED",
+    "EVENT_PREFIX",
+    "WEBHOOK_URL_ENV",
+    "AlertOutcome",
+    "drift_markdown",
+    "emit",
+    "events_receivable",
+    "ledger_rows",
+    "markdown_number",
+    "post",
+    "webhook_payload",
+    "webhook_url",
+]
 
 WEBHOOK_URL_ENV = "RAGPULSE_ALERT_WEBHOOK_URL"
 EVENT_PREFIX = "ragpulse.drift"
@@ -188,3 +201,31 @@ def ledger_rows(
         }
         for a in alerts
     ]
+
+
+def _report_line(url: str) -> str:
+    """The configured report: a link when it is http(s), else its location as text (a path opens nothing)."""
+    return f"Report: {md_link(url, url) if followable(url) else md(url)}"
+
+
+def drift_markdown(report: DriftReport, outcome: AlertOutcome, report_url: str | None = None) -> str:
+    """Every verdict of the partition, most severe first (then metric, segment), with what was sent; each value
+    escaped, the report a link only where a reader can open it."""
+    rows = sorted(report.rows.to_pylist(), key=lambda r: (severity(r["verdict"]), r["metric"], r["segment"]))
+    lines = [
+        f"# Drift, dt={report.partition_date}",
+        "",
+        f"{len(report.alerts)} alert(s): {len(outcome.sent)} sent now, {len(outcome.already_sent)} sent before, "
+        f"{len(outcome.failed)} failed to send.",
+        *([f"{len(outcome.skipped)} not emitted as Prefect events: {EVENTS_NOT_EMITTED}."] if outcome.skipped else []),
+        "",
+        *([_report_line(report_url), ""] if report_url else []),
+        "| metric | segment | verdict | baseline | current | delta | detail |",
+        "|---|---|---|---:|---:|---:|---|",
+    ]
+    lines += [
+        f"| {md(r['metric'])} | {md(r['segment'])} | {md(r['verdict'])} | {markdown_number(r['baseline_mean'])} | "
+        f"{markdown_number(r['current_mean'])} | {markdown_number(r['delta'])} | {md(r['detail'] or '')} |"
+        for r in rows
+    ]
+    return "\n".join(lines)

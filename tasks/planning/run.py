@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ragpulse.tasks.config import JUDGE_KEY_HINT, SETTINGS, RunConfig
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.fingerprint import digest
 from ragpulse.tasks.core.storage import carries_secret, check_source_root, redact_url
 from ragpulse.tasks.core.types import RunInfo
-from ragpulse.tasks.scoring.judge_plan import JudgePlan, judge_settings, load_judge_options, plan_judging
+from ragpulse.tasks.judge.plan import JudgePlan, judge_settings, load_judge_options, plan_judging
 
 if TYPE_CHECKING:
     from ragpulse.tasks.judge.settings import JudgeSettings

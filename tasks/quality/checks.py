@@ -25,9 +25,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ragpulse.metrics import REGISTRY, MetricRequest
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.types import BatchRef, QuarantinedRecord, RunInfo, StagedPartition
-from ragpulse.tasks.scoring.batches import read_staged, shared_strings
+from ragpulse.tasks.ingest.batches import read_staged, shared_strings
 from ragpulse.tasks.warehouse import VALIDATIONS_SCHEMA, Publication, RowSource
 
 __all__ = [

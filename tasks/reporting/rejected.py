@@ -6,7 +6,7 @@ import datetime as dt
 
 from prefect.artifacts import create_markdown_artifact
 
-from ragpulse.tasks.reporting.artifacts import artifact_key, md
+from ragpulse.tasks.core.artifacts import artifact_key, md
 
 __all__ = ["rejected_markdown", "report_rejected_scores"]
 

@@ -12,8 +12,8 @@ import numpy as np
 import pyarrow as pa
 
 from ragpulse.metrics import Status
+from ragpulse.tasks.core.artifacts import shown_url
 from ragpulse.tasks.core.types import PartitionScores, RunInfo
-from ragpulse.tasks.reporting.artifacts import shown_url
 
 __all__ = ["MetricSummary", "RunSummary", "summarize"]
 

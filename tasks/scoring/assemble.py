@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ragpulse.tasks.core.types import PartitionScores, QuarantinedRecord, ScoredBatch, StagedPartition
-from ragpulse.tasks.warehouse.publication import write_quarantine_copy
+from ragpulse.tasks.ingest.quarantine import write_quarantine_copy
 
 __all__ = ["assemble_partition", "build_partition_scores"]
 

@@ -23,7 +23,7 @@ from typing import Protocol
 
 import pyarrow as pa
 
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.secrets import secret_text
 from ragpulse.tasks.core.types import TRACE_ROWS_SCHEMA
 from ragpulse.tasks.warehouse.rows import RowSource

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import sqlalchemy as sa
 
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 
 __all__ = [
     "LOCK_PROGRESS_SECONDS",

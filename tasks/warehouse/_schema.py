@@ -14,7 +14,7 @@ from typing import TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ragpulse.tasks.core.errors import ConfigError, WarehouseError
+from ragpulse.tasks.core.exceptions import ConfigError, WarehouseError
 from ragpulse.tasks.warehouse import (
     ALERTS_SCHEMA,
     CALIBRATIONS_SCHEMA,

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.pool import NullPool
 
 from ragpulse.metrics.errors import RagpulseError
-from ragpulse.tasks.core.errors import WarehouseError
+from ragpulse.tasks.core.exceptions import WarehouseError
 from ragpulse.tasks.core.storage import redact_url
 from ragpulse.tasks.warehouse import Publication, RowSource, TableNames
 from ragpulse.tasks.warehouse._schema import (

@@ -21,7 +21,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from ragpulse.tasks.core.errors import ConfigError, WarehouseError, WarehouseLockedError
+from ragpulse.tasks.core.exceptions import ConfigError, WarehouseError, WarehouseLockedError
 from ragpulse.tasks.warehouse import Publication, RowSource, TableNames
 from ragpulse.tasks.warehouse._locks import lock_timeout
 from ragpulse.tasks.warehouse._schema import (

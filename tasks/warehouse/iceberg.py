@@ -69,7 +69,7 @@ from pyiceberg.table import Table
 from pyiceberg.utils.config import Config
 
 from ragpulse.metrics.errors import RagpulseError
-from ragpulse.tasks.core.errors import ConfigError, WarehouseError, WarehouseLockedError
+from ragpulse.tasks.core.exceptions import ConfigError, WarehouseError, WarehouseLockedError
 from ragpulse.tasks.core.storage import filesystem, redact_url, redacted_line
 from ragpulse.tasks.warehouse import _IDENTIFIER, Publication, TableNames
 from ragpulse.tasks.warehouse._locks import (

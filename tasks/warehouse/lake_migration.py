@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ragpulse.metrics.errors import RagpulseError
-from ragpulse.tasks.core.errors import ConfigError, WarehouseError
+from ragpulse.tasks.core.exceptions import ConfigError, WarehouseError
 from ragpulse.tasks.core.storage import filesystem, redact_url, redacted_line
 from ragpulse.tasks.warehouse import TableNames
 from ragpulse.tasks.warehouse._schema import SCHEMA_VERSION, TABLES

@@ -28,7 +28,7 @@ import sqlalchemy as sa
 from psycopg import sql
 from sqlalchemy.dialects import postgresql
 
-from ragpulse.tasks.core.errors import ConfigError, WarehouseLockedError
+from ragpulse.tasks.core.exceptions import ConfigError, WarehouseLockedError
 from ragpulse.tasks.core.storage import redact_url
 from ragpulse.tasks.warehouse import _IDENTIFIER, TableNames
 from ragpulse.tasks.warehouse._locks import advisory_lock_holders, advisory_lock_id, lock_timeout, reported_wait

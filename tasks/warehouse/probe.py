@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from fsspec.implementations.local import LocalFileSystem
 from sqlalchemy.pool import NullPool
 
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.storage import filesystem, redact_url, secret_values
 from ragpulse.tasks.warehouse import open_warehouse, resolve_warehouse_url
 from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse

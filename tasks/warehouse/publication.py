@@ -1,4 +1,4 @@
-"""The tables one run publishes for a partition, the excerpts of its traces, and a copy of its quarantine."""
+"""The tables one run publishes for a partition and the excerpts of its traces."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
-import posixpath
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -16,15 +15,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ragpulse.metrics import Status
-from ragpulse.tasks.core.storage import filesystem, storage_errors
 from ragpulse.tasks.core.types import (
     TRACE_ROWS_SCHEMA,
     PartitionScores,
-    QuarantinedRecord,
     RunInfo,
     StagingCounts,
 )
-from ragpulse.tasks.scoring.batches import read_staged
+from ragpulse.tasks.ingest.batches import read_staged
 from ragpulse.tasks.warehouse import (
     QUARANTINE_SCHEMA,
     RUNS_SCHEMA,
@@ -44,7 +41,6 @@ __all__ = [
     "content_key_of",
     "published_run",
     "trace_excerpts",
-    "write_quarantine_copy",
 ]
 
 _STATUS_LABELS = np.array([status.label for status in sorted(Status)], dtype=object)
@@ -319,14 +315,3 @@ def _excerpts(con: duckdb.DuckDBPyConnection, rows: pa.Table) -> pa.Table:
     finally:
         con.unregister("staged_rows")
     return excerpts.cast(TRACE_ROWS_SCHEMA)
-
-
-def write_quarantine_copy(
-    url: str, records: Sequence[QuarantinedRecord], storage_options: Mapping[str, Any] | None = None
-) -> None:
-    """The partition's quarantine as JSON lines at ``url``, for whoever triages bad records."""
-    fs, path = filesystem(url, storage_options)
-    lines = "".join(json.dumps(dataclasses.asdict(record)) + "\n" for record in records)
-    with storage_errors(url):
-        fs.makedirs(posixpath.dirname(path), exist_ok=True)
-        fs.pipe_file(path, lines.encode())

@@ -20,7 +20,7 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from ragpulse.flows.cli import app
+from ragpulse.cli import app
 from ragpulse.flows.evaluate import evaluate_partition
 from ragpulse.tasks.config import OutputConfig, ScoringConfig, SourceConfig
 from tests.doubles.judge_server import JudgeServer

@@ -18,13 +18,13 @@ from uuid import UUID
 import pytest
 from typer.testing import CliRunner
 
+from ragpulse.cli import app
+from ragpulse.cli.output import quiet_run_failures
 from ragpulse.flows.backfill import backfill
-from ragpulse.flows.cli import app
-from ragpulse.flows.cli.output import quiet_run_failures
 from ragpulse.flows.evaluate import evaluate_partition
 from ragpulse.flows.monitor import monitor
 from ragpulse.tasks.config import AlertConfig, OutputConfig, SourceConfig
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 
 runner = CliRunner()
 ROOT = Path(__file__).parents[2]
@@ -121,7 +121,7 @@ def test_a_config_file_and_the_monitor_are_checked_too(traces: Path, tmp_path: P
 
 
 def test_a_real_process_prints_one_line_and_exits_2(prefect_api: str, traces: Path, tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "ragpulse.flows.cli", "evaluate", "--date", str(DAY), "--source", str(traces)]
+    command = [sys.executable, "-m", "ragpulse.cli", "evaluate", "--date", str(DAY), "--source", str(traces)]
     env = {**os.environ, "PREFECT_API_URL": prefect_api, "RAGPULSE_JUDGE_TIMEOUT_SECONDS": "-1"}
     result = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2, result.stderr

@@ -123,7 +123,7 @@ def test_an_ephemeral_monitor_does_not_mark_its_events_sent_and_the_next_run_del
     # The drop day as the docs' first run does it: no PREFECT_API_URL, so Prefect's temporary server.
     env = {name: value for name, value in os.environ.items() if not name.startswith("PREFECT_API_")}
     done = subprocess.run(
-        [sys.executable, "-m", "ragpulse.flows.cli", "monitor", "--date", str(DROP_DAY), "--source",
+        [sys.executable, "-m", "ragpulse.cli", "monitor", "--date", str(DROP_DAY), "--source",
          str(tmp_path / "traces"), "--metrics", "document_mrr", "--warehouse", f"duckdb:///{database}",
          "--work-dir", str(tmp_path / "work")],
         env={**env, "PREFECT_HOME": str(tmp_path / "prefect-home"), "COLUMNS": "200"},

@@ -18,10 +18,10 @@ from prefect.client.orchestration import get_client
 from ragpulse.flows.evaluate import evaluate_partition
 from ragpulse.metrics import DEFAULT_METRICS
 from ragpulse.tasks.config import OutputConfig, QualityConfig, RunnerConfig, ScoringConfig, SourceConfig
-from ragpulse.tasks.core.errors import PartitionNotFoundError
+from ragpulse.tasks.core.artifacts import warehouse_tag
+from ragpulse.tasks.core.exceptions import PartitionNotFoundError
 from ragpulse.tasks.demo.generate import generate_demo_traces
-from ragpulse.tasks.quality.validate import OutputValidationError
-from ragpulse.tasks.reporting.artifacts import warehouse_tag
+from ragpulse.tasks.quality.tasks import OutputValidationError
 
 DAY = dt.date(2026, 3, 2)
 TRACES = 120
@@ -149,7 +149,7 @@ def _cli(args: list[str], cwd: Path, api_url: str) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(PREFECT_API_URL=api_url, PREFECT_SERVER_ANALYTICS_ENABLED="false")
     done = subprocess.run(
-        [sys.executable, "-m", "ragpulse.flows.cli", "evaluate", "--json", *args],
+        [sys.executable, "-m", "ragpulse.cli", "evaluate", "--json", *args],
         cwd=cwd,
         env=env,
         capture_output=True,

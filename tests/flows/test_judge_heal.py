@@ -16,11 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from ragpulse.flows.cli import app
+from ragpulse.cli import app
 from ragpulse.flows.evaluate import evaluate_partition
 from ragpulse.tasks.config import OutputConfig, QualityConfig, ScoringConfig, SourceConfig
 from ragpulse.tasks.demo.generate import generate_demo_traces
-from ragpulse.tasks.quality.validate import OutputValidationError
+from ragpulse.tasks.quality.tasks import OutputValidationError
 from tests.doubles.judge_server import Fault, JudgeServer, RecordedRequest
 
 DAY = dt.date(2026, 4, 7)

@@ -16,10 +16,10 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from ragpulse.flows.cli import app
+from ragpulse.cli import app
 from ragpulse.flows.evaluate import evaluate_partition
+from ragpulse.tasks.calibration.label_sample import SAMPLE_COLUMNS, allocate
 from ragpulse.tasks.calibration.labels import read_labels
-from ragpulse.tasks.calibration.sample import SAMPLE_COLUMNS, allocate
 from ragpulse.tasks.config import OutputConfig, ScoringConfig, SourceConfig
 from ragpulse.tasks.demo.generate import generate_demo_traces
 

@@ -17,8 +17,8 @@ from prefect.client.orchestration import get_client
 from ragpulse.flows.backfill import backfill, progress_listener
 from ragpulse.flows.monitor import monitor
 from ragpulse.tasks.config import AlertConfig, DriftConfig, OutputConfig, ScoringConfig, SourceConfig
+from ragpulse.tasks.core.artifacts import warehouse_tag
 from ragpulse.tasks.monitoring.delivery import WEBHOOK_URL_ENV
-from ragpulse.tasks.reporting.artifacts import warehouse_tag
 from tests.doubles.webhook_receiver import SECRET_PATH, WebhookReceiver
 
 START = dt.date(2026, 4, 1)
@@ -235,7 +235,7 @@ def test_a_failing_webhook_is_retried_reported_and_sent_by_the_next_run(
 def test_the_webhook_url_can_come_from_a_secret_block(webhook: WebhookReceiver) -> None:
     from prefect.blocks.system import Secret
 
-    from ragpulse.tasks.core.errors import ConfigError
+    from ragpulse.tasks.core.exceptions import ConfigError
     from ragpulse.tasks.monitoring.delivery import webhook_url
 
     Secret(value=webhook.url).save("ragpulse-test-webhook", overwrite=True)

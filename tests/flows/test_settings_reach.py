@@ -20,7 +20,7 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from ragpulse.flows.cli import app
+from ragpulse.cli import app
 from ragpulse.tasks.config import GROUPS, SETTINGS, RunConfig, load_config
 
 DAY = dt.date(2026, 11, 28)
@@ -191,7 +191,7 @@ def test_settings_reach_the_served_deployment(prefect_api: str, reach: tuple[dic
     _, config_file, config = reach
     env = {**os.environ, "PREFECT_API_URL": prefect_api, "PREFECT_LOGGING_LEVEL": "WARNING"}
     name = "reach-every-setting"
-    command = [sys.executable, "-m", "ragpulse.flows.cli", "serve", "--config", str(config_file), "--name", name]
+    command = [sys.executable, "-m", "ragpulse.cli", "serve", "--config", str(config_file), "--name", name]
     process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 90

@@ -23,8 +23,8 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from typer.testing import CliRunner
 
+from ragpulse.cli import app
 from ragpulse.flows.backfill import backfill
-from ragpulse.flows.cli import app
 from ragpulse.metrics.drift import ALERTING
 from ragpulse.tasks.config import DriftConfig, OutputConfig, ScoringConfig, SourceConfig
 from ragpulse.tasks.demo.generate import generate_demo_traces

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from ragpulse.tasks.config import SETTINGS
+from ragpulse.tasks.embeddings.models import TORCH_THREADS_ENV
 from ragpulse.tasks.judge.settings import JudgeSettings
-from ragpulse.tasks.scoring.embed import TORCH_THREADS_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"

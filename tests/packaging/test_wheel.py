@@ -98,7 +98,7 @@ def test_wheel_ships_only_ragpulse_with_its_data(source: Path, wheel: Path) -> N
         entry_points = archive.read(f"{dist_info}/entry_points.txt").decode()
     assert top_level == ["ragpulse"]
     assert {name.split("/")[0] for name in names} == {"ragpulse", dist_info}
-    assert "ragpulse = ragpulse.flows.cli:app" in entry_points
+    assert "ragpulse = ragpulse.cli:app" in entry_points
 
     data = package_data_files(source)
     sources = packaged_files(source)

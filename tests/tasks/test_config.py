@@ -18,7 +18,7 @@ from ragpulse.tasks.config import (
     load_config,
     load_group,
 )
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 
 
 def test_flat_names_are_unique_and_cover_every_field() -> None:

@@ -1,5 +1,7 @@
-"""The layout of tasks/, read from the source with ``ast``: thin task modules over libraries, no import cycles,
-nothing reaching up into the flows, and core at the bottom.
+"""The layout of the package, read from the source with ``ast``: rooms whose imports point one way (cli -> flows ->
+tasks -> metrics, and between the rooms of tasks/ without a cycle, module by module and folder by folder), the
+Prefect tasks of each room in its ``tasks.py`` over plain library modules, core at the bottom, and no two modules
+with one name but the names every room uses alike.
 
 Every import counts, wherever it is (module level, inside a function, under ``TYPE_CHECKING``): a lazy import is
 still a dependency, it only runs later.
@@ -9,6 +11,8 @@ from __future__ import annotations
 
 import ast
 import graphlib
+import importlib
+import itertools
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -18,6 +22,9 @@ import ragpulse.tasks
 PACKAGE = "ragpulse.tasks"
 CORE = f"{PACKAGE}.core"
 FLOWS = "ragpulse.flows"
+TASKS_MODULE = "tasks"
+#: Module names every room may use alike: the floor plan of a room.
+FLOOR_PLAN = frozenset({"__init__", "__main__", TASKS_MODULE, "config"})
 
 
 @dataclass(frozen=True)
@@ -112,10 +119,19 @@ def _report(edges: set[tuple[str, str]]) -> str:
     return "\n".join(f"  {source} -> {target}" for source, target in sorted(edges))
 
 
-def test_the_layout_sees_the_task_modules() -> None:
+def test_the_prefect_tasks_of_a_room_are_its_tasks_module() -> None:
+    """A newcomer finds a room's Prefect tasks in ``<room>/tasks.py`` and nowhere else; every other module of the
+    room is plain library (importable and testable without Prefect's engine)."""
     task_modules = {name for name, module in _modules().items() if module.defines_tasks}
-    assert {f"{PACKAGE}.ingest.stage", f"{PACKAGE}.scoring.score", f"{PACKAGE}.warehouse.publish"} <= task_modules
-    assert f"{PACKAGE}.ingest.staging" not in task_modules
+    assert {f"{PACKAGE}.ingest.tasks", f"{PACKAGE}.scoring.tasks", f"{PACKAGE}.warehouse.tasks"} <= task_modules
+    misplaced = sorted(name for name in task_modules if name.rsplit(".", 1)[-1] != TASKS_MODULE)
+    assert not misplaced, f"Prefect tasks outside a room's {TASKS_MODULE}.py: {misplaced}"
+    idle = sorted(
+        name
+        for name, module in _modules().items()
+        if name != PACKAGE and name.endswith("." + TASKS_MODULE) and name not in task_modules
+    )
+    assert not idle, f"{TASKS_MODULE}.py modules without a Prefect task: {idle}"
 
 
 def test_no_task_module_imports_another_task_module() -> None:
@@ -153,3 +169,79 @@ def test_core_imports_no_other_room() -> None:
         if target != PACKAGE and not (target == CORE or target.startswith(CORE + "."))
     }
     assert not edges, "tasks/core imports other rooms:\n" + _report(edges)
+
+
+def _room(name: str) -> str:
+    """The room of a tasks module: the folder (or top-level module) right below ``ragpulse.tasks``."""
+    return ".".join(name.split(".")[:3])
+
+
+def test_the_rooms_of_tasks_import_each_other_without_a_cycle() -> None:
+    """Folder by folder: two rooms that import each other, even through different modules, are one concern split
+    in two (or two concerns tangled), whatever the module graph says."""
+    rooms: dict[str, set[str]] = {}
+    for name in _modules():
+        if name == PACKAGE:
+            continue
+        rooms.setdefault(_room(name), set()).update(
+            _room(target) for target in _direct_imports(name) if target != PACKAGE and _room(target) != _room(name)
+        )
+    try:
+        graphlib.TopologicalSorter(rooms).prepare()
+    except graphlib.CycleError as error:
+        cycle = error.args[1]
+        edges = {
+            (name, target)
+            for source, room in itertools.pairwise(cycle)
+            for name in _modules()
+            if _room(name) == room
+            for target in _direct_imports(name)
+            if _room(target) == source
+        }
+        raise AssertionError(
+            "import cycle between rooms of tasks/: " + " -> ".join(reversed(cycle)) + "\n" + _report(edges)
+        ) from None
+
+
+def _package_modules() -> dict[str, Path]:
+    """Every module of the installed package, flows, cli and metrics included, by dotted name."""
+    found = {}
+    for top in ("cli", "flows", "metrics", "tasks"):
+        package = importlib.import_module(f"ragpulse.{top}")
+        root = Path(package.__file__ or "").parent
+        for path in sorted(root.rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            found[".".join(["ragpulse", top, *parts])] = path
+    return found
+
+
+def test_no_two_modules_share_a_name_outside_the_floor_plan() -> None:
+    """``drift.py`` in two rooms, or ``stage.py`` beside ``staging.py``, leaves a reader guessing which is which."""
+    by_name: dict[str, list[str]] = {}
+    for dotted in _package_modules():
+        by_name.setdefault(dotted.rsplit(".", 1)[-1], []).append(dotted)
+    shared = {name: homes for name, homes in by_name.items() if len(homes) > 1 and name not in FLOOR_PLAN}
+    assert not shared, f"module names used twice: {shared}"
+
+
+#: The top-level rooms in import order: each may import those after it, never one before it.
+LAYERS = ("ragpulse.cli", "ragpulse.flows", "ragpulse.tasks", "ragpulse.metrics")
+
+
+def test_the_top_level_rooms_import_one_way() -> None:
+    offenders = set()
+    for dotted, path in _package_modules().items():
+        layer = next(index for index, top in enumerate(LAYERS) if dotted.startswith(top + "."))
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
+            for name in names:
+                above = [top for top in LAYERS[:layer] if name == top or name.startswith(top + ".")]
+                offenders.update((dotted, name) for _ in above)
+    assert not offenders, "imports against the direction cli -> flows -> tasks -> metrics:\n" + _report(offenders)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragpulse.metrics.errors import InvalidRecordError
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.storage import SourceFile
 from ragpulse.tasks.ingest.adapters._model import AdapterOptions, Span, assemble
 

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ragpulse.metrics.errors import InvalidRecordError
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.storage import TRACE_SUFFIXES, SourceFile, file_identity, filesystem, storage_errors
 from ragpulse.tasks.ingest.adapters._model import (
     AdapterOptions,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ragpulse.tasks.calibration.labels import read_labels
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 
 CSV = (
     "\ufefftrace_id,metric,value,partition_date,labeller,labelled_at\r\n"

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ragpulse.tasks.core.errors import ConfigError, PartitionNotFoundError, StorageError
+from ragpulse.tasks.core.exceptions import ConfigError, PartitionNotFoundError, StorageError
 from ragpulse.tasks.core.retry import only_transient
 from ragpulse.tasks.core.storage import SourceFile, filesystem, list_partition_files, partition_dates, redact_url
 from ragpulse.tasks.ingest.staging import stage_records

@@ -19,8 +19,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from ragpulse.tasks.demo import corpora as sample
 from ragpulse.tasks.demo import generate as demo_data
-from ragpulse.tasks.demo import sample
 
 START = datetime.date(2024, 3, 11)
 DAYS = 7

@@ -21,9 +21,9 @@ from psycopg import sql
 from ragpulse.tasks.core.storage import list_partition_files
 from ragpulse.tasks.core.types import RunInfo, StagedPartition, StagingCounts
 from ragpulse.tasks.ingest import limits, staging
+from ragpulse.tasks.ingest.batches import read_staged
 from ragpulse.tasks.ingest.staging import CountMismatchError, stage_records
 from ragpulse.tasks.scoring.assemble import build_partition_scores
-from ragpulse.tasks.scoring.batches import read_staged
 from ragpulse.tasks.warehouse import open_warehouse
 from ragpulse.tasks.warehouse.publication import build_publication
 

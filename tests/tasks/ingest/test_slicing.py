@@ -20,7 +20,7 @@ from ragpulse.tasks.core.storage import SourceFile, list_partition_files
 from ragpulse.tasks.core.types import QuarantinedRecord, StagedPartition, StagingCounts
 from ragpulse.tasks.core.workdir import result_storage
 from ragpulse.tasks.ingest import staging
-from ragpulse.tasks.ingest.stage import stage_day
+from ragpulse.tasks.ingest.batches import read_staged
 from ragpulse.tasks.ingest.staging import (
     CountMismatchError,
     SlicePiece,
@@ -31,7 +31,7 @@ from ragpulse.tasks.ingest.staging import (
     stage_records,
     stage_slice,
 )
-from ragpulse.tasks.scoring.batches import read_staged
+from ragpulse.tasks.ingest.tasks import stage_day
 
 DATE = dt.date(2024, 3, 11)
 

@@ -36,7 +36,7 @@ from ragpulse.metrics.judge import (
     judge_batch,
     load_json_object,
 )
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.judge.cache import JudgeCache
 from ragpulse.tasks.judge.client import OpenAIJudge, retry_after_seconds
 from ragpulse.tasks.judge.ratelimit import ConcurrencyGate, TokenBucket

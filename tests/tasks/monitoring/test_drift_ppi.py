@@ -16,7 +16,7 @@ from prefect.logging import disable_run_logger
 from ragpulse.tasks.calibration.estimate import CalibrationSettings, calibration_rows
 from ragpulse.tasks.calibration.labels import LABELS_SCHEMA
 from ragpulse.tasks.config import DriftConfig
-from ragpulse.tasks.monitoring.drift import detect_drift
+from ragpulse.tasks.monitoring.tasks import detect_drift
 from ragpulse.tasks.warehouse import SCORES_SCHEMA, open_warehouse
 from tests.tasks.warehouse.test_warehouse_contract import publication
 

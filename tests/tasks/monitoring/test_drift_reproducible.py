@@ -21,7 +21,7 @@ from psycopg import sql
 
 from ragpulse.tasks.config import DriftConfig
 from ragpulse.tasks.monitoring.comparison import drift_rows
-from ragpulse.tasks.monitoring.drift import detect_drift
+from ragpulse.tasks.monitoring.tasks import detect_drift
 from ragpulse.tasks.warehouse import (
     QUARANTINE_SCHEMA,
     RUNS_SCHEMA,

@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 from ragpulse.tasks.config import JudgeConfig, OutputConfig, RunConfig, RunnerConfig, ScoringConfig, SourceConfig
-from ragpulse.tasks.planning.backfill import config_hash, published_config_hashes
+from ragpulse.tasks.planning.tasks import config_hash, published_config_hashes
 from ragpulse.tasks.warehouse import QUARANTINE_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, Publication, open_warehouse
 
 DAY = dt.date(2026, 7, 1)

@@ -28,7 +28,7 @@ from ragpulse.tasks.quality.checks import (
     load_suite,
     trace_profile,
 )
-from ragpulse.tasks.quality.validate import OutputValidationError, validate_scores
+from ragpulse.tasks.quality.tasks import OutputValidationError, validate_scores
 from ragpulse.tasks.scoring.assemble import assemble_partition
 from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse
 from ragpulse.tasks.warehouse.publication import build_publication
@@ -214,7 +214,7 @@ def test_importing_the_gates_loads_no_great_expectations() -> None:
     """GX takes seconds to import: a flow that imports the gates must not pay for it before a suite runs."""
     code = (
         "import sys\n"
-        "import ragpulse.tasks.quality.validate\n"
+        "import ragpulse.tasks.quality.tasks\n"
         "print(sorted(name for name in sys.modules if name.split('.')[0] == 'great_expectations'))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -19,9 +19,9 @@ import pytest
 from ragpulse.metrics import DEFAULT_METRICS, MetricRequest, compute
 from ragpulse.tasks.core.storage import list_partition_files
 from ragpulse.tasks.core.types import StagedPartition
-from ragpulse.tasks.demo.sample import load_qa_corpus
+from ragpulse.tasks.demo.corpora import load_qa_corpus
+from ragpulse.tasks.ingest.batches import read_scoring_table, read_staged, read_trace_batch
 from ragpulse.tasks.ingest.staging import stage_records
-from ragpulse.tasks.scoring.batches import read_scoring_table, read_staged, read_trace_batch
 
 DAY = dt.date(2026, 3, 2)
 CORPUS = Path(__file__).resolve().parents[3] / "tasks" / "demo" / "corpus"

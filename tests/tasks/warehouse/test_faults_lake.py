@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
-from ragpulse.tasks.core.errors import WarehouseError
+from ragpulse.tasks.core.exceptions import WarehouseError
 from ragpulse.tasks.demo.generate import generate_demo_traces
 from ragpulse.tasks.warehouse import Publication
 from ragpulse.tasks.warehouse.iceberg import IcebergLake
@@ -139,7 +139,7 @@ def test_a_cut_upload_says_one_line_on_the_command_line_and_no_asyncio_traceback
         "AWS_MAX_ATTEMPTS": "1",
     }
     fired = s3_proxy.after_bytes(1500, "up", "down", armed_by=f"PUT /{s3.name}/lake/{namespace}/scores/data".encode())
-    command = [sys.executable, "-m", "ragpulse.flows.cli", "migrate-lake", "--from", str(LEGACY), "--to", target]
+    command = [sys.executable, "-m", "ragpulse.cli", "migrate-lake", "--from", str(LEGACY), "--to", target]
     done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert fired.is_set() and s3_proxy.refused >= 2
     assert done.returncode == 1
@@ -165,7 +165,7 @@ def test_an_evaluate_whose_lake_upload_is_cut_says_one_line_and_keeps_the_previo
     env = {**os.environ, "PREFECT_API_URL": prefect_api, "AWS_MAX_ATTEMPTS": "1"}
 
     def evaluate(endpoint: str, *extra: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "ragpulse.flows.cli", *args, *extra]
+        command = [sys.executable, "-m", "ragpulse.cli", *args, *extra]
         return subprocess.run(command, env={**env, "AWS_ENDPOINT_URL_S3": endpoint}, cwd=ROOT, capture_output=True,
                               text=True, timeout=300, check=False)  # fmt: skip
 

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from ragpulse.tasks.core.errors import ConfigError, WarehouseError, WarehouseLockedError
+from ragpulse.tasks.core.exceptions import ConfigError, WarehouseError, WarehouseLockedError
 from ragpulse.tasks.warehouse import Publication
 from ragpulse.tasks.warehouse._locks import LOCK_PROGRESS_SECONDS
 from ragpulse.tasks.warehouse.postgres import PostgresWarehouse

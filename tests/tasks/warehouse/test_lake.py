@@ -24,8 +24,8 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from typer.testing import CliRunner
 
-from ragpulse.flows.cli import app
-from ragpulse.tasks.core.errors import ConfigError, WarehouseError
+from ragpulse.cli import app
+from ragpulse.tasks.core.exceptions import ConfigError, WarehouseError
 from ragpulse.tasks.warehouse import open_warehouse
 from ragpulse.tasks.warehouse._schema import TABLES
 from ragpulse.tasks.warehouse.iceberg import IcebergLake
@@ -295,7 +295,7 @@ def test_a_publish_waits_for_another_publisher_of_its_date_then_gives_up_with_th
     SQLite catalog's flock): the publish waits lock_timeout, then fails as locked, with the previous rows kept."""
     import psycopg
 
-    from ragpulse.tasks.core.errors import WarehouseLockedError
+    from ragpulse.tasks.core.exceptions import WarehouseLockedError
     from ragpulse.tasks.warehouse._locks import advisory_lock_id
 
     postgres = IcebergLake(f"{s3.url}/lake?catalog={PG_URL}&namespace={namespace}&lock_timeout=1")

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 from ragpulse.metrics import Status
-from ragpulse.tasks.core.errors import ConfigError, WarehouseError, WarehouseLockedError
+from ragpulse.tasks.core.exceptions import ConfigError, WarehouseError, WarehouseLockedError
 from ragpulse.tasks.core.types import PartitionScores, QuarantinedRecord, RunInfo
 from ragpulse.tasks.warehouse import Publication, TableNames, open_warehouse
 from ragpulse.tasks.warehouse._schema import SCHEMA_VERSION

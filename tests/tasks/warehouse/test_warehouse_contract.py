@@ -30,7 +30,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
 from ragpulse.metrics import Status
-from ragpulse.tasks.core.errors import ConfigError, WarehouseError
+from ragpulse.tasks.core.exceptions import ConfigError, WarehouseError
 from ragpulse.tasks.core.types import PartitionScores, QuarantinedRecord, RunInfo, StagingCounts
 from ragpulse.tasks.warehouse import (
     ALERTS_SCHEMA,

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pytest
 from psycopg import sql
 
-from ragpulse.tasks.core.errors import ConfigError, WarehouseError
+from ragpulse.tasks.core.exceptions import ConfigError, WarehouseError
 from ragpulse.tasks.warehouse import (
     QUARANTINE_SCHEMA,
     RUNS_SCHEMA,

@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragpulse.tasks.core.types import StagedPartition
+from ragpulse.tasks.ingest.batches import read_staged
 from ragpulse.tasks.ingest.staging import select_source_files, stage_records
-from ragpulse.tasks.scoring.batches import read_staged
 
 FIXTURES = Path(__file__).parents[3] / "fixtures" / "adapters"
 DAY = dt.date(2026, 3, 2)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.storage import SourceFile, list_partition_files
 from ragpulse.tasks.ingest.adapters import AdapterOptions
 from ragpulse.tasks.ingest.adapters.langfuse import select_files, spans

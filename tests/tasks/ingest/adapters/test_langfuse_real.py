@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragpulse.tasks.core.types import StagedPartition
+from ragpulse.tasks.ingest.batches import read_staged
 from ragpulse.tasks.ingest.staging import select_source_files, stage_records
-from ragpulse.tasks.scoring.batches import read_staged
 from tests.tasks.ingest.adapters.conftest import FIXTURES, copy_with_mtime, quarantined
 
 BUCKET = FIXTURES / "langfuse" / "real" / "bucket"

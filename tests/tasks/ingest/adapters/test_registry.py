@@ -14,10 +14,10 @@ import pytest
 import ragpulse.tasks.ingest.adapters as adapters
 from ragpulse.metrics import DEFAULT_METRICS, parse_metrics
 from ragpulse.tasks.config import RunConfig, ScoringConfig, SourceConfig, load_config
-from ragpulse.tasks.core.errors import ConfigError, PartitionNotFoundError
+from ragpulse.tasks.core.exceptions import ConfigError, PartitionNotFoundError
 from ragpulse.tasks.core.storage import SourceFile, list_partition_files
 from ragpulse.tasks.ingest.adapters import FORMATS, adapter_for, parse_options
-from ragpulse.tasks.ingest.stage import _stage_key
+from ragpulse.tasks.ingest.tasks import _stage_key
 
 DAY = dt.date(2026, 3, 2)
 

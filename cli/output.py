@@ -18,7 +18,7 @@ from rich.table import Table
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from ragpulse.metrics.errors import RagpulseError, UnknownMetricError
-from ragpulse.tasks.core.errors import ConfigError, PartitionNotFoundError
+from ragpulse.tasks.core.exceptions import ConfigError, PartitionNotFoundError
 
 if TYPE_CHECKING:
     from ragpulse.tasks.reporting.run_summary import RunSummary

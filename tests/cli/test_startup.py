@@ -13,7 +13,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from ragpulse.flows.cli import app
+from ragpulse.cli import app
 
 # Loaded by a run only where needed: models and judges, remote filesystems, Dask, and GX and Prefect's server
 # (which the CLI's warm-up imports when, and only when, a flow is about to run).
@@ -49,13 +49,13 @@ def _loaded(imports: str, names: list[str], cwd: Path) -> list[str]:
 
 
 def test_the_command_line_loads_no_heavy_library(tmp_path: Path) -> None:
-    assert _loaded("import ragpulse.flows.cli.app", NOT_AT_START, tmp_path) == []
+    assert _loaded("import ragpulse.cli.app", NOT_AT_START, tmp_path) == []
 
 
 def test_the_evaluate_path_loads_no_lazy_library_before_its_warm_up(tmp_path: Path) -> None:
     """What ``ragpulse evaluate`` imports up to the warm-up: the command line, the preflight and the flow module."""
     imports = """
-        import ragpulse.flows.cli.app
+        import ragpulse.cli.app
         import ragpulse.flows.runners
         import ragpulse.tasks.planning.run
         import ragpulse.tasks.warehouse.probe
@@ -70,7 +70,7 @@ def test_a_program_defers_collection_and_still_finalizes_garbage(tmp_path: Path)
     script = f"""
         import gc, sys
         from pathlib import Path
-        from ragpulse.flows.cli.app import _collector, app
+        from ragpulse.cli.app import _collector, app
 
         class Cycle:
             def __init__(self, name):

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from ragpulse.flows.cli.options import ConfigOption, setting_options
-from ragpulse.flows.cli.output import (
+from ragpulse.cli.options import ConfigOption, setting_options
+from ragpulse.cli.output import (
     BackfillBar,
     ExitCode,
     FlagsCommand,
@@ -123,7 +123,7 @@ _collector = _Collector()
 
 
 class _Program(typer.Typer):
-    """The typer app, which ``ragpulse`` and ``python -m ragpulse.flows.cli`` call as the whole process."""
+    """The typer app, which ``ragpulse`` and ``python -m ragpulse.cli`` call as the whole process."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         _collector.own()
@@ -714,7 +714,7 @@ def label_sample(
     as_json: JsonOption = False,
 ) -> None:
     """Draw a random, optionally stratified sample of a partition's traces for people to label (docs/calibration.md)."""
-    from ragpulse.tasks.calibration.sample import draw_label_sample
+    from ragpulse.tasks.calibration.label_sample import draw_label_sample
 
     day = _date(date, "--date")
     chosen = [name.strip() for name in metrics.split(",") if name.strip()]

@@ -1,5 +1,5 @@
 """The ``ragpulse`` command line: typer commands over the flows. Prefect is imported lazily so ``--help`` is instant."""
 
-from ragpulse.flows.cli.app import app
+from ragpulse.cli.app import app
 
 __all__ = ["app"]

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec.implementations.local import LocalFileSystem
 
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.storage import filesystem, local_write_errors, storage_errors
 from ragpulse.tasks.monitoring.comparison import metadata_keys, segment_values
 from ragpulse.tasks.warehouse import open_published

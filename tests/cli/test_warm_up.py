@@ -12,7 +12,7 @@ import pytest
 from prefect.server.api.server import SubprocessASGIServer
 from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED, temporary_settings
 
-from ragpulse.flows.cli.app import _warm_up
+from ragpulse.cli.app import _warm_up
 from ragpulse.tasks.config import RunConfig, SourceConfig
 
 

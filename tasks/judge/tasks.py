@@ -30,9 +30,10 @@ from ragpulse.metrics.registry import build_judge_metrics, parse_metrics
 from ragpulse.tasks.core import types as run_types
 from ragpulse.tasks.core.fingerprint import code_fingerprint, digest
 from ragpulse.tasks.core.types import BatchRef, ScoredBatch
-from ragpulse.tasks.scoring import batches, judge_plan
-from ragpulse.tasks.scoring.batches import read_staged, read_trace_batch
-from ragpulse.tasks.scoring.judge_plan import (
+from ragpulse.tasks.ingest import batches
+from ragpulse.tasks.ingest.batches import read_staged, read_trace_batch
+from ragpulse.tasks.judge import plan as judge_plan
+from ragpulse.tasks.judge.plan import (
     embedder_for,
     expand_sample,
     judge_context_options,

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragpulse.tasks.core.errors import ConfigError
-from ragpulse.tasks.scoring.judge_plan import load_judge_options, plan_judging, sampled
+from ragpulse.tasks.core.exceptions import ConfigError
+from ragpulse.tasks.judge.plan import load_judge_options, plan_judging, sampled
 
 
 def test_sampling_is_deterministic_by_trace_id_and_close_to_the_rate() -> None:

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 import typer
 
-from ragpulse.flows.cli.output import (
+from ragpulse.cli.output import (
     ExitCode,
     fail,
     print_alerts,
@@ -21,7 +21,7 @@ from ragpulse.flows.cli.output import (
 )
 from ragpulse.metrics.aspect_critique import UnknownAspectError
 from ragpulse.metrics.errors import RagpulseError, UnknownMetricError
-from ragpulse.tasks.core.errors import (
+from ragpulse.tasks.core.exceptions import (
     ConfigError,
     PartitionNotFoundError,
     StorageError,
@@ -29,7 +29,7 @@ from ragpulse.tasks.core.errors import (
     WarehouseLockedError,
 )
 from ragpulse.tasks.core.storage import NoTraceFilesError
-from ragpulse.tasks.quality.validate import OutputValidationError
+from ragpulse.tasks.quality.tasks import OutputValidationError
 
 DAY = dt.date(2026, 6, 3)
 

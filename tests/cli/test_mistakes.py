@@ -17,8 +17,8 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from ragpulse.flows.cli import app
-from ragpulse.flows.cli.output import quiet_run_failures
+from ragpulse.cli import app
+from ragpulse.cli.output import quiet_run_failures
 from ragpulse.tasks.demo.generate import APPS, generate_demo_traces
 
 runner = CliRunner()
@@ -205,7 +205,7 @@ def test_a_segment_key_that_no_trace_has_is_named_with_the_keys_there_are(
             f"duckdb:///{warehouse}", "--work-dir", str(tmp_path / "work"), "--metrics", "answer_f1",
             "--segment-key", "metadata.ap"]  # fmt: skip
     env = {**os.environ, "PREFECT_API_URL": prefect_api, "COLUMNS": "200"}
-    result = subprocess.run([sys.executable, "-m", "ragpulse.flows.cli", *args], env=env, capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "ragpulse.cli", *args], env=env, capture_output=True,
                             text=True, timeout=600, check=False)  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     shown = " ".join((result.stdout + result.stderr).split())

@@ -8,8 +8,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from ragpulse.flows.cli import app
-from ragpulse.flows.cli.options import setting_options
+from ragpulse.cli import app
+from ragpulse.cli.options import setting_options
 from ragpulse.tasks.config import GROUPS, PARTITION_GROUPS, SETTINGS
 
 runner = CliRunner()

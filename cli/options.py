@@ -16,9 +16,9 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from ragpulse.flows.cli.output import fail_with
+from ragpulse.cli.output import fail_with
 from ragpulse.tasks.config import SETTINGS, Setting, from_text
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 
 __all__ = ["ConfigOption", "setting_options"]
 

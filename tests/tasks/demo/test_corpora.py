@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ragpulse.tasks.demo import sample
+from ragpulse.tasks.demo import corpora as sample
 
 PASSAGE_ID = re.compile(r"^(nq|hotpotqa)-\d+$")
 

@@ -19,9 +19,9 @@ from ragpulse.metrics import MetricRequest, compute
 from ragpulse.tasks.core import types as run_types
 from ragpulse.tasks.core.fingerprint import code_fingerprint, digest
 from ragpulse.tasks.core.types import BatchRef, PartitionScores, QuarantinedRecord, ScoredBatch, StagedPartition
-from ragpulse.tasks.scoring import batches
+from ragpulse.tasks.ingest import batches
+from ragpulse.tasks.ingest.batches import read_scoring_table, read_trace_batch, shared_strings
 from ragpulse.tasks.scoring.assemble import build_partition_scores
-from ragpulse.tasks.scoring.batches import read_scoring_table, read_trace_batch, shared_strings
 
 __all__ = [
     "assemble_scores",

@@ -11,8 +11,8 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
+from ragpulse.tasks.core.artifacts import artifact_key, followable, md, md_link, worker_path
 from ragpulse.tasks.core.types import PartitionScores, RunInfo
-from ragpulse.tasks.reporting.artifacts import artifact_key, followable, md, md_link, worker_path
 from ragpulse.tasks.reporting.run_summary import RunSummary, summarize
 
 __all__ = ["run_markdown", "summarize_run"]

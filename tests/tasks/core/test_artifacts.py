@@ -19,10 +19,7 @@ from prefect import flow, get_client, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.flow_engine import run_flow
 
-from ragpulse.tasks.core.types import DriftReport
-from ragpulse.tasks.monitoring.alerts import drift_markdown, send_alerts
-from ragpulse.tasks.monitoring.delivery import AlertOutcome
-from ragpulse.tasks.reporting.artifacts import (
+from ragpulse.tasks.core.artifacts import (
     LOCAL_DEPLOYMENT,
     _ancestor_deployment,
     artifact_key,
@@ -31,9 +28,12 @@ from ragpulse.tasks.reporting.artifacts import (
     md,
     warehouse_tag,
 )
+from ragpulse.tasks.core.types import DriftReport
+from ragpulse.tasks.monitoring.delivery import AlertOutcome, drift_markdown
+from ragpulse.tasks.monitoring.tasks import send_alerts
 from ragpulse.tasks.reporting.rejected import rejected_markdown
 from ragpulse.tasks.reporting.run_summary import MetricSummary, RunSummary
-from ragpulse.tasks.reporting.summary import run_markdown
+from ragpulse.tasks.reporting.tasks import run_markdown
 from ragpulse.tasks.warehouse import DRIFT_SCHEMA, VALIDATIONS_SCHEMA
 
 DAY = dt.date(2026, 3, 1)

@@ -1,0 +1,163 @@
+"""The monitoring tasks: drift and alerts.
+
+Drift: after a partition is published, compare it with its baseline and replace its ``drift`` rows (a re-run never
+duplicates them); the comparisons themselves are in ``tasks/monitoring/comparison.py``.
+
+Alerts: each drift alert sent once, on a webhook and as Prefect events, and a markdown artifact. Once means once per
+(partition, metric, segment) and channel: the ``alerts`` table is the ledger, read before sending and appended after,
+so re-running a partition sends nothing already sent, and a delivery that failed is tried again by the next run. A
+webhook that keeps failing is reported (ledger row, warning, artifact) and never fails the flow: the scores are
+already published by then. Events go only to a Prefect server that outlives the command (``PREFECT_API_URL``): in
+ephemeral mode they are reported as not emitted and left out of the ledger, so a later run against a server emits
+them. Delivery itself is in ``tasks/monitoring/delivery.py``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from prefect import get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+
+from ragpulse.tasks.config import AlertConfig, DriftConfig
+from ragpulse.tasks.core.artifacts import artifact_key
+from ragpulse.tasks.core.types import DriftReport
+from ragpulse.tasks.monitoring.comparison import SCORE_COLUMNS, alerts_of, drift_rows, metadata_keys, segment_values
+from ragpulse.tasks.monitoring.delivery import (
+    EVENTS_NOT_EMITTED,
+    WEBHOOK_URL_ENV,
+    AlertOutcome,
+    drift_markdown,
+    emit,
+    events_receivable,
+    ledger_rows,
+    post,
+    webhook_payload,
+    webhook_url,
+)
+from ragpulse.tasks.warehouse import ALERTS_SCHEMA, DRIFT_SCHEMA, open_warehouse
+
+__all__ = ["LANGUAGE_SEGMENT", "detect_drift", "send_alerts"]
+
+LANGUAGE_SEGMENT = "language"
+"""The ``segment_key`` that segments by the traces' language column rather than by a metadata key."""
+
+
+@task(name="detect-drift", cache_policy=NO_CACHE, persist_result=False)
+def detect_drift(
+    warehouse_url: str, day: dt.date, settings: DriftConfig | None = None, run_id: str = ""
+) -> DriftReport:
+    """Compare ``day``'s published scores with the previous partitions and replace its rows in ``drift``."""
+    settings = settings or DriftConfig()
+    logger = get_run_logger()
+    warehouse = open_warehouse(warehouse_url)
+    published = warehouse.read("runs", end=day, columns=["partition_date"])["partition_date"].to_pylist()
+    window = sorted({d for d in published if d < day})[-settings.baseline_partitions :]
+    start = window[0] if window else day
+    scores = warehouse.read("scores", start=start, end=day, columns=SCORE_COLUMNS)
+    if settings.segment_key is not None:
+        by_language = settings.segment_key == LANGUAGE_SEGMENT
+        column = "language" if by_language else "metadata"
+        traces = warehouse.read("traces", start=start, end=day, columns=["partition_date", "trace_id", column])
+        segments = pa.table(
+            {
+                "partition_date": traces["partition_date"],
+                "trace_id": traces["trace_id"],
+                "segment": traces[column] if by_language else segment_values(traces[column], settings.segment_key),
+            }
+        )
+        scores = scores.join(segments, ["partition_date", "trace_id"], join_type="left outer")
+        _warn_of_an_unmatched_segment_key(traces, segments, day, settings.segment_key, by_language)
+    if not pc.any(pc.equal(scores["partition_date"], pa.scalar(day, pa.date32()))).as_py():
+        logger.warning("dt=%s: no published scores, so no drift to detect", day)
+        return DriftReport(day, DRIFT_SCHEMA.empty_table())
+    # The calibrated human means of `ragpulse calibrate`, where the settings compare them instead of raw means.
+    estimates = warehouse.read("estimates", start=start, end=day) if settings.estimator == "ppi" else None
+    rows = drift_rows(scores, day, window, settings, run_id, estimates)
+    warehouse.publish_drift(day, rows)
+    report = DriftReport(day, rows, alerts_of(rows))
+    logger.info(
+        "dt=%s: drift against %d baseline partition(s): %s; %d alert(s)",
+        day, len(window), report.verdict_counts(), len(report.alerts),
+    )  # fmt: skip
+    return report
+
+
+def _warn_of_an_unmatched_segment_key(
+    traces: pa.Table, segments: pa.Table, day: dt.date, segment_key: str, by_language: bool
+) -> None:
+    """A segment key that no trace of the day has (a typo such as ``metadata.ap``) leaves drift with only the
+    ``all`` segment: say so, naming the metadata keys the day's traces do have."""
+    on_day = pc.equal(segments["partition_date"], pa.scalar(day, pa.date32()))
+    if not pc.any(on_day).as_py() or pc.any(pc.is_valid(pc.filter(segments["segment"], on_day))).as_py():
+        return
+    if by_language:
+        found = "no trace has a language"
+    else:
+        keys = metadata_keys(pc.filter(traces["metadata"], on_day))
+        found = f"the day's traces have metadata keys: {', '.join(keys) if keys else 'none'}"
+    get_run_logger().warning(
+        "dt=%s: no trace has a value for segment key %r, so drift compares only the whole day (%s)",
+        day, segment_key, found,
+    )  # fmt: skip
+
+
+@task(name="send-alerts", cache_policy=NO_CACHE, persist_result=False)
+def send_alerts(
+    warehouse_url: str, report: DriftReport, settings: AlertConfig | None = None, run_id: str = ""
+) -> AlertOutcome:
+    """Send the report's alerts not yet sent on each channel, record every outcome, write the artifact."""
+    settings = settings or AlertConfig()
+    logger = get_run_logger()
+    warehouse = open_warehouse(warehouse_url)
+    day = report.partition_date
+    ledger = warehouse.read("alerts", start=day, end=day, columns=["alert_key", "channel", "status"]).to_pylist()
+    delivered = {(row["alert_key"], row["channel"]) for row in ledger if row["status"] == "sent"}
+    url = webhook_url(settings)
+    channels = [name for name, on in (("webhook", url is not None), ("event", settings.emit_events)) if on]
+    rows: list[dict[str, Any]] = []
+    sent: set[str] = set()
+    failed: set[str] = set()
+    already: set[str] = {a.key for a in report.alerts if channels and all((a.key, c) in delivered for c in channels)}
+    skipped: set[str] = set()
+    delivering = channels
+    if "event" in channels and not events_receivable():
+        # Neither emitted nor recorded: the ledger then leaves them to the next run that has a server.
+        skipped = {a.key for a in report.alerts if (a.key, "event") not in delivered}
+        delivering = [channel for channel in channels if channel != "event"]
+        if skipped:
+            logger.warning("dt=%s: %d drift event(s) not emitted: %s", day, len(skipped), EVENTS_NOT_EMITTED)
+    for channel in delivering:
+        pending = [a for a in report.alerts if (a.key, channel) not in delivered]
+        if not pending:
+            continue
+        if channel == "webhook":
+            assert url is not None
+            attempts, error = post(url, webhook_payload(pending, settings), settings)
+            if error:
+                logger.warning("dt=%s: webhook failed after %d attempt(s): %s", day, attempts, error)
+            rows += ledger_rows(pending, channel, attempts, error, run_id)
+            (failed if error else sent).update(a.key for a in pending)
+        else:
+            for alert in pending:
+                ok = emit(alert)
+                rows += ledger_rows([alert], channel, 1, None if ok else "events are not enabled", run_id)
+                (sent if ok else failed).add(alert.key)
+    if rows:
+        warehouse.record_alerts(pa.Table.from_pylist(rows, schema=ALERTS_SCHEMA))
+    if not channels and report.alerts:
+        logger.warning(
+            "dt=%s: %d drift alert(s) but no channel: set %s or a webhook block, or enable events",
+            day, len(report.alerts), WEBHOOK_URL_ENV,
+        )  # fmt: skip
+    outcome = AlertOutcome(sorted(sent - failed), sorted(already), sorted(failed), sorted(skipped))
+    create_markdown_artifact(
+        key=artifact_key("drift", day, warehouse_url),
+        markdown=drift_markdown(report, outcome, settings.report_url),
+        description=f"Drift verdicts and alerts for dt={day}",
+    )
+    return outcome
