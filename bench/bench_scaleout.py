@@ -128,7 +128,7 @@ def _describe(spec: Any) -> dict[str, Any]:
     task, parameters = _value(kwargs.get("task")), _value(kwargs.get("parameters")) or {}
     found: dict[str, Any] = {"task": getattr(task, "name", None)}
     if "pieces" in parameters:
-        from ragpulse.tasks.ingest.staging import slice_label
+        from ragpulse.tasks.ingest.slicing import slice_label
 
         pieces = parameters["pieces"]
         found.update(label=slice_label(pieces), bytes=sum(p.n_bytes for p in pieces))
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         from distributed import Client, LocalCluster
 
         from ragpulse.tasks.core.storage import list_partition_files
-        from ragpulse.tasks.ingest.staging import plan_slices
+        from ragpulse.tasks.ingest.slicing import plan_slices
 
         slice_bytes = max(1, int(args.slice_mb * MIB))
         plan = plan_slices(list_partition_files(str(data), DAY), slice_bytes)

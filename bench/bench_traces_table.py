@@ -195,6 +195,9 @@ def code_state() -> dict[str, Any]:
         "tasks/warehouse/publication.py",
         "tasks/scoring/assemble.py",
         "tasks/ingest/staging.py",
+        "tasks/ingest/slicing.py",
+        "tasks/ingest/reading.py",
+        "tasks/ingest/counts.py",
         "tasks/warehouse/duckdb.py",
     ]
     uncommitted = git("status", "--porcelain", "--", *modules).splitlines()

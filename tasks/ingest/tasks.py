@@ -20,17 +20,10 @@ from ragpulse.tasks.core.fingerprint import code_fingerprint, digest
 from ragpulse.tasks.core.retry import IO_RETRIES
 from ragpulse.tasks.core.storage import SourceFile, filesystem, storage_errors
 from ragpulse.tasks.core.types import BatchRef, StagedPartition
-from ragpulse.tasks.ingest import adapters, limits, records, staging
+from ragpulse.tasks.ingest import adapters, counts, limits, reading, records, slicing, staging
 from ragpulse.tasks.ingest import language as language_id
-from ragpulse.tasks.ingest.staging import (
-    SlicePiece,
-    StagedSlice,
-    combine_slices,
-    plan_slices,
-    select_source_files,
-    slice_label,
-    stage_records,
-)
+from ragpulse.tasks.ingest.slicing import SlicePiece, StagedSlice, combine_slices, plan_slices, slice_label
+from ragpulse.tasks.ingest.staging import select_source_files, stage_records
 
 __all__ = ["list_partition", "missing_batches", "plan_staging", "stage_day", "stage_partition", "stage_slice"]
 
@@ -76,7 +69,9 @@ def _stage_key(context: TaskRunContext, params: dict[str, Any]) -> str:
         partitioning,
         day,
         language,
-        code_fingerprint(sys.modules[__name__], staging, records, limits, adapters, run_types, language_id),
+        code_fingerprint(
+            sys.modules[__name__], staging, slicing, reading, counts, records, limits, adapters, run_types, language_id
+        ),
     )
 
 
@@ -154,7 +149,9 @@ def _slice_key(context: TaskRunContext, params: dict[str, Any]) -> str:
         partitioning,
         day,
         params.get("language") or "",
-        code_fingerprint(sys.modules[__name__], staging, records, limits, run_types, language_id),
+        code_fingerprint(
+            sys.modules[__name__], staging, slicing, reading, counts, records, limits, run_types, language_id
+        ),
     )
 
 

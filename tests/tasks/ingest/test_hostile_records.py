@@ -20,9 +20,10 @@ from psycopg import sql
 
 from ragpulse.tasks.core.storage import list_partition_files
 from ragpulse.tasks.core.types import RunInfo, StagedPartition, StagingCounts
-from ragpulse.tasks.ingest import limits, staging
+from ragpulse.tasks.ingest import limits
 from ragpulse.tasks.ingest.batches import read_staged
-from ragpulse.tasks.ingest.staging import CountMismatchError, stage_records
+from ragpulse.tasks.ingest.counts import CountMismatchError, check_counts
+from ragpulse.tasks.ingest.staging import stage_records
 from ragpulse.tasks.scoring.assemble import build_partition_scores
 from ragpulse.tasks.warehouse import open_warehouse
 from ragpulse.tasks.warehouse.publication import build_publication
@@ -412,10 +413,8 @@ def test_depth_is_counted_outside_strings_only(depth: int) -> None:
 def test_counts_that_do_not_add_up_stop_the_day_with_an_internal_error() -> None:
     lost_one = StagingCounts(records_read=3, traces_read=3, staged=2)
     with pytest.raises(CountMismatchError, match=r"nothing was published: traces read = .*: 3 != 2$"):
-        staging._check_counts(DAY, lost_one, 0, records_parsed=3)
-    staging._check_counts(
-        DAY, StagingCounts(records_read=3, traces_read=3, staged=2, other_days=1), 0, records_parsed=3
-    )
+        check_counts(DAY, lost_one, 0, records_parsed=3)
+    check_counts(DAY, StagingCounts(records_read=3, traces_read=3, staged=2, other_days=1), 0, records_parsed=3)
 
 
 @pytest.mark.parametrize("warehouse", ["duckdb", "postgresql"])

@@ -21,16 +21,9 @@ from ragpulse.tasks.core.types import QuarantinedRecord, StagedPartition, Stagin
 from ragpulse.tasks.core.workdir import result_storage
 from ragpulse.tasks.ingest import staging
 from ragpulse.tasks.ingest.batches import read_staged
-from ragpulse.tasks.ingest.staging import (
-    CountMismatchError,
-    SlicePiece,
-    StagedSlice,
-    combine_slices,
-    plan_slices,
-    slice_label,
-    stage_records,
-    stage_slice,
-)
+from ragpulse.tasks.ingest.counts import CountMismatchError
+from ragpulse.tasks.ingest.slicing import SlicePiece, StagedSlice, combine_slices, plan_slices, slice_label
+from ragpulse.tasks.ingest.staging import stage_records, stage_slice
 from ragpulse.tasks.ingest.tasks import stage_day
 
 DATE = dt.date(2024, 3, 11)

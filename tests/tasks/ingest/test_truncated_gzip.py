@@ -17,7 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ragpulse.tasks.core.types import StagedPartition
-from ragpulse.tasks.ingest.staging import combine_slices, plan_slices, select_source_files, stage_records, stage_slice
+from ragpulse.tasks.ingest.slicing import combine_slices, plan_slices
+from ragpulse.tasks.ingest.staging import select_source_files, stage_records, stage_slice
 from tests.tasks.ingest.test_staging import DATE, trace
 
 
