@@ -1,33 +1,44 @@
-"""Command-line options made from the run configuration, so each setting is declared once (in RunConfig).
+"""The commands' shared options, most of them made from the run configuration, so each setting is declared once
+(in RunConfig) and has one name on every command.
 
-``@setting_options("source", "scoring", ...)`` adds one option per setting of those groups to a typer command,
-named after the setting's flat name (``--batch-size``), with the field's description as help and its group as help
-panel; the command receives the options given, by flat name, as ``settings`` and loads the configuration with
-``load_config(config, **settings)``. An option left out is None, so the environment, the TOML file and the defaults
-still apply underneath it.
+``@setting_options("source", "scoring", ...)`` adds one option per setting of those groups (and of the single
+settings named in ``extra``) to a typer command, named after the setting's flat name (``--batch-size``), with the
+field's description as help and its group as help panel; the command receives the options given, by flat name, as
+``settings`` and loads the configuration with ``load_config(config, **settings)`` (or ``load_group``). An option
+left out is None, so the environment, the TOML file and the defaults still apply underneath it.
 """
 
+import datetime as dt
 import functools
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
 
-from ragpulse.cli.output import fail_with
+from ragpulse.cli.output import ExitCode, fail, fail_with
 from ragpulse.tasks.config import SETTINGS, Setting, from_text
 from ragpulse.tasks.core.exceptions import ConfigError
 
-__all__ = ["ConfigOption", "setting_options"]
+__all__ = ["ConfigOption", "JsonOption", "parse_date", "setting_options"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 ConfigOption = Annotated[Path | None, typer.Option(help="TOML config file (default ./ragpulse.toml if present).")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
 
 #: Short names the command line has always accepted beside the flat ones.
 _ALIASES: dict[str, tuple[str, ...]] = {"sample_rate": ("--sample",), "trace_format": ("--format",)}
+
+
+def parse_date(value: str, option: str) -> dt.date:
+    """A date option's value, or a one-line usage error naming the option."""
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise fail(f"{option} must be a date like 2026-11-28, got {value!r}", ExitCode.USAGE) from None
 
 
 def _option_type(setting: Setting) -> type:
@@ -62,9 +73,23 @@ def _parameter(setting: Setting) -> inspect.Parameter:
     )
 
 
-def setting_options(*groups: str) -> Callable[[_F], _F]:
-    """Give a command one option per setting of ``groups``; it receives the given ones as ``settings``."""
+def _former_parameter(name: str, option: str, setting: Setting) -> inspect.Parameter:
+    """A setting's option under a name a command used before the flat one: still accepted, not shown in help."""
+    kind, hidden = _option_type(setting), typer.Option(option, hidden=True)
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[kind | None, hidden]
+    )
+
+
+def setting_options(
+    *groups: str, extra: tuple[str, ...] = (), former: Mapping[str, str] | None = None
+) -> Callable[[_F], _F]:
+    """Give a command one option per setting of ``groups`` and of the flat names in ``extra``; it receives the
+    given ones as ``settings``. ``former`` maps option names the command had before (``--window-days``) to the
+    flat name they stand for, so scripts that use them keep working."""
     chosen = [setting for setting in SETTINGS.values() if setting.group in groups]
+    chosen += [SETTINGS[flat] for flat in extra if SETTINGS[flat].group not in groups]  # their panels after
+    formers = {f"former_{option[2:].replace('-', '_')}": (option, flat) for option, flat in (former or {}).items()}
 
     def decorate(command: _F) -> _F:
         signature = inspect.signature(command)
@@ -73,6 +98,11 @@ def setting_options(*groups: str) -> Callable[[_F], _F]:
 
         @functools.wraps(command)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            for name, (option, flat) in formers.items():
+                if (value := kwargs.pop(name)) is not None:
+                    if kwargs.get(flat) is not None:
+                        raise fail(f"give {SETTINGS[flat].option} or {option}, not both", ExitCode.USAGE)
+                    kwargs[flat] = value
             given = {s.flat: kwargs.pop(s.flat) for s in chosen if kwargs.get(s.flat) is not None}
             try:
                 settings = {
@@ -85,8 +115,9 @@ def setting_options(*groups: str) -> Callable[[_F], _F]:
                 kwargs.pop(setting.flat, None)
             return command(*args, settings=settings, **kwargs)
 
+        hidden = [_former_parameter(name, option, SETTINGS[flat]) for name, (option, flat) in formers.items()]
         wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
-            parameters=[*own, *(_parameter(setting) for setting in chosen)]
+            parameters=[*own, *(_parameter(setting) for setting in chosen), *hidden]
         )
         return typing.cast(_F, wrapper)
 

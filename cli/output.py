@@ -1,11 +1,10 @@
 """What the command line prints: run and drift tables, the backfill progress bar, one-line errors and the exit codes
-a scheduler acts on, help that shows flags as flags, and which of Prefect's logs reach the terminal."""
+a scheduler acts on, and help that shows flags as flags (and takes ``--verbose`` after the command too)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import enum
-import logging
 import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -39,7 +38,6 @@ __all__ = [
     "print_summaries",
     "print_verdicts",
     "progress",
-    "quiet_run_failures",
     "verdict_summary",
 ]
 
@@ -130,33 +128,6 @@ class FlagsGroup(TyperGroup):
         if any(arg in _VERBOSE for arg in args[:end]):
             args = ["--verbose", *(arg for arg in args[:end] if arg not in _VERBOSE), *args[end:]]
         return super().parse_args(ctx, args)
-
-
-class _RunFailures(logging.Filter):
-    """Drops Prefect's ERROR records of failed flow and task runs (with their tracebacks): the command reports
-    the failure itself, in one line."""
-
-    _LOGGERS = frozenset({"prefect.flow_runs", "prefect.task_runs"})
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno < logging.ERROR or record.name not in self._LOGGERS
-
-
-_RUN_FAILURES = _RunFailures()
-
-
-def quiet_run_failures(quiet: bool) -> None:
-    """Keep (or, with ``quiet`` False, let back) Prefect's reports of failed runs off the terminal. Only the
-    console handler is filtered: the API handler still sends every record to the server."""
-    import prefect.main  # noqa: F401  (configures logging on import: the console handler exists from then on)
-    from prefect.logging.handlers import PrefectConsoleHandler
-
-    for handler in logging.getLogger().handlers:
-        if isinstance(handler, PrefectConsoleHandler):
-            if quiet:
-                handler.addFilter(_RUN_FAILURES)
-            else:
-                handler.removeFilter(_RUN_FAILURES)
 
 
 def progress() -> Progress:

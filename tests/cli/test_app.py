@@ -19,7 +19,7 @@ import typer
 from typer.testing import CliRunner
 
 from ragpulse.cli import app
-from ragpulse.cli.output import quiet_run_failures
+from ragpulse.cli.startup import quiet_run_failures
 from ragpulse.metrics import DEFAULT_METRICS, REGISTRY
 from ragpulse.metrics.registry import spec_name
 

@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ragpulse.cli import app
-from ragpulse.cli.output import quiet_run_failures
+from ragpulse.cli.startup import quiet_run_failures
 from ragpulse.tasks.demo.generate import APPS, generate_demo_traces
 
 runner = CliRunner()

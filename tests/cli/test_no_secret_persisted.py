@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from ragpulse.cli import app
-from ragpulse.cli.output import quiet_run_failures
+from ragpulse.cli.startup import quiet_run_failures
 from tests.doubles.judge_server import JudgeServer
 from tests.doubles.webhook_receiver import SECRET_PATH, WebhookReceiver
 

@@ -24,13 +24,19 @@ def show(*, settings: dict[str, Any]) -> None:
 
 
 @probe.command()
+@setting_options("calibration", extra=("warehouse",), former={"--window-days": "label_window_days"})
+def renamed(*, settings: dict[str, Any]) -> None:
+    received.append(settings)
+
+
+@probe.command()
 def other() -> None:
     """A second command, so typer keeps ``show`` a subcommand."""
 
 
-def given(*args: str) -> dict[str, Any]:
+def given(*args: str, command: str = "show") -> dict[str, Any]:
     received.clear()
-    result = runner.invoke(probe, ["show", *args])
+    result = runner.invoke(probe, [command, *args])
     assert result.exit_code == 0, result.output
     return received[-1]
 
@@ -70,3 +76,36 @@ def test_a_mapping_that_is_not_json_is_a_one_line_error() -> None:
 
 def test_historical_short_names_still_work() -> None:
     assert given("--sample", "0.5", "--format", "langfuse") == {"sample_rate": 0.5, "trace_format": "langfuse"}
+
+
+def test_calibrate_says_its_settings_as_every_other_command_does() -> None:
+    calibrate = typer.main.get_command(app).commands["calibrate"]  # type: ignore[attr-defined]
+    shown = {option for param in calibrate.params if not param.hidden for option in param.opts}
+    for flat in ("labels", "label_window_days", "calibration_confidence", "calibration_min_labels", "warehouse"):
+        assert SETTINGS[flat].option in shown
+    assert not {"--window-days", "--confidence", "--min-labels"} & shown
+    help_text = runner.invoke(app, ["calibrate", "--help"]).output
+    assert "--label-window-days" in help_text and "--window-days" not in help_text.replace("--label-window-days", "")
+
+
+def test_a_former_option_name_still_gives_its_setting() -> None:
+    assert given("--window-days", "7", command="renamed") == {"label_window_days": 7}
+    assert given("--label-window-days", "7", "--warehouse", "duckdb:///x.duckdb", command="renamed") == {
+        "label_window_days": 7,
+        "warehouse": "duckdb:///x.duckdb",
+    }
+    both = runner.invoke(probe, ["renamed", "--window-days", "7", "--label-window-days", "3"])
+    assert both.exit_code == 2
+    assert "give --label-window-days or --window-days, not both" in both.output
+
+
+@pytest.mark.parametrize(
+    ("former", "setting"),
+    [("--window-days", "label_window_days"), ("--confidence", "calibration_confidence"),
+     ("--min-labels", "calibration_min_labels")],
+)  # fmt: skip
+def test_calibrate_still_takes_its_former_option_names(former: str, setting: str) -> None:
+    """An invalid value under the former name is refused under the setting's name: the option reached it."""
+    result = runner.invoke(app, ["calibrate", "--date", "2026-11-28", "--labels", "/nowhere", former, "0"])
+    assert result.exit_code == 2, result.output
+    assert f"{setting}:" in result.output

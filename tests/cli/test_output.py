@@ -1,9 +1,8 @@
-"""What the command line prints: exit codes by error kind, one-line errors, drift tables, Prefect's terminal logs."""
+"""What the command line prints: exit codes by error kind, one-line errors, drift tables."""
 
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,7 +15,6 @@ from ragpulse.cli.output import (
     print_alerts,
     print_drift,
     print_verdicts,
-    quiet_run_failures,
     verdict_summary,
 )
 from ragpulse.metrics.aspect_critique import UnknownAspectError
@@ -97,23 +95,3 @@ def test_verdicts_and_alerts_are_tables(capsys: pytest.CaptureFixture[str]) -> N
     assert "document_mrr" in rows[2] and "metadata.app=support-bot" in rows[2] and "sent" in rows[2]
     assert verdict_summary({"stable": 4, "insufficient_data": 2}) == "2 insufficient_data, 4 stable"
     assert verdict_summary({}) == "no comparisons"
-
-
-def test_failed_runs_stay_off_the_terminal_but_not_off_the_server() -> None:
-    from prefect.logging.handlers import APILogHandler, PrefectConsoleHandler
-
-    def record(name: str, level: int) -> logging.LogRecord:
-        return logging.LogRecord(name, level, __file__, 1, "Finished in state Failed()", None, None)
-
-    quiet_run_failures(True)
-    try:
-        (console,) = [h for h in logging.getLogger().handlers if isinstance(h, PrefectConsoleHandler)]
-        assert not console.filter(record("prefect.flow_runs", logging.ERROR))
-        assert not console.filter(record("prefect.task_runs", logging.CRITICAL))
-        assert console.filter(record("prefect.flow_runs", logging.WARNING))  # e.g. a webhook that failed
-        assert console.filter(record("prefect.engine", logging.ERROR))
-        api = [h for h in logging.getLogger("prefect.flow_runs").handlers if isinstance(h, APILogHandler)]
-        assert api and all(h.filter(record("prefect.flow_runs", logging.ERROR)) for h in api)
-    finally:
-        quiet_run_failures(False)
-    assert console.filter(record("prefect.flow_runs", logging.ERROR))

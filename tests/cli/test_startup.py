@@ -1,11 +1,13 @@
-"""Fixed costs of a ``ragpulse`` call (issue 17): what the evaluate path imports before its flow runs, and the
-garbage collector that a flow command defers only when it owns the process. Each check runs in a fresh
-interpreter, since this one has imported everything already."""
+"""How the process is tuned around a command (``ragpulse.cli.startup``). Fixed costs of a ``ragpulse`` call (issue
+17): what the evaluate path imports before its flow runs, and the garbage collector that a flow command defers only
+when it owns the process, each checked in a fresh interpreter, since this one has imported everything already; and
+which of Prefect's logs reach the terminal. The warm-up has its own file, test_warm_up.py."""
 
 from __future__ import annotations
 
 import gc
 import json
+import logging
 import subprocess
 import sys
 import textwrap
@@ -14,6 +16,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from ragpulse.cli import app
+from ragpulse.cli.startup import quiet_run_failures
 
 # Loaded by a run only where needed: models and judges, remote filesystems, Dask, and GX and Prefect's server
 # (which the CLI's warm-up imports when, and only when, a flow is about to run).
@@ -70,7 +73,8 @@ def test_a_program_defers_collection_and_still_finalizes_garbage(tmp_path: Path)
     script = f"""
         import gc, sys
         from pathlib import Path
-        from ragpulse.cli.app import _collector, app
+        from ragpulse.cli.app import app
+        from ragpulse.cli.startup import collector
 
         class Cycle:
             def __init__(self, name):
@@ -83,10 +87,10 @@ def test_a_program_defers_collection_and_still_finalizes_garbage(tmp_path: Path)
         except SystemExit as exc:
             assert exc.code == 2, exc.code
         assert gc.isenabled()
-        _collector.defer()
+        collector.defer()
         assert not gc.isenabled()
         Cycle("warm-up")
-        _collector.settle()
+        collector.settle()
         assert gc.isenabled() and gc.get_freeze_count() > 0
         print(Path({str(tmp_path)!r}, "warm-up").exists())
         Cycle("exit")  # garbage left for the collection at exit
@@ -102,3 +106,23 @@ def test_an_in_process_caller_keeps_the_collector(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     assert gc.isenabled()
     assert gc.get_freeze_count() == frozen
+
+
+def test_failed_runs_stay_off_the_terminal_but_not_off_the_server() -> None:
+    from prefect.logging.handlers import APILogHandler, PrefectConsoleHandler
+
+    def record(name: str, level: int) -> logging.LogRecord:
+        return logging.LogRecord(name, level, __file__, 1, "Finished in state Failed()", None, None)
+
+    quiet_run_failures(True)
+    try:
+        (console,) = [h for h in logging.getLogger().handlers if isinstance(h, PrefectConsoleHandler)]
+        assert not console.filter(record("prefect.flow_runs", logging.ERROR))
+        assert not console.filter(record("prefect.task_runs", logging.CRITICAL))
+        assert console.filter(record("prefect.flow_runs", logging.WARNING))  # e.g. a webhook that failed
+        assert console.filter(record("prefect.engine", logging.ERROR))
+        api = [h for h in logging.getLogger("prefect.flow_runs").handlers if isinstance(h, APILogHandler)]
+        assert api and all(h.filter(record("prefect.flow_runs", logging.ERROR)) for h in api)
+    finally:
+        quiet_run_failures(False)
+    assert console.filter(record("prefect.flow_runs", logging.ERROR))

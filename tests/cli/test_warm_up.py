@@ -12,7 +12,7 @@ import pytest
 from prefect.server.api.server import SubprocessASGIServer
 from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED, temporary_settings
 
-from ragpulse.cli.app import _warm_up
+from ragpulse.cli.startup import warm_up
 from ragpulse.tasks.config import RunConfig, SourceConfig
 
 
@@ -33,7 +33,7 @@ def _config(runner: str = "thread") -> RunConfig:
 
 @pytest.fixture(autouse=True)
 def flow_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """A module not imported yet that ``_warm_up`` can import, dropped from sys.modules again afterwards."""
+    """A module not imported yet that ``warm_up`` can import, dropped from sys.modules again afterwards."""
     (tmp_path / f"{FLOW_MODULE}.py").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path))
     yield
@@ -42,14 +42,14 @@ def flow_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Non
 
 def test_no_server_is_started_when_an_api_url_is_set(starts: list[SubprocessASGIServer]) -> None:
     with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:9/api"}):
-        _warm_up(_config(), FLOW_MODULE)
+        warm_up(_config(), FLOW_MODULE)
     assert starts == []
     assert FLOW_MODULE in sys.modules
 
 
 def test_no_server_is_started_when_ephemeral_mode_is_off(starts: list[SubprocessASGIServer]) -> None:
     with temporary_settings({PREFECT_SERVER_EPHEMERAL_ENABLED: False}, restore_defaults={PREFECT_API_URL}):
-        _warm_up(_config(), FLOW_MODULE)
+        warm_up(_config(), FLOW_MODULE)
     assert starts == []
 
 
@@ -58,7 +58,7 @@ def test_the_process_wide_server_is_started_as_the_client_would(
     starts: list[SubprocessASGIServer], runner: str
 ) -> None:
     with temporary_settings(restore_defaults={PREFECT_API_URL}):
-        _warm_up(_config(runner), FLOW_MODULE)
+        warm_up(_config(runner), FLOW_MODULE)
     assert starts == [SubprocessASGIServer()]  # the instance Prefect's get_client() starts and then reuses
     assert FLOW_MODULE in sys.modules
 
@@ -69,4 +69,4 @@ def test_a_failed_start_is_raised(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(SubprocessASGIServer, "start", fail)
     with temporary_settings(restore_defaults={PREFECT_API_URL}), pytest.raises(RuntimeError, match="Timed out"):
-        _warm_up(_config(), FLOW_MODULE)
+        warm_up(_config(), FLOW_MODULE)

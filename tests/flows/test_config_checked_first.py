@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ragpulse.cli import app
-from ragpulse.cli.output import quiet_run_failures
+from ragpulse.cli.startup import quiet_run_failures
 from ragpulse.flows.backfill import backfill
 from ragpulse.flows.evaluate import evaluate_partition
 from ragpulse.flows.monitor import monitor

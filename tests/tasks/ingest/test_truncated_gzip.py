@@ -117,7 +117,7 @@ def test_the_cli_publishes_the_complete_lines_of_a_cut_gzip_file_from_s3(
 ) -> None:
     """The user's path: ``ragpulse evaluate`` on an S3 day holding a cut file; counted in the published tables."""
     from ragpulse.cli import app
-    from ragpulse.cli.output import quiet_run_failures
+    from ragpulse.cli.startup import quiet_run_failures
 
     cut = cut_file(*CUTS["2000-lines-half"])
     s3.fs.pipe(f"{s3.name}/traces/dt={DATE}/cut.jsonl.gz", cut.data)
