@@ -226,12 +226,10 @@ class HashEmbedder:
 
 
 def _judge(base_url: str, concurrency: int, cache_url: str | None) -> Any:
-    from ragpulse.tasks.judge import JudgeSettings, OpenAIJudge
+    from ragpulse.tasks.judge import JudgeConfig, JudgeSecrets, OpenAIJudge
 
-    settings = JudgeSettings(
-        base_url=base_url, model="judge-bench", api_key="bench", max_concurrency=concurrency, cache_url=cache_url
-    )
-    return OpenAIJudge(settings)
+    settings = JudgeConfig(base_url=base_url, model="judge-bench", max_concurrency=concurrency, cache_url=cache_url)
+    return OpenAIJudge(settings, secrets=JudgeSecrets(api_key="bench"))
 
 
 def run_ragpulse(traces: list[dict[str, Any]], judge: Any, embedder: Any) -> tuple[float, float, dict[str, Any]]:

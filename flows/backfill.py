@@ -29,7 +29,7 @@ from ragpulse.tasks.config import (
 )
 from ragpulse.tasks.core.exceptions import ConfigError, PartitionNotFoundError
 from ragpulse.tasks.monitoring.tasks import detect_drift, send_alerts
-from ragpulse.tasks.planning.run import check_config
+from ragpulse.tasks.planning.run import checked_run
 from ragpulse.tasks.planning.tasks import plan_backfill
 from ragpulse.tasks.reporting.run_summary import RunSummary
 
@@ -142,7 +142,16 @@ def backfill(
         source=source, scoring=scoring, judge=judge, quality=quality, output=output, runner=runner, drift=drift,
         calibration=calibration, alerts=alerts,
     )  # fmt: skip
-    check_config(config, alerts=send_drift_alerts)  # before any task: a deployment run's parameters come from the API
+    # Before any task: a deployment run's parameters come from the API.
+    with checked_run(config, alerts=send_drift_alerts):
+        return _backfill(config, start, end, concurrency=concurrency, force=force, send_drift_alerts=send_drift_alerts)
+
+
+def _backfill(
+    config: RunConfig, start: dt.date, end: dt.date, *, concurrency: int, force: bool, send_drift_alerts: bool
+) -> State:
+    """The body of ``backfill`` once its configuration is checked."""
+    drift, calibration, alerts, output = config.drift, config.calibration, config.alerts, config.output
     plan = plan_backfill(config, start, end, force=force)
     for listener in list(_listeners):
         listener.planned(len(plan.to_run), len(plan.skipped))

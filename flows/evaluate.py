@@ -21,7 +21,8 @@ from ragpulse.tasks.config import (
 from ragpulse.tasks.core.workdir import local_docs_dir, lock_directory, result_storage, run_dir, staged_dir
 from ragpulse.tasks.ingest.tasks import list_partition, stage_day
 from ragpulse.tasks.judge.tasks import judge_score_batch
-from ragpulse.tasks.planning.run import check_config, plan_run
+from ragpulse.tasks.judge.usage import fresh_usage
+from ragpulse.tasks.planning.run import check_config, checked_run, describe_run
 from ragpulse.tasks.quality.checks import TraceLimits
 from ragpulse.tasks.quality.tasks import (
     for_run,
@@ -32,7 +33,7 @@ from ragpulse.tasks.quality.tasks import (
 )
 from ragpulse.tasks.reporting.run_summary import RunSummary
 from ragpulse.tasks.reporting.tasks import summarize_run
-from ragpulse.tasks.scoring.tasks import assemble_scores, count_cached, fresh_usage, score_batch, score_cache_policy
+from ragpulse.tasks.scoring.tasks import assemble_scores, count_cached, score_batch, score_cache_policy
 from ragpulse.tasks.warehouse.tasks import publish_partition
 
 __all__ = ["evaluate_partition", "score_partition"]
@@ -56,30 +57,25 @@ def evaluate_partition(
     run says so. The scoring tasks run on ``runner`` (a thread pool, or Dask).
     """
     config = RunConfig(source=source, scoring=scoring, judge=judge, quality=quality, output=output, runner=runner)
-    check_config(config)  # before any task: a deployment run's parameters come from the API
-    return score_partition.with_options(task_runner=build_task_runner(runner))(date, config)
+    with checked_run(config):  # before any task: a deployment run's parameters come from the API
+        return score_partition.with_options(task_runner=build_task_runner(runner))(date, config)
 
 
 @flow(name="score-partition", flow_run_name="score-partition dt={date}", log_prints=False)
 def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
     """The pipeline of ``evaluate_partition`` on whatever task runner the caller gave it with ``with_options``."""
-    source, output, quality = config.source, config.output, config.quality
-    planned = plan_run(config)
-    judge, options, plan, run = planned.judge, planned.options, planned.judging, planned.run
+    source, scoring, output, quality = config.source, config.scoring, config.output, config.quality
+    planned = check_config(config)  # the caller's plan: checked once per run
+    plan, run = planned.judging, describe_run(config, planned)
     work_options = source.storage_options  # the work dir is reached with the source's options
     storage = result_storage(output.work_dir, work_options)
     outputs = run_dir(output.work_dir, date, run.run_id)
     docs = local_docs_dir(output.work_dir, date, run.run_id)
 
-    files = list_partition(
-        source.url, date, source.storage_options, trace_format=source.format, partitioning=source.partitioning,
-        late_arrival_hours=source.late_arrival_hours,
-    )  # fmt: skip
+    files = list_partition(source, date)
     staged = stage_day(
-        date, files, result_storage=storage, slice_bytes=source.slice_bytes,
-        staged_url=staged_dir(output.work_dir, work_options), batch_size=config.scoring.batch_size,
-        storage_options=source.storage_options, work_storage_options=work_options, trace_format=source.format,
-        format_options=source.format_options, partitioning=source.partitioning, language=source.language,
+        date, files, source, staged_url=staged_dir(output.work_dir, work_options), batch_size=scoring.batch_size,
+        result_storage=storage,
     )  # fmt: skip
     profiles = profile_batch.with_options(result_storage=storage).map(
         staged.batches, storage_options=unmapped(work_options)
@@ -87,21 +83,17 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
     traces_checked = validate_traces.with_options(result_storage=storage).submit(
         staged, run, TraceLimits(**quality.trace_limits()), quality.input_suite, docs, work_options, profiles
     )
-    scoring = score_batch.with_options(
+    scored = score_batch.with_options(
         cache_policy=score_cache_policy(lock_directory(output.work_dir)), result_storage=storage
-    )
-    futures = scoring.map(
-        staged.batches, metric_names=unmapped(plan.plain), work_storage_options=unmapped(work_options)
-    )
-    rescore = config.scoring.rescore  # "all": skip the batch cache here and the call cache in the task
-    judged = judge_score_batch.with_options(result_storage=storage, refresh_cache=rescore == "all" or None).map(
-        plan.batches(staged), metric_names=unmapped(plan.judged), judge_settings=unmapped(judge),
-        options=unmapped(options), sample_rate=unmapped(config.scoring.sample_rate),
-        work_storage_options=unmapped(work_options), rescore=unmapped(rescore),
+    ).map(staged.batches, metric_names=unmapped(plan.plain), work_storage_options=unmapped(work_options))
+    # rescore "all": skip the batch cache here and the call cache in the task
+    judged = judge_score_batch.with_options(result_storage=storage, refresh_cache=scoring.rescore == "all" or None).map(
+        plan.batches(staged), metric_names=unmapped(plan.judged), judge=unmapped(planned.judge),
+        options=unmapped(planned.options), scoring=unmapped(scoring), work_storage_options=unmapped(work_options),
     )  # fmt: skip
-    n_cached = count_cached(futures, judged)
+    n_cached = count_cached(scored, judged)
     excluded = traces_checked.result().excluded
-    scores = assemble_scores(staged, futures, judged, excluded, f"{outputs}/quarantine.jsonl", work_options)
+    scores = assemble_scores(staged, scored, judged, excluded, f"{outputs}/quarantine.jsonl", work_options)
     usage = fresh_usage(judged)
     key, standing = standing_publication(output.warehouse, scores, run, plan.names, quality)
     if standing is not None and not output.republish:

@@ -24,7 +24,7 @@ from ragpulse.tasks.config import (
     SourceConfig,
 )
 from ragpulse.tasks.monitoring.tasks import detect_drift, send_alerts
-from ragpulse.tasks.planning.run import check_config
+from ragpulse.tasks.planning.run import checked_run
 from ragpulse.tasks.reporting.run_summary import RunSummary
 
 __all__ = ["MonitorResult", "monitor", "monitor_run_name", "partition_to_monitor"]
@@ -79,11 +79,11 @@ def monitor(
         source=source, scoring=scoring, judge=judge, quality=quality, output=output, runner=runner, drift=drift,
         calibration=calibration, alerts=alerts,
     )  # fmt: skip
-    check_config(config, alerts=True)  # before any task: a deployment run's parameters come from the API
-    day = date or partition_to_monitor(timezone, lag_days)
-    summary = evaluate_partition(date=day, **config.groups(*PARTITION_GROUPS))
-    if calibration.labels:
-        calibrate(start=day, end=day, calibration=calibration, output=output)
-    report = detect_drift(output.warehouse, day, drift, run_id=summary.run_id)
-    outcome = send_alerts(output.warehouse, report, alerts, run_id=summary.run_id)
-    return MonitorResult(summary, report.verdict_counts(), outcome.to_dict())
+    with checked_run(config, alerts=True):  # before any task: a deployment run's parameters come from the API
+        day = date or partition_to_monitor(timezone, lag_days)
+        summary = evaluate_partition(date=day, **config.groups(*PARTITION_GROUPS))
+        if calibration.labels:
+            calibrate(start=day, end=day, calibration=calibration, output=output)
+        report = detect_drift(output.warehouse, day, drift, run_id=summary.run_id)
+        outcome = send_alerts(output.warehouse, report, alerts, run_id=summary.run_id)
+        return MonitorResult(summary, report.verdict_counts(), outcome.to_dict())

@@ -1,20 +1,24 @@
-"""Prefect tasks and the libraries they call, one concern per sub-package (room):
+"""Prefect tasks and the libraries they call, one concern per sub-package (room), each with the same floor plan:
+its Prefect tasks in ``tasks.py``, the group of run settings it reads in ``config.py``, every other module plain
+library (importable and testable without Prefect's engine).
 
-- config (a module): the run configuration, one pydantic model in groups, that flows and rooms take;
-- core: run types, errors, object storage, secrets, the work dir, fingerprints, retries;
-- ingest: list and stage a day of traces, canonical records and the tracing tools' adapters;
-- scoring: the scoring tasks (metrics, judge metrics), embeddings, assembling a partition's scores;
-- judge: the OpenAI-compatible judge client, its settings, call cache, usage ledger and rate limits;
+- config (a module): the run configuration, assembled from the rooms' groups, loaded from TOML, env and options;
+- core: run types, errors, object storage, secrets and their redaction, artifacts, the work dir, fingerprints;
+- ingest: list, slice and stage a day of traces, read staged batches back, quarantine, the tracing tools' adapters;
+- embeddings: the local embedding and cross-encoder models of the semantic metrics;
+- judge: the LLM judge whole: its settings and secrets, checks, plan, the judge-metric task, the HTTP client, its
+  call cache, usage ledger and rate limits;
+- scoring: the retrieval and answer metrics on staged batches, and a partition's scores assembled;
 - quality: the Great Expectations suites on traces and scores;
-- warehouse: score tables in DuckDB, PostgreSQL or a Parquet lake, and the publish task;
-- planning: what a run or a backfill will do (configuration hash, partitions still to run);
+- warehouse: score tables in DuckDB, PostgreSQL or an Iceberg lake, and the publish task;
+- calibration: human labels, the judge's agreement with them, prediction-powered estimates, label samples;
 - monitoring: drift detection and alerts;
-- reporting: run summaries and artifacts, the HTML report;
-- demo: the demo traces generator and its corpus.
+- reporting: run summaries, the HTML report and the Grafana dashboard;
+- planning: what a run will do (checked configuration, judge plan, configuration hash) and what a backfill needs;
+- demo: the demo traces generator and its corpora.
 
-Rooms import core and metrics, and each other only where one concern builds on another (no cycles). In a room, the
-modules with Prefect tasks only wire Prefect (caching, retries, logging, artifacts) around library modules beside
-them; a task module imports libraries and core, never another task module, and the types that tasks hand each other
-live in core.types (tests/tasks/test_layout.py checks this)."""
+Rooms import core and metrics, and each other only where one concern builds on another: never in a cycle, module by
+module or room by room. A task module imports libraries and core, never another task module, and the types that
+tasks hand each other live in core.types (tests/tasks/test_layout.py checks all of this)."""
 
 __all__: list[str] = []

@@ -10,10 +10,15 @@ Each setting also has a *flat name*, the same for the CLI option (``--batch-size
 (``RAGPULSE_BATCH_SIZE``) and the TOML key (``batch_size``); ``SETTINGS`` maps flat names to groups and fields.
 Secrets are never part of it: storage credentials come from the environment or profiles that fsspec's backends
 read themselves, the judge key from ``OPENAI_API_KEY``/``RAGPULSE_JUDGE_API_KEY`` or a Secret block.
+
+Each group is declared in the room it configures (``tasks/<room>/config.py``: ``SourceConfig`` in ingest,
+``JudgeConfig`` in judge, ...), so that a room reads its settings without importing the rooms above it; this module
+assembles them, with the runner's group, into ``RunConfig`` and loads it.
 """
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
@@ -23,25 +28,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    ValidationInfo,
-    field_serializer,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 
-from ragpulse.metrics import DEFAULT_METRICS, parse_metrics
-from ragpulse.metrics.drift import DriftThresholds
-from ragpulse.metrics.errors import RagpulseError
+from ragpulse.metrics import parse_metrics
+from ragpulse.tasks.calibration.config import CalibrationConfig
+from ragpulse.tasks.core.config_base import ENV_PREFIX, ConfigGroup
 from ragpulse.tasks.core.exceptions import ConfigError
-from ragpulse.tasks.core.storage import carries_secret, redact_url, reject_credentials
 from ragpulse.tasks.ingest.adapters import CANONICAL_FORMAT, parse_options
-from ragpulse.tasks.ingest.language import normalize_language_tag
+from ragpulse.tasks.ingest.config import SourceConfig, TraceFormat
+from ragpulse.tasks.judge.config import API_KEY_ENV, EXTRA_HEADERS_ENV, JUDGE_ENV_PREFIX, JUDGE_KEY_HINT, JudgeConfig
+from ragpulse.tasks.monitoring.config import AlertConfig, DriftConfig
+from ragpulse.tasks.quality.config import QualityConfig
+from ragpulse.tasks.scoring.config import ScoringConfig
+from ragpulse.tasks.warehouse.config import OutputConfig
 
 __all__ = [
     "CONFIG_ENV",
@@ -50,6 +50,7 @@ __all__ = [
     "GROUPS",
     "JUDGE_KEY_HINT",
     "NO_SOURCE",
+    "OTHER_VARIABLES",
     "PARTITION_GROUPS",
     "SETTINGS",
     "AlertConfig",
@@ -65,6 +66,7 @@ __all__ = [
     "Setting",
     "SourceConfig",
     "TraceFormat",
+    "check_variables",
     "from_text",
     "load_config",
     "load_group",
@@ -72,187 +74,8 @@ __all__ = [
 
 CONFIG_ENV = "RAGPULSE_CONFIG"
 DEFAULT_CONFIG_FILE = "ragpulse.toml"
-ENV_PREFIX = "RAGPULSE_"
 NO_SOURCE = "no trace source: pass --source, set RAGPULSE_SOURCE or `source` in ragpulse.toml"
-TraceFormat = Literal["ragpulse", "openinference", "otel-genai", "langfuse", "langsmith"]
-_DRIFT_DEFAULTS = DriftThresholds()
 _G = typing.TypeVar("_G", bound="ConfigGroup")
-
-
-class ConfigGroup(BaseModel):
-    """A group of settings. ``flat_prefix`` and ``flat_renames`` give each field its flat name."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    flat_prefix: ClassVar[str] = ""
-    flat_renames: ClassVar[Mapping[str, str]] = {}
-
-    @classmethod
-    def flat_name(cls, field: str) -> str:
-        return cls.flat_renames.get(field, cls.flat_prefix + field)
-
-
-class SourceConfig(ConfigGroup):
-    """Where a day's traces are and how to read them."""
-
-    flat_renames: ClassVar[Mapping[str, str]] = {"url": "source", "format": "trace_format"}
-
-    url: str = Field(min_length=1, description="Root URL of the traces: dt= partitions or an export.")
-    storage_options: dict[str, Any] = Field(
-        default_factory=dict, description="Extra fsspec options for the source, e.g. endpoint_url for MinIO."
-    )
-    format: TraceFormat = Field(
-        default=CANONICAL_FORMAT, description="What the source holds: canonical traces or a tracing tool's export."
-    )
-    format_options: dict[str, Any] = Field(
-        default_factory=dict, description="Where an adapter finds question, answer and document fields."
-    )
-    partitioning: Literal["dt", "event-time"] = Field(
-        default="dt", description="dt=YYYY-MM-DD folders, or select the day by each trace's event time."
-    )
-    late_arrival_hours: float = Field(
-        default=6.0, ge=0.0, le=168.0, description="event-time: how long after the day files may still arrive."
-    )
-    language: str | None = Field(
-        default=None,
-        description="BCP 47 language of traces that give none, e.g. ja; unset: identified from each question.",
-    )
-    slice_mb: float = Field(
-        default=128.0,
-        gt=0.0,
-        le=1_048_576.0,
-        description="MiB of canonical trace files per staging task: JSONL cut at lines, Parquet at row groups.",
-    )
-
-    @property
-    def slice_bytes(self) -> int:
-        """``slice_mb`` in bytes, at least one."""
-        return max(1, int(self.slice_mb * 2**20))
-
-    @field_validator("url", mode="before")
-    @classmethod
-    def _url_given(cls, value: Any) -> Any:
-        return _required_text(value, "RAGPULSE_SOURCE")
-
-    @field_validator("url")
-    @classmethod
-    def _url_without_password(cls, value: str) -> str:
-        return _no_password(value, "use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile")
-
-    @field_validator("storage_options")
-    @classmethod
-    def _no_secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return reject_credentials(value, "storage_options")
-
-    @field_validator("language")
-    @classmethod
-    def _language_tag(cls, value: str | None) -> str | None:
-        return normalize_language_tag(value) if value else None
-
-    @model_validator(mode="after")
-    def _known_format_options(self) -> SourceConfig:
-        try:
-            parse_options(self.format, self.format_options)
-        except RagpulseError as exc:
-            raise ValueError(str(exc)) from exc
-        return self
-
-
-class ScoringConfig(ConfigGroup):
-    """What is computed and in which batches."""
-
-    metrics: tuple[str, ...] = Field(default=DEFAULT_METRICS, min_length=1, description="Metric names, e.g. recall@5.")
-    batch_size: int = Field(default=5000, ge=1, le=1_000_000, description="Traces per scoring task.")
-    sample_rate: float = Field(
-        default=1.0, gt=0.0, le=1.0, description="Share of traces the judge metrics score, chosen by trace_id."
-    )
-    # Not in fingerprint(): a rescore republishes the same configuration.
-    rescore: Literal["failed", "all"] = Field(
-        default="failed",
-        description="Judge metrics: failed re-asks only failed calls; all re-asks every call, skipping both caches.",
-    )
-
-    @field_validator("metrics", mode="before")
-    @classmethod
-    def _split_metrics(cls, value: Any) -> Any:
-        return _split_list(value)
-
-    @field_validator("metrics")
-    @classmethod
-    def _known_metrics(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        try:
-            return tuple(request.name for request in parse_metrics(value))
-        except RagpulseError as exc:
-            raise ValueError(str(exc)) from exc
-
-
-class JudgeConfig(ConfigGroup):
-    """The LLM judge; unset fields fall back to ``RAGPULSE_JUDGE_*`` in the environment of the run itself."""
-
-    flat_prefix: ClassVar[str] = "judge_"
-    flat_renames: ClassVar[Mapping[str, str]] = {"options_file": "judge_config"}
-
-    model: str | None = Field(default=None, description="Judge model; none: LLM metrics are skipped.")
-    base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint of the judge.")
-    options_file: str | None = Field(
-        default=None, description="TOML/JSON file of judge options: aspects, custom llm_judges, weights, models."
-    )
-
-    @field_validator("base_url")
-    @classmethod
-    def _url_without_password(cls, value: str | None) -> str | None:
-        return _no_password(value, JUDGE_KEY_HINT) if value else value
-
-
-class QualityConfig(ConfigGroup):
-    """The data-quality gates on traces (input suite, size limits) and on scores (output suite, failure rate)."""
-
-    max_failure_rate: float = Field(
-        default=0.05,
-        ge=0.0,
-        le=1.0,
-        description="Largest share of failed scores per metric before publishing is refused.",
-    )
-    input_suite: str | None = Field(default=None, description="Your own GX suite file for traces (JSON).")
-    output_suite: str | None = Field(default=None, description="Your own GX suite file for the score table (JSON).")
-    max_question_chars: int = Field(default=8_000, ge=1, description="Longest question accepted.")
-    max_answer_chars: int = Field(default=32_000, ge=1, description="Longest answer accepted.")
-    max_contexts: int = Field(default=200, ge=0, description="Most contexts per trace accepted.")
-    max_context_chars: int = Field(default=100_000, ge=1, description="Longest context accepted.")
-
-    def trace_limits(self) -> dict[str, int]:
-        """The size bounds of the input suite, as ``TraceLimits`` takes them."""
-        return self.model_dump(include={"max_question_chars", "max_answer_chars", "max_contexts", "max_context_chars"})
-
-
-class OutputConfig(ConfigGroup):
-    """Where results go: the score tables, and the work dir of task cache and staged batches."""
-
-    warehouse: str = Field(default="duckdb:///ragpulse.duckdb", min_length=1, description="Warehouse URL.")
-    work_dir: str = Field(
-        default=".ragpulse", min_length=1, description="Task cache and staged batches; s3:// shares them."
-    )
-    republish: bool = Field(
-        default=False,
-        description="Validate and publish even when the warehouse already holds this run's identical rows.",
-    )
-
-    @field_validator("warehouse", "work_dir", mode="before")
-    @classmethod
-    def _location_given(cls, value: Any, info: ValidationInfo) -> Any:
-        return _required_text(value, ENV_PREFIX + str(info.field_name).upper())
-
-    @field_validator("work_dir")
-    @classmethod
-    def _work_dir_without_password(cls, value: str) -> str:
-        return _no_password(value, "use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile")
-
-    @field_serializer("warehouse", when_used="json")
-    def _warehouse_shown(self, value: str) -> str:
-        """A PostgreSQL URL may carry a password for a run in this process; JSON never does. Prefect stores flow
-        parameters as this JSON (``Flow.serialize_parameters``), and runs rows stamp it, while the flow in this
-        process keeps the object itself. A deployment must not rely on it: ``secret://<block>`` or PGPASSWORD."""
-        return redact_url(value)
 
 
 class RunnerConfig(ConfigGroup):
@@ -263,95 +86,6 @@ class RunnerConfig(ConfigGroup):
     kind: Literal["thread", "dask"] = Field(default="thread", description="thread pool, or dask beyond one machine.")
     max_workers: int = Field(default=4, ge=1, le=256, description="Parallel scoring tasks (threads or Dask workers).")
     dask_address: str | None = Field(default=None, description="Existing Dask scheduler; default a LocalCluster.")
-
-
-class DriftConfig(ConfigGroup):
-    """How drift is judged against the baseline of previous partitions."""
-
-    flat_renames: ClassVar[Mapping[str, str]] = {
-        "confidence": "drift_confidence",
-        "min_samples": "drift_min_samples",
-        "estimator": "drift_estimator",
-    }
-
-    baseline_partitions: int = Field(default=7, ge=1, le=366, description="Previous partitions in the baseline.")
-    min_baseline_partitions: int = Field(
-        default=_DRIFT_DEFAULTS.min_baseline_partitions,
-        ge=1,
-        description="Fewer baseline partitions: insufficient data.",
-    )
-    min_samples: int = Field(
-        default=_DRIFT_DEFAULTS.min_samples, ge=2, description="Fewer scores on either side: insufficient data."
-    )
-    min_delta: float = Field(
-        default=_DRIFT_DEFAULTS.min_delta, ge=0, le=1, description="Smallest mean change that alerts."
-    )
-    confidence: float = Field(
-        default=_DRIFT_DEFAULTS.confidence, gt=0.5, lt=1, description="Level of intervals and tests."
-    )
-    max_failure_rate_increase: float = Field(
-        default=_DRIFT_DEFAULTS.max_failure_rate_increase, ge=0, le=1, description="Failure-rate rise that alerts."
-    )
-    max_coverage_drop: float = Field(
-        default=_DRIFT_DEFAULTS.max_coverage_drop, ge=0, le=1, description="Coverage drop that alerts."
-    )
-    segment_key: str | None = Field(
-        default=None,
-        description="Metadata key whose values get drift checks of their own, e.g. metadata.app; or language.",
-    )
-    max_segments: int = Field(default=20, ge=1, le=1000, description="Largest segments of the day compared.")
-    lower_is_better: tuple[str, ...] = Field(
-        default=(), description="Metrics where a higher score is worse (custom judges); built-in ones are known."
-    )
-    estimator: Literal["raw", "ppi"] = Field(
-        default="raw",
-        description="Compare the judge's raw means, or (ppi) the calibrated human means of `ragpulse calibrate`.",
-    )
-
-    @field_validator("lower_is_better", mode="before")
-    @classmethod
-    def _split_metrics(cls, value: Any) -> Any:
-        return _split_list(value)
-
-    def thresholds(self) -> DriftThresholds:
-        """The statistical thresholds among these settings; the others (resamples, bootstrap limit) at defaults."""
-        shared = set(DriftThresholds.__dataclass_fields__) & set(type(self).model_fields)
-        return DriftThresholds(**self.model_dump(include=shared))
-
-
-class CalibrationConfig(ConfigGroup):
-    """Human labels that calibrate the judge (docs/calibration.md); without ``labels``, nothing is calibrated."""
-
-    flat_renames: ClassVar[Mapping[str, str]] = {
-        "window_days": "label_window_days",
-        "confidence": "calibration_confidence",
-        "min_labels": "calibration_min_labels",
-    }
-
-    labels: str | None = Field(
-        default=None, description="Labels file or folder (*.jsonl, *.csv); monitor calibrates each day before drift."
-    )
-    window_days: int = Field(default=1, ge=1, le=366, description="Days of labels a partition uses, itself last.")
-    confidence: float = Field(default=0.95, gt=0.5, lt=1, description="Level of the estimates' intervals.")
-    min_labels: int = Field(default=30, ge=2, description="Fewest labelled traces for an estimate.")
-
-
-class AlertConfig(ConfigGroup):
-    """Where alerts go. The webhook URL is a secret: ``RAGPULSE_ALERT_WEBHOOK_URL`` or a Secret block, never here."""
-
-    flat_prefix: ClassVar[str] = "alert_"
-
-    webhook_block: str | None = Field(
-        default=None, description="Prefect Secret block holding the webhook URL; else $RAGPULSE_ALERT_WEBHOOK_URL."
-    )
-    webhook_format: Literal["slack", "json"] = Field(
-        default="slack", description="slack: Slack-compatible {text, blocks}; json: ragpulse's own document."
-    )
-    emit_events: bool = Field(default=True, description="Emit a Prefect event per alert, for Automations.")
-    max_attempts: int = Field(default=4, ge=1, le=20, description="Webhook attempts before giving up.")
-    timeout_seconds: float = Field(default=10.0, gt=0, description="Timeout of one webhook attempt.")
-    backoff_seconds: float = Field(default=1.0, ge=0, description="First retry delay; doubles per attempt.")
-    report_url: str | None = Field(default=None, description="Link to a report, put in every message.")
 
 
 class RunConfig(BaseModel):
@@ -468,36 +202,6 @@ def _settings() -> dict[str, Setting]:
 SETTINGS: dict[str, Setting] = _settings()
 
 
-def _split_list(value: Any) -> Any:
-    """Comma-separated names, as options and environment variables give lists."""
-    if isinstance(value, str):
-        return tuple(name.strip() for name in value.split(",") if name.strip())
-    return value
-
-
-#: Where the judge's key goes instead of its URL.
-JUDGE_KEY_HINT = (
-    "put the key in RAGPULSE_JUDGE_API_KEY (or OPENAI_API_KEY) or in a Prefect Secret block named by "
-    "RAGPULSE_JUDGE_API_KEY_BLOCK"
-)
-
-
-def _no_password(value: str, instead: str) -> str:
-    """Refuse a URL that carries a password (userinfo, a credential query parameter, however encoded): settings are
-    stamped on runs rows and sent to Prefect as flow parameters."""
-    if carries_secret(value):
-        raise ValueError(f"must not carry a password or token ({redact_url(value)}); {instead}")
-    return value
-
-
-def _required_text(value: Any, env: str) -> Any:
-    """Refuse an empty or blank value with the usual cause: ``prefect deploy`` fills ``{{ $VAR }}`` with '' when
-    the variable is unset, and the run would otherwise start and fail late, or write into the worker's cwd."""
-    if isinstance(value, str) and not value.strip():
-        raise ValueError(f"must not be empty (a deployment gets '' when {env} was unset where `prefect deploy` ran)")
-    return value
-
-
 def from_text(setting: Setting, text: str, where: str) -> Any:
     """A setting given as text (an environment variable, an option): JSON for mappings, the rest pydantic parses.
     ``where`` names the origin in the error."""
@@ -541,32 +245,68 @@ def _file_values(found: Path) -> dict[tuple[str, str], Any]:
     return values
 
 
-def _merged(config_file: str | os.PathLike[str] | None, overrides: Mapping[str, Any]) -> tuple[dict, Path | None]:
+class _Merged(typing.NamedTuple):
+    grouped: dict[str, dict[str, Any]]
+    found: Path | None
+    from_env: set[tuple[str, str]]
+    """The settings whose value came from a ``RAGPULSE_*`` variable: an error names the variable."""
+
+
+def _merged(config_file: str | os.PathLike[str] | None, overrides: Mapping[str, Any]) -> _Merged:
     """Raw values by group: file < environment < non-None overrides (flat names)."""
     unknown = sorted(set(overrides) - set(SETTINGS))
     if unknown:
         raise ConfigError(f"unknown setting(s): {', '.join(unknown)}")
     found = _config_file(config_file)
     values = _file_values(found) if found is not None else {}
+    from_env = set()
     for setting in SETTINGS.values():
         raw = os.environ.get(setting.env)
         if raw:  # an empty variable is unset, never an empty URL or path
             values[setting.group, setting.field] = from_text(setting, raw, setting.env)
+            from_env.add((setting.group, setting.field))
     for flat, value in overrides.items():
         if value is not None:
             values[SETTINGS[flat].group, SETTINGS[flat].field] = value
+            from_env.discard((SETTINGS[flat].group, SETTINGS[flat].field))
     grouped: dict[str, dict[str, Any]] = {}
     for (group, field), value in values.items():
         grouped.setdefault(group, {})[field] = value
-    return grouped, found
+    return _Merged(grouped, found, from_env)
+
+
+#: ``RAGPULSE_*`` variables that are no setting: the config file, secrets, process tuning (tasks/embeddings), and the
+#: deployment recipes' own (infra/), which a worker's environment may well carry.
+OTHER_VARIABLES = frozenset({
+    CONFIG_ENV, API_KEY_ENV, EXTRA_HEADERS_ENV, "RAGPULSE_ALERT_WEBHOOK_URL", "RAGPULSE_TORCH_THREADS",
+    "RAGPULSE_IMAGE_TAG", "RAGPULSE_WORK_POOL", "RAGPULSE_WORK_POOL_TYPE", "RAGPULSE_BASE_JOB_TEMPLATE",
+    "RAGPULSE_GLOBAL_JUDGE_RPM", "RAGPULSE_GLOBAL_JUDGE_TPM", "RAGPULSE_BUCKET", "RAGPULSE_WORKER_LIMIT",
+})  # fmt: skip
+
+
+def check_variables(environ: Mapping[str, str] | None = None) -> None:
+    """Refuse a misspelt ``RAGPULSE_*`` variable, naming the one meant: nothing reads it, so ``RAGPULSE_BATCHSIZE``
+    or ``RAGPULSE_JUDGE_TIMEOUT`` would change nothing, silently. A ``RAGPULSE_JUDGE_*`` name is the judge's, so any
+    unknown one is refused; elsewhere only a near miss of a setting (a team's own ``RAGPULSE_*`` names are theirs)."""
+    environ = os.environ if environ is None else environ
+    known = {setting.env for setting in SETTINGS.values()} | OTHER_VARIABLES
+    for name in sorted(environ):
+        if not name.startswith(ENV_PREFIX) or name in known:
+            continue
+        judge = name.startswith(JUDGE_ENV_PREFIX)
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8 if not judge else 0.6)
+        if close or judge:
+            hint = f"; did you mean {close[0]}?" if close else " (see `ragpulse settings`)"
+            raise ConfigError(f"unknown {'judge ' if judge else ''}setting {name}{hint}")
 
 
 def _no_source(error: Any) -> bool:
     return error["type"] == "missing" and tuple(error["loc"]) in (("source",), ("source", "url"))
 
 
-def _one_line(errors: list[Any], found: Path | None) -> ConfigError:
-    """Pydantic's errors as one line naming each setting by its flat name."""
+def _one_line(errors: list[Any], merged: _Merged) -> ConfigError:
+    """Pydantic's errors as one line naming each setting by its flat name, or by its variable where the value came
+    from the environment (the variable is what the user has to find and fix)."""
     problems = []
     for error in errors:
         if _no_source(error):
@@ -574,32 +314,33 @@ def _one_line(errors: list[Any], found: Path | None) -> ConfigError:
             continue
         loc = [str(part) for part in error["loc"]]
         if len(loc) >= 2 and loc[0] in GROUPS and loc[1] in GROUPS[loc[0]].model_fields:
-            name = GROUPS[loc[0]].flat_name(loc[1])
+            group = GROUPS[loc[0]]
+            name = group.env_name(loc[1]) if (loc[0], loc[1]) in merged.from_env else group.flat_name(loc[1])
         else:
             name = ".".join(loc) or "settings"
         problems.append(f"{name}: {error['msg']}")
-    origin = f" (config file {found})" if found is not None else ""
+    origin = f" (config file {merged.found})" if merged.found is not None else ""
     return ConfigError(f"invalid ragpulse settings{origin}: {'; '.join(problems)}")
 
 
 def load_config(config_file: str | os.PathLike[str] | None = None, **overrides: Any) -> RunConfig:
     """The run configuration from defaults, the TOML file, ``RAGPULSE_*`` variables and non-None ``overrides``
     (flat names). Raises ConfigError (one line, naming the setting) on anything invalid or a missing source."""
-    grouped, found = _merged(config_file, overrides)
+    merged = _merged(config_file, overrides)
     try:
-        return RunConfig.model_validate(grouped)
+        return RunConfig.model_validate(merged.grouped)
     except ValidationError as exc:
         errors = exc.errors()
     if all(_no_source(error) for error in errors):
         raise ConfigError(NO_SOURCE)
-    raise _one_line(errors, found)
+    raise _one_line(errors, merged)
 
 
 def load_group(group: type[_G], config_file: str | os.PathLike[str] | None = None, **overrides: Any) -> _G:
     """One group alone (e.g. the warehouse for ``ragpulse report``), from the same sources as ``load_config``."""
     name = next(name for name, model in GROUPS.items() if model is group)
-    grouped, found = _merged(config_file, overrides)
+    merged = _merged(config_file, overrides)
     try:
-        return group.model_validate(grouped.get(name, {}))
+        return group.model_validate(merged.grouped.get(name, {}))
     except ValidationError as exc:
-        raise _one_line([{**error, "loc": (name, *error["loc"])} for error in exc.errors()], found) from None
+        raise _one_line([{**error, "loc": (name, *error["loc"])} for error in exc.errors()], merged) from None

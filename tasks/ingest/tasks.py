@@ -22,6 +22,7 @@ from ragpulse.tasks.core.storage import SourceFile, filesystem, storage_errors
 from ragpulse.tasks.core.types import BatchRef, StagedPartition
 from ragpulse.tasks.ingest import adapters, counts, limits, reading, records, slicing, staging
 from ragpulse.tasks.ingest import language as language_id
+from ragpulse.tasks.ingest.config import SourceConfig
 from ragpulse.tasks.ingest.slicing import SlicePiece, StagedSlice, combine_slices, plan_slices, slice_label
 from ragpulse.tasks.ingest.staging import select_source_files, stage_records
 
@@ -29,46 +30,38 @@ __all__ = ["list_partition", "missing_batches", "plan_staging", "stage_day", "st
 
 
 @task(name="list-partition", cache_policy=NO_CACHE, persist_result=False, **IO_RETRIES)
-def list_partition(
-    source: str,
-    date: dt.date,
-    storage_options: dict[str, Any] | None = None,
-    *,
-    trace_format: str = "ragpulse",
-    partitioning: str = "dt",
-    late_arrival_hours: float = 0.0,
-) -> list[SourceFile]:
+def list_partition(source: SourceConfig, date: dt.date) -> list[SourceFile]:
     """List the day's trace files (never cached: new files must be seen); see ``select_source_files``."""
     files = select_source_files(
-        source,
+        source.url,
         date,
-        storage_options,
-        trace_format=trace_format,
-        partitioning=partitioning,
-        late_arrival_hours=late_arrival_hours,
+        source.storage_options,
+        trace_format=source.format,
+        partitioning=source.partitioning,
+        late_arrival_hours=source.late_arrival_hours,
     )
     get_run_logger().info("%s: %d trace files, %d bytes", date, len(files), sum(f.size for f in files))
     return files
 
 
+def _day_of(source: SourceConfig, date: dt.date) -> str:
+    """The day, where it is part of a staging's identity: under event-time partitioning one file feeds two days."""
+    return date.isoformat() if source.partitioning == "event-time" else ""
+
+
 def _stage_key(context: TaskRunContext, params: dict[str, Any]) -> str:
-    files = params["files"]
-    identity = [(f.url, f.size, f.version) for f in files]
-    trace_format = params.get("trace_format", "ragpulse")
-    options = adapters.parse_options(trace_format, params.get("format_options")).to_dict()
-    # Under event-time partitioning one file can feed two days, so the day is part of the key.
-    partitioning = params.get("partitioning", "dt")
-    day = params["date"].isoformat() if partitioning == "event-time" else ""
-    language = params.get("language") or ""
+    source: SourceConfig = params["source"]
+    identity = [(f.url, f.size, f.version) for f in params["files"]]
+    options = adapters.parse_options(source.format, source.format_options).to_dict()
     return "stage-partition-" + digest(
         identity,
         params["batch_size"],
         params["staged_url"],
-        trace_format,
+        source.format,
         json.dumps(options, sort_keys=True),
-        partitioning,
-        day,
-        language,
+        source.partitioning,
+        _day_of(source, params["date"]),
+        source.language or "",
         code_fingerprint(
             sys.modules[__name__], staging, slicing, reading, counts, records, limits, adapters, run_types, language_id
         ),
@@ -77,17 +70,7 @@ def _stage_key(context: TaskRunContext, params: dict[str, Any]) -> str:
 
 @task(name="stage-partition", cache_key_fn=_stage_key, persist_result=True, **IO_RETRIES)
 def stage_partition(
-    date: dt.date,
-    files: list[SourceFile],
-    *,
-    staged_url: str,
-    batch_size: int,
-    storage_options: dict[str, Any] | None = None,
-    work_storage_options: dict[str, Any] | None = None,
-    trace_format: str = "ragpulse",
-    format_options: dict[str, Any] | None = None,
-    partitioning: str = "dt",
-    language: str | None = None,
+    date: dt.date, files: list[SourceFile], source: SourceConfig, *, staged_url: str, batch_size: int
 ) -> StagedPartition:
     """Validate and stage every trace of the day; cached on the files' identities (URL, size, ETag), the
     format and its options, the default language, and the code."""
@@ -96,18 +79,18 @@ def stage_partition(
         files,
         staged_url=staged_url,
         batch_size=batch_size,
-        storage_options=storage_options,
-        work_storage_options=work_storage_options,
-        trace_format=trace_format,
-        format_options=format_options,
-        partitioning=partitioning,
-        language=language,
+        storage_options=source.storage_options,
+        work_storage_options=source.storage_options,
+        trace_format=source.format,
+        format_options=source.format_options,
+        partitioning=source.partitioning,
+        language=source.language,
     )
     get_run_logger().info(
         "%s (%s): read %d records, staged %d traces in %d batches, quarantined %d records, "
         "%d traces of other days left out, %d duplicate spans",
         date,
-        trace_format,
+        source.format,
         staged.counts.records_read if staged.counts is not None else 0,
         staged.n_valid,
         len(staged.batches),
@@ -130,25 +113,21 @@ def missing_batches(staged: StagedPartition, storage_options: dict[str, Any] | N
 
 
 @task(name="plan-staging", cache_policy=NO_CACHE, persist_result=False, **IO_RETRIES)
-def plan_staging(
-    files: list[SourceFile], slice_bytes: int, storage_options: dict[str, Any] | None = None
-) -> list[tuple[SlicePiece, ...]]:
-    """The day's staging slices (never cached, like the listing it cuts); see ``plan_slices``."""
-    return plan_slices(files, slice_bytes, storage_options)
+def plan_staging(files: list[SourceFile], source: SourceConfig) -> list[tuple[SlicePiece, ...]]:
+    """The day's staging slices of about ``source.slice_mb`` (never cached, like the listing it cuts)."""
+    return plan_slices(files, source.slice_bytes, source.storage_options)
 
 
 def _slice_key(context: TaskRunContext, params: dict[str, Any]) -> str:
-    pieces = params["pieces"]
-    identity = [(p.file.url, p.file.size, p.file.version, p.kind, p.start, p.stop) for p in pieces]
-    partitioning = params.get("partitioning", "dt")
-    day = params["date"].isoformat() if partitioning == "event-time" else ""
+    source: SourceConfig = params["source"]
+    identity = [(p.file.url, p.file.size, p.file.version, p.kind, p.start, p.stop) for p in params["pieces"]]
     return "stage-slice-" + digest(
         identity,
         params["batch_size"],
         params["staged_url"],
-        partitioning,
-        day,
-        params.get("language") or "",
+        source.partitioning,
+        _day_of(source, params["date"]),
+        source.language or "",
         code_fingerprint(
             sys.modules[__name__], staging, slicing, reading, counts, records, limits, run_types, language_id
         ),
@@ -161,15 +140,7 @@ def _slice_run_name() -> str:
 
 @task(name="stage-slice", task_run_name=_slice_run_name, cache_key_fn=_slice_key, persist_result=True, **IO_RETRIES)
 def stage_slice(
-    date: dt.date,
-    pieces: tuple[SlicePiece, ...],
-    *,
-    staged_url: str,
-    batch_size: int,
-    storage_options: dict[str, Any] | None = None,
-    work_storage_options: dict[str, Any] | None = None,
-    partitioning: str = "dt",
-    language: str | None = None,
+    date: dt.date, pieces: tuple[SlicePiece, ...], source: SourceConfig, *, staged_url: str, batch_size: int
 ) -> StagedSlice:
     """Validate and stage one slice of a day of canonical traces; cached on the identities of its files and the
     ranges it reads, the batch size, the partitioning, the default language and the code."""
@@ -178,53 +149,42 @@ def stage_slice(
         pieces,
         staged_url=staged_url,
         batch_size=batch_size,
-        storage_options=storage_options,
-        work_storage_options=work_storage_options,
-        partitioning=partitioning,
-        language=language,
+        storage_options=source.storage_options,
+        work_storage_options=source.storage_options,
+        partitioning=source.partitioning,
+        language=source.language,
     )
 
 
 def stage_day(
     date: dt.date,
     files: list[SourceFile],
+    source: SourceConfig,
     *,
-    result_storage: Any,
-    slice_bytes: int,
     staged_url: str,
     batch_size: int,
-    storage_options: dict[str, Any] | None = None,
-    work_storage_options: dict[str, Any] | None = None,
-    trace_format: str = "ragpulse",
-    format_options: dict[str, Any] | None = None,
-    partitioning: str = "dt",
-    language: str | None = None,
+    result_storage: Any,
 ) -> StagedPartition:
-    """Stage a day from a flow: canonical traces as slices of about ``slice_bytes`` mapped on the flow's task
-    runner and combined here, a span format in one ``stage_partition`` task. A cached slice (or staging) whose
-    batches are gone is staged again, and only that one."""
+    """Stage a day from a flow: canonical traces as slices of about ``source.slice_mb`` mapped on the flow's task
+    runner and combined here, a span format in one ``stage_partition`` task. The staged batches go to
+    ``staged_url``, reached with the source's storage options. A cached slice (or staging) whose batches are gone
+    is staged again, and only that one."""
     logger = get_run_logger()
-    if adapters.adapter_for(trace_format) is not None:
-        options = dict(
-            staged_url=staged_url, batch_size=batch_size, storage_options=storage_options,
-            work_storage_options=work_storage_options, trace_format=trace_format, format_options=format_options,
-            partitioning=partitioning, language=language,
-        )  # fmt: skip
+    work_options = source.storage_options
+    if adapters.adapter_for(source.format) is not None:
         whole = stage_partition.with_options(result_storage=result_storage)
-        staged = whole(date, files, **options)
-        if gone := missing_batches(staged, work_storage_options):
+        staged = whole(date, files, source, staged_url=staged_url, batch_size=batch_size)
+        if gone := missing_batches(staged, work_options):
             logger.warning("%d staged batches of the cached staging are gone; staging the day again", len(gone))
-            staged = whole.with_options(refresh_cache=True)(date, files, **options)
+            staged = whole.with_options(refresh_cache=True)(
+                date, files, source, staged_url=staged_url, batch_size=batch_size
+            )
         return staged
-    plan = plan_staging(files, slice_bytes, storage_options)
-    common = dict(
-        date=unmapped(date), staged_url=staged_url, batch_size=batch_size,
-        storage_options=unmapped(storage_options), work_storage_options=unmapped(work_storage_options),
-        partitioning=partitioning, language=language,
-    )  # fmt: skip
+    plan = plan_staging(files, source)
+    common = dict(date=unmapped(date), source=unmapped(source), staged_url=staged_url, batch_size=batch_size)
     stage = stage_slice.with_options(result_storage=result_storage)
     parts = [future.result() for future in stage.map(pieces=plan, **common)]
-    stale = [i for i, part in enumerate(parts) if missing_batches(part.staged, work_storage_options)]
+    stale = [i for i, part in enumerate(parts) if missing_batches(part.staged, work_options)]
     if stale:
         logger.warning("%d cached staging slices have batches that are gone; staging them again", len(stale))
         again = stage.with_options(refresh_cache=True).map(pieces=[plan[i] for i in stale], **common)

@@ -1,7 +1,7 @@
 """The LLM judge over HTTP: any OpenAI-compatible chat endpoint, through the official ``openai`` client.
 
 :class:`OpenAIJudge` implements ``ragpulse.metrics.judge.JudgeClient``, configured by
-:class:`~ragpulse.tasks.judge.settings.JudgeSettings`. Per call it:
+:class:`~ragpulse.tasks.judge.config.JudgeConfig`. Per call it:
 
 1. answers from the call-level cache (:mod:`ragpulse.tasks.judge.cache`) when it can, and joins an identical
    call already in flight in this process instead of sending a duplicate; only replies the metric's parser
@@ -49,8 +49,8 @@ from ragpulse.metrics.judge import JudgeCallError, JudgeRequest, VerdictParseErr
 from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.storage import redact_url
 from ragpulse.tasks.judge.cache import CachedCall, JudgeCache, cache_key, plain_json
+from ragpulse.tasks.judge.config import JudgeConfig, JudgeSecrets
 from ragpulse.tasks.judge.ratelimit import EndpointLimiter, GlobalRateLimit, limiter_for
-from ragpulse.tasks.judge.settings import JudgeSettings
 from ragpulse.tasks.judge.usage import UsageLedger
 
 if TYPE_CHECKING:
@@ -158,7 +158,12 @@ class OpenAIJudge:
     """
 
     def __init__(
-        self, settings: JudgeSettings, *, cache: JudgeCache | None = None, refresh_cache: bool = False
+        self,
+        settings: JudgeConfig,
+        *,
+        secrets: JudgeSecrets | None = None,
+        cache: JudgeCache | None = None,
+        refresh_cache: bool = False,
     ) -> None:
         if not settings.model:
             raise ConfigError(
@@ -166,6 +171,7 @@ class OpenAIJudge:
                 "other than OpenAI) to enable the judge metrics"
             )
         self.settings = settings
+        self.secrets = secrets if secrets is not None else JudgeSecrets()  # this process's environment
         self.model: str = settings.model
         self.usage = UsageLedger(self.model, settings.prices)
         if cache is None and settings.cache_url:
@@ -208,7 +214,7 @@ class OpenAIJudge:
     async def _resolve_api_key(self) -> SecretStr | None:
         if self._api_key is not None:
             return self._api_key
-        key = self.settings.api_key
+        key = self.secrets.api_key
         if key is None and self.settings.api_key_block:
             key = await self._load_block(self.settings.api_key_block)
         if key is None and os.environ.get("OPENAI_API_KEY"):
@@ -235,7 +241,7 @@ class OpenAIJudge:
         return SecretStr(value)
 
     def _secrets(self) -> list[str]:
-        keys = [self.settings.api_key, self._api_key, *self.settings.extra_headers.values()]
+        keys = [self.secrets.api_key, self._api_key, *self.secrets.extra_headers.values()]
         values = [key.get_secret_value() for key in keys if key is not None]
         return [value for value in values if len(value) >= 4]
 
@@ -255,7 +261,7 @@ class OpenAIJudge:
         client = AsyncOpenAI(
             base_url=self.settings.base_url,
             api_key=key.get_secret_value() if key is not None else _NO_KEY_PLACEHOLDER,
-            default_headers={name: value.get_secret_value() for name, value in self.settings.extra_headers.items()},
+            default_headers={name: value.get_secret_value() for name, value in self.secrets.extra_headers.items()},
             max_retries=0,
             timeout=self.settings.timeout_seconds,
             http_client=DefaultAsyncHttpxClient(verify=_ssl_context()),

@@ -1,5 +1,5 @@
-"""Judge metrics without Prefect: which metrics run and with which judge (the judge plan), the judge's
-settings and options, the deterministic sample of traces to judge, and the models the options ask for."""
+"""Judge metrics without Prefect: which metrics run and with which judge (the judge plan), the judge's options, the
+deterministic sample of traces to judge, and the models the options ask for."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from ragpulse.tasks.core.types import BatchRef, StagedPartition
 
 if TYPE_CHECKING:
     from ragpulse.tasks.embeddings.models import OffLoopEmbedder
-    from ragpulse.tasks.judge.settings import JudgeSettings
 
 __all__ = [
     "EMBEDDING_METRICS",
@@ -32,7 +31,6 @@ __all__ = [
     "embedding_model",
     "expand_sample",
     "judge_context_options",
-    "judge_settings",
     "load_judge_options",
     "plan_judging",
     "sample_batch",
@@ -64,16 +62,6 @@ class JudgePlan:
 
     def describe(self) -> dict[str, Any]:
         return {"judge_model": self.judge_model, "prompt_versions": self.prompt_versions, "skipped": self.skipped}
-
-
-def judge_settings(work_dir: str, *, model: str | None = None, base_url: str | None = None) -> JudgeSettings:
-    """Judge settings from RAGPULSE_JUDGE_* env vars with the flow's overrides (validated); the call cache
-    defaults to ``<work_dir>/judge-cache``."""
-    from ragpulse.tasks.core.workdir import work_root
-    from ragpulse.tasks.judge.settings import JudgeSettings
-
-    overrides = {k: v for k, v in {"model": model, "base_url": base_url}.items() if v is not None}
-    return JudgeSettings(**overrides).with_default_cache(work_root(work_dir))
 
 
 def load_judge_options(path: str | None) -> dict[str, Any]:

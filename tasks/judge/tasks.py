@@ -4,7 +4,7 @@ The call-level cache (tasks/judge/cache.py) makes re-runs and interrupted backfi
 calls; this task's own cache skips whole batches whose content, metrics, prompts and judge model
 are unchanged. Failures heal on the next run: a batch with any failed score is not written to the task
 cache, and a failed call or an unparsable reply is not in the call cache, so a re-run re-asks exactly the
-failed calls. ``rescore="all"`` (run the task with ``refresh_cache=True`` too) re-asks every call.
+failed calls. ``scoring.rescore="all"`` (run the task with ``refresh_cache=True`` too) re-asks every call.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from ragpulse.tasks.core.types import BatchRef, ScoredBatch
 from ragpulse.tasks.ingest import batches
 from ragpulse.tasks.ingest.batches import read_staged, read_trace_batch
 from ragpulse.tasks.judge import plan as judge_plan
+from ragpulse.tasks.judge.config import JudgeConfig
 from ragpulse.tasks.judge.plan import (
     embedder_for,
     expand_sample,
@@ -41,6 +42,7 @@ from ragpulse.tasks.judge.plan import (
     sampled,
     scorer_prompt_versions,
 )
+from ragpulse.tasks.scoring.config import ScoringConfig
 
 __all__ = ["judge_score_batch"]
 
@@ -53,10 +55,10 @@ def _judge_key(context: TaskRunContext, params: dict[str, Any]) -> str:
     return "judge-batch-" + digest(
         params["batch"].content_hash,
         sorted((m.name, m.spec.version, prompt_versions[m.name]) for m in built),
-        params["judge_settings"].model if params["judge_settings"] else None,
-        params["judge_settings"].endpoint if params["judge_settings"] else None,
+        params["judge"].model,
+        params["judge"].endpoint,
         json.dumps(options, sort_keys=True, default=str),
-        params["sample_rate"],
+        params["scoring"].sample_rate,
         code_fingerprint(metrics, sys.modules[__name__], judge_plan, batches, run_types),
     )
 
@@ -65,22 +67,22 @@ def _judge_key(context: TaskRunContext, params: dict[str, Any]) -> str:
 async def judge_score_batch(
     batch: BatchRef,
     metric_names: list[str],
-    judge_settings: Any,
+    judge: JudgeConfig,
     options: dict[str, Any],
-    sample_rate: float = 1.0,
+    scoring: ScoringConfig,
     work_storage_options: dict[str, Any] | None = None,
-    rescore: str = "failed",
 ) -> ScoredBatch:
-    """Judge one staged batch. A failed call is a NaN with a reason on that score, never a failed task; the
-    batch is then kept out of the task cache. ``rescore="all"`` bypasses the call cache (not part of the key)."""
+    """Judge one staged batch with ``judge`` (resolved in the run's environment) on the sample of
+    ``scoring.sample_rate``. A failed call is a NaN with a reason on that score, never a failed task; the batch is
+    then kept out of the task cache. ``scoring.rescore="all"`` bypasses the call cache (not part of the key)."""
     from ragpulse.tasks.judge.client import OpenAIJudge
 
     table = read_staged(batch, work_storage_options)
     traces = read_trace_batch(table)
     judge_metrics = build_judge_metrics(parse_metrics(metric_names), options)
-    mask = sampled(traces.trace_ids, sample_rate)
+    mask = sampled(traces.trace_ids, scoring.sample_rate)
     uses_llm = any(m.uses_llm for m in judge_metrics)
-    client = OpenAIJudge(judge_settings, refresh_cache=rescore == "all") if uses_llm else None
+    client = OpenAIJudge(judge, refresh_cache=scoring.rescore == "all") if uses_llm else None
     embedder = embedder_for(options, judge_metrics)
     subset = sample_batch(traces, mask)
     # The texts the metrics will embed, encoded in large batches beside the judge's calls (not before them: the

@@ -7,13 +7,13 @@ Snapshots are plain JSON-serialisable dicts, so a task can return them and a flo
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ragpulse.tasks.judge.settings import ModelPrice
+from ragpulse.tasks.judge.config import ModelPrice
 
-__all__ = ["MetricUsage", "UsageLedger", "merge_usage"]
+__all__ = ["MetricUsage", "UsageLedger", "fresh_usage", "merge_usage"]
 
 
 @dataclass
@@ -86,3 +86,9 @@ def merge_usage(*snapshots: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[s
             cost, previous = row.get("estimated_cost_usd"), into.get("estimated_cost_usd", 0.0)
             into["estimated_cost_usd"] = None if cost is None or previous is None else previous + cost
     return merged
+
+
+def fresh_usage(futures: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """Judge usage of this run from the futures of its judge tasks: batches answered from the task cache cost
+    nothing now, so they count zero."""
+    return merge_usage(*(f.result().usage for f in futures if f.state.name != "Cached"))

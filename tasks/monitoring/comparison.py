@@ -24,9 +24,9 @@ from ragpulse.metrics import Status
 from ragpulse.metrics.aspect_critique import BUILTIN_ASPECTS
 from ragpulse.metrics.drift import ALERTING, Estimate, EstimatedMeans, Sample, Verdict, compare
 from ragpulse.metrics.registry import MetricRequest
-from ragpulse.tasks.config import DriftConfig
 from ragpulse.tasks.core.fingerprint import digest
 from ragpulse.tasks.core.types import DriftAlert
+from ragpulse.tasks.monitoring.config import DriftConfig
 from ragpulse.tasks.warehouse import DRIFT_SCHEMA
 
 __all__ = ["ALL_SEGMENTS", "SCORE_COLUMNS", "alerts_of", "drift_rows", "metadata_keys", "segment_values"]

@@ -19,10 +19,10 @@ import httpx
 from prefect.events import emit_event
 
 from ragpulse.metrics.drift import severity
-from ragpulse.tasks.config import AlertConfig
 from ragpulse.tasks.core.artifacts import followable, md, md_link
 from ragpulse.tasks.core.secrets import secret_text
 from ragpulse.tasks.core.types import DriftAlert, DriftReport
+from ragpulse.tasks.monitoring.config import AlertConfig
 
 __all__ = [
     "EVENTS_NOT_EMITTED",

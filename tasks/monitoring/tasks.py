@@ -23,10 +23,10 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from ragpulse.tasks.config import AlertConfig, DriftConfig
 from ragpulse.tasks.core.artifacts import artifact_key
 from ragpulse.tasks.core.types import DriftReport
 from ragpulse.tasks.monitoring.comparison import SCORE_COLUMNS, alerts_of, drift_rows, metadata_keys, segment_values
+from ragpulse.tasks.monitoring.config import AlertConfig, DriftConfig
 from ragpulse.tasks.monitoring.delivery import (
     EVENTS_NOT_EMITTED,
     WEBHOOK_URL_ENV,

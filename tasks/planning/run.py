@@ -1,30 +1,77 @@
-"""Planning a run: its judge plan, its identity and its configuration hash, computed once so that a backfill
-deciding what is already published agrees with the run that published it."""
+"""Planning a run: its judge (settings resolved where the run executes, options, the metrics it judges), its
+configuration hash and identity, and every check before any work.
+
+Computed once per run. The CLI, a flow and the subflows it calls each check the configuration they receive (a
+deployment run's parameters come from the API, so each flow must), but within ``checked_run`` a configuration
+already checked is not checked again: the scope lives in a context variable, which Prefect hands on to subflows and
+to the threads of its tasks, and ends with the block, so a later run (or test) in the same process checks afresh.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import json
-import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ragpulse.tasks.config import JUDGE_KEY_HINT, SETTINGS, RunConfig
+from ragpulse.tasks.config import PARTITION_GROUPS, RunConfig, check_variables
 from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.fingerprint import digest
 from ragpulse.tasks.core.storage import carries_secret, check_source_root, redact_url
 from ragpulse.tasks.core.types import RunInfo
-from ragpulse.tasks.judge.plan import JudgePlan, judge_settings, load_judge_options, plan_judging
+from ragpulse.tasks.core.workdir import work_root
+from ragpulse.tasks.judge.config import JudgeConfig
+from ragpulse.tasks.judge.plan import JudgePlan, load_judge_options, plan_judging
 
-if TYPE_CHECKING:
-    from ragpulse.tasks.judge.settings import JudgeSettings
-
-__all__ = ["RunPlan", "check_config", "check_deployment_run", "describe_run", "plan_run"]
+__all__ = ["RunPlan", "check_config", "check_deployment_run", "checked_run", "describe_run", "plan_run"]
 
 # The groups that shape a partition's scores, stamped on its runs row (drift, alerts and the runner do not).
 _SCORE_GROUPS = ("source", "scoring", "judge", "quality", "output")
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run of some configuration will do with the judge, and the configuration its runs rows record."""
+
+    judge: JudgeConfig
+    """The judge settings in the run's environment, the call cache defaulting to ``<work_dir>/judge-cache``."""
+    options: dict[str, Any]
+    judging: JudgePlan
+    config_hash: str
+    stamped: dict[str, Any]
+
+
+def plan_run(config: RunConfig) -> RunPlan:
+    """The judge and configuration hash of ``config``: the one computation behind a run's configuration hash, so a
+    backfill deciding what is already published agrees with the run that published it. The judge model and prompt
+    versions are part of the hash: scores of another judge are never taken for the same configuration."""
+    judge = config.judge.in_run_environment().with_default_cache(work_root(config.output.work_dir))
+    options = load_judge_options(judge.options_file)
+    judging = plan_judging(config.scoring.metrics, judge.model, options)
+    described = judging.describe()
+    stamped = config.model_dump(mode="json", include=set(_SCORE_GROUPS))
+    stamped["output"]["warehouse"] = redact_url(config.output.warehouse)
+    # The judge plan (model in use, prompt versions, skipped metrics) joins the judge settings it came from.
+    stamped["judge"] = {**judge.model_dump(mode="json"), **described}
+    config_hash = digest(config.fingerprint(), json.dumps(described, sort_keys=True))[:16]
+    return RunPlan(judge, options, judging, config_hash, stamped)
+
+
+def describe_run(config: RunConfig, plan: RunPlan) -> RunInfo:
+    """Identity of this run (the Prefect flow run id when there is one) and everything that shapes its scores."""
+    from prefect.runtime import flow_run
+
+    return RunInfo(
+        run_id=str(flow_run.id or uuid.uuid4()),
+        source=redact_url(config.source.url),
+        config_hash=plan.config_hash,
+        config=plan.stamped,
+        started_at=dt.datetime.now(dt.UTC),
+    )
 
 
 def check_deployment_run(config: RunConfig) -> None:
@@ -54,68 +101,51 @@ def check_deployment_run(config: RunConfig) -> None:
     )
 
 
-def describe_run(source: str, config: dict[str, Any], config_hash: str, judge: dict[str, Any] | None = None) -> RunInfo:
-    """Identity of this run (the Prefect flow run id when there is one) and everything that shapes its scores.
-
-    The judge model and prompt versions are part of the configuration hash: scores of another judge
-    are never taken for the same configuration.
-    """
-    from prefect.runtime import flow_run
-
-    judge = judge or {}
-    return RunInfo(
-        run_id=str(flow_run.id or uuid.uuid4()),
-        source=redact_url(source),
-        config_hash=digest(config_hash, json.dumps(judge, sort_keys=True))[:16] if judge else config_hash,
-        # The judge plan (model in use, prompt versions, skipped metrics) joins the judge settings it came from.
-        config={**config, "judge": {**config.get("judge", {}), **judge}} if judge else config,
-        started_at=dt.datetime.now(dt.UTC),
-    )
-
-
 @dataclass(frozen=True)
-class RunPlan:
-    """What a run of some settings will do with the judge, and the run's identity and configuration hash."""
+class _Checked:
+    """A configuration checked in this context: its groups as JSON, whether alerts were checked, and its plan."""
 
-    judge: JudgeSettings
-    options: dict[str, Any]
-    judging: JudgePlan
-    run: RunInfo
+    groups: dict[str, str]
+    alerts: bool
+    plan: RunPlan
 
-
-def plan_run(config: RunConfig) -> RunPlan:
-    """The judge and run description of ``config``: the one computation behind a run's configuration hash, so a
-    backfill deciding what is already published agrees with the run that published it."""
-    judge = judge_settings(config.output.work_dir, model=config.judge.model, base_url=config.judge.base_url)
-    options = load_judge_options(config.judge.options_file)
-    judging = plan_judging(config.scoring.metrics, judge.model, options)
-    stamped = config.model_dump(mode="json", include=set(_SCORE_GROUPS))
-    stamped["output"]["warehouse"] = redact_url(config.output.warehouse)
-    run = describe_run(config.source.url, stamped, config.fingerprint(), judging.describe())
-    return RunPlan(judge, options, judging, run)
+    def covers(self, config: RunConfig, alerts: bool) -> bool:
+        """Whether checking ``config`` again would check nothing new: the partition's groups are the same, and the
+        labels and (when asked) the alert settings were checked too."""
+        same = all(self.groups[name] == _json(config, name) for name in PARTITION_GROUPS)
+        labels = config.calibration.labels is None or self.groups["calibration"] == _json(config, "calibration")
+        alerting = not alerts or (self.alerts and self.groups["alerts"] == _json(config, "alerts"))
+        return same and labels and alerting
 
 
-def check_config(config: RunConfig, *, alerts: bool = False) -> None:
+_checked: ContextVar[_Checked | None] = ContextVar("ragpulse_checked_config", default=None)
+
+
+def _json(config: RunConfig, group: str) -> str:
+    return getattr(config, group).model_dump_json()
+
+
+def check_config(config: RunConfig, *, alerts: bool = False) -> RunPlan:
     """Everything in ``config`` and the run's environment that a run would otherwise find wrong only once it had
-    staged and scored a day, checked before any work: the deployment's paths and secrets, the judge settings
-    (``RAGPULSE_JUDGE_*`` included) and options file, metric variants, its key or Secret block, the suites, the
-    warehouse (``secret://`` block, scheme, schema, reachable and writable), the source's root folder (a mistyped
-    bucket or prefix is not a day without traces), the labels that calibrate the judge,
-    and with ``alerts`` the webhook's Secret block. The CLI calls it before it starts a flow, each flow first thing
-    (a deployment run's parameters come from the API). Raises ConfigError in one line, no password in it."""
-    from pydantic import ValidationError
-
+    staged and scored a day, checked before any work, and the run's plan: the deployment's paths and secrets,
+    misspelt ``RAGPULSE_*`` variables, the judge settings (those the run's environment fills in included), options
+    file, metric variants, its key or Secret block, the suites, the warehouse (``secret://`` block, scheme, schema,
+    reachable and writable), the source's root folder (a mistyped bucket or prefix is not a day without traces),
+    the labels that calibrate the judge, and with ``alerts`` the webhook's Secret block. The CLI calls it before it
+    starts a flow, each flow first thing; inside ``checked_run`` a configuration it already covers is not checked again.
+    Raises ConfigError in one line, no password in it."""
+    known = _checked.get()
+    if known is not None and known.covers(config, alerts):
+        return known.plan
+    from ragpulse.tasks.judge.preflight import check_judge
     from ragpulse.tasks.monitoring.delivery import webhook_url
     from ragpulse.tasks.quality.checks import load_suite
     from ragpulse.tasks.warehouse.probe import probe_warehouse
 
     check_deployment_run(config)
-    _unknown_judge_variables()
-    try:
-        planned = plan_run(config)
-    except ValidationError as exc:
-        raise _judge_error(exc) from None
-    _judge_key(planned.judge)
+    check_variables()
+    plan = plan_run(config)
+    check_judge(plan.judge)
     for suite in (config.quality.input_suite, config.quality.output_suite):
         if suite:
             load_suite(suite)
@@ -125,55 +155,27 @@ def check_config(config: RunConfig, *, alerts: bool = False) -> None:
         _labels_exist(config.calibration.labels, config.source.storage_options)
     if alerts and config.alerts.webhook_block:
         webhook_url(config.alerts)
+    return plan
+
+
+@contextmanager
+def checked_run(config: RunConfig, *, alerts: bool = False) -> Iterator[RunPlan]:
+    """Check and plan ``config`` (``check_config``), and within the block let every check of a configuration it
+    covers (a subflow's, a task's) return this plan without checking again."""
+    plan = check_config(config, alerts=alerts)
+    groups = {name: _json(config, name) for name in type(config).model_fields}
+    token = _checked.set(_Checked(groups, alerts, plan))
+    try:
+        yield plan
+    finally:
+        _checked.reset(token)
 
 
 def _labels_exist(url: str, storage_options: dict[str, Any]) -> None:
     """The labels setting names a file or folder that is there: a run must not learn after scoring that it is not."""
-    from ragpulse.tasks.core.storage import filesystem, redact_url, storage_errors
+    from ragpulse.tasks.core.storage import filesystem, storage_errors
 
     fs, path = filesystem(url, storage_options)
     with storage_errors(url):
         if not fs.exists(path):
             raise ConfigError(f"labels {redact_url(url)} do not exist (the calibration setting `labels`)")
-
-
-_JUDGE_ENV = "RAGPULSE_JUDGE_"
-
-
-def _judge_fields() -> set[str]:
-    from ragpulse.tasks.judge.settings import JudgeSettings
-
-    return set(JudgeSettings.model_fields)
-
-
-def _unknown_judge_variables() -> None:
-    """pydantic-settings ignores a variable it does not know, so ``RAGPULSE_JUDGE_TIMEOUT=-1`` would change nothing,
-    silently: refuse it and name the setting meant."""
-    known = {_JUDGE_ENV + name.upper() for name in _judge_fields()} | {s.env for s in SETTINGS.values()}
-    for name in sorted(os.environ):
-        if name.startswith(_JUDGE_ENV) and name not in known:
-            close = difflib.get_close_matches(name, sorted(known), n=1)
-            hint = f"; did you mean {close[0]}?" if close else " (see docs/judge.md)"
-            raise ConfigError(f"unknown judge setting {name}{hint}")
-
-
-def _judge_error(exc: Any) -> ConfigError:
-    """The judge settings' validation errors as one line naming each variable, never the value given."""
-    problems = []
-    for error in exc.errors():
-        field = str(error["loc"][0]) if error["loc"] else "settings"
-        name = _JUDGE_ENV + field.upper() if field in _judge_fields() else field
-        problems.append(f"{name}: {str(error['msg']).removeprefix('Value error, ')}")
-    return ConfigError(f"invalid judge settings: {'; '.join(problems)}")
-
-
-def _judge_key(judge: JudgeSettings) -> None:
-    """An enabled judge has a key where it will look: its Secret block exists, or OpenAI's API gets one."""
-    from ragpulse.tasks.core.secrets import secret_text
-
-    if not judge.enabled or judge.api_key is not None:
-        return
-    if judge.api_key_block:
-        secret_text(judge.api_key_block, used_for="judge API key, RAGPULSE_JUDGE_API_KEY_BLOCK", holds="an API key")
-    elif judge.base_url is None and not os.environ.get("OPENAI_API_KEY"):
-        raise ConfigError(f"no API key for the OpenAI API (judge model {judge.model!r}): {JUDGE_KEY_HINT}")

@@ -17,7 +17,6 @@ from prefect.cache_policies import NO_CACHE, CacheKeyFnPolicy
 from prefect.context import TaskRunContext
 
 from ragpulse.metrics.errors import RagpulseError
-from ragpulse.tasks.config import QualityConfig
 from ragpulse.tasks.core import types as run_types
 from ragpulse.tasks.core.fingerprint import code_fingerprint, digest
 from ragpulse.tasks.core.types import BatchRef, PartitionScores, RunInfo, StagedPartition
@@ -31,6 +30,7 @@ from ragpulse.tasks.quality.checks import (
     check_traces,
     suite_digest,
 )
+from ragpulse.tasks.quality.config import QualityConfig
 from ragpulse.tasks.reporting.rejected import report_rejected_scores
 from ragpulse.tasks.warehouse import Publication, open_warehouse
 from ragpulse.tasks.warehouse.publication import build_publication, content_key_of, published_run

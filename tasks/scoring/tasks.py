@@ -26,7 +26,6 @@ from ragpulse.tasks.scoring.assemble import build_partition_scores
 __all__ = [
     "assemble_scores",
     "count_cached",
-    "fresh_usage",
     "score_batch",
     "score_cache_policy",
     "scoring_fingerprint",
@@ -101,10 +100,3 @@ def count_cached(*per_batch: Sequence[Any]) -> int:
             future.result()
     kinds = [futures for futures in per_batch if futures]
     return sum(all(f.state.name == "Cached" for f in batch) for batch in zip(*kinds, strict=True)) if kinds else 0
-
-
-def fresh_usage(futures: Sequence[Any]) -> dict[str, dict[str, Any]]:
-    """Judge usage of this run: batches answered from the task cache cost nothing now, so they count zero."""
-    from ragpulse.tasks.judge.usage import merge_usage
-
-    return merge_usage(*(f.result().usage for f in futures if f.state.name != "Cached"))

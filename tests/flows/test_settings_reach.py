@@ -49,6 +49,26 @@ def reach_values(tmp_path: Path) -> dict[str, Any]:
         "judge_model": "reach-judge",
         "judge_base_url": "http://127.0.0.1:9/v1",
         "judge_config": str(tmp_path / "judge.toml"),
+        "judge_api_key_block": "reach-judge-key",
+        "judge_timeout_seconds": 7.5,
+        "judge_max_retries": 2,
+        "judge_backoff_base_seconds": 0.25,
+        "judge_backoff_max_seconds": 9.0,
+        "judge_max_retry_after_seconds": 20.0,
+        "judge_max_concurrency": 3,
+        "judge_requests_per_minute": 120.0,
+        "judge_tokens_per_minute": 50000.0,
+        "judge_completion_token_budget": 256,
+        "judge_seed": 11,
+        "judge_temperature": 0.1,
+        "judge_sample_temperature": 0.6,
+        "judge_response_format": "json_object",
+        "judge_supports_n": False,
+        "judge_prices": {"reach-judge": {"prompt_per_million": 1.5, "completion_per_million": 6.0}},
+        "judge_cache_url": str(tmp_path / "judge-cache"),
+        "judge_cache_storage_options": {"auto_mkdir": True},
+        "judge_rate_limit_name": "reach-rpm",
+        "judge_token_rate_limit_name": "reach-ktpm",
         "max_failure_rate": 0.2,
         "input_suite": str(suites / "traces_in.json"),
         "output_suite": str(suites / "scores_out.json"),
@@ -101,6 +121,7 @@ def reach(tmp_path: Path) -> tuple[dict[str, Any], Path, RunConfig]:
     values = reach_values(tmp_path)
     # Commands check the Secret blocks a run will read before they start it.
     Secret(value="http://127.0.0.1:9/reach-hook").save(values["alert_webhook_block"], overwrite=True)
+    Secret(value="sk-reach-0000").save(values["judge_api_key_block"], overwrite=True)
     config_file = toml_file(values, tmp_path / "ragpulse.toml")
     return values, config_file, load_config(config_file)
 
@@ -113,6 +134,8 @@ def test_every_setting_has_a_non_default_value_and_loads_from_toml(
     for flat, setting in SETTINGS.items():
         field = setting.info
         loaded = getattr(getattr(config, setting.group), setting.field)
+        if isinstance(loaded, dict):  # prices hold models: compare them as the JSON they were given as
+            loaded = json.loads(json.dumps(loaded, default=lambda model: model.model_dump()))
         expected = tuple(values[flat]) if isinstance(values[flat], list) else values[flat]
         assert loaded == expected, flat
         if not field.is_required():

@@ -17,7 +17,7 @@ import yaml
 
 from ragpulse.tasks.config import SETTINGS
 from ragpulse.tasks.embeddings.models import TORCH_THREADS_ENV
-from ragpulse.tasks.judge.settings import JudgeSettings
+from ragpulse.tasks.judge.config import JudgeSecrets
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"
@@ -94,8 +94,8 @@ def containers(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 def ragpulse_setting_names() -> set[str]:
     """Env var names ragpulse's own settings read."""
-    names = {setting.env for setting in SETTINGS.values()}
-    names |= {f"RAGPULSE_JUDGE_{field.upper()}" for field in JudgeSettings.model_fields}
+    names = {setting.env for setting in SETTINGS.values()}  # the judge's included
+    names |= {f"RAGPULSE_JUDGE_{field.upper()}" for field in JudgeSecrets.model_fields}
     return names | {TORCH_THREADS_ENV, "RAGPULSE_CONFIG"}
 
 

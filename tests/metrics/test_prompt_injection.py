@@ -28,7 +28,7 @@ from ragpulse.metrics.judge import JudgeClient, JudgeContext, JudgeRequest, judg
 from ragpulse.metrics.llm_judge import JudgeDefinition, render_instructions
 from ragpulse.metrics.registry import build_judge_metrics
 from ragpulse.tasks.judge.client import OpenAIJudge
-from ragpulse.tasks.judge.settings import JudgeSettings
+from ragpulse.tasks.judge.config import JudgeConfig
 from tests.doubles.fake_judge import FakeJudge, reply, traces
 from tests.doubles.judge_server import JudgeServer
 from tests.doubles.obedient_judge import ObedientJudge, PlainPastingJudge, plain_pasted, undelimited_text
@@ -260,7 +260,7 @@ def _faithfulness(server: JudgeServer, *, plain: bool = False) -> dict[str, floa
     """Faithfulness of every trace through the real client (value, or the reason when not ok); ``plain``
     sends the requests in the old, undelimited layout."""
     model = f"obedient-{uuid.uuid4().hex[:8]}"  # its own limiter, no state shared with other tests
-    settings = JudgeSettings(base_url=server.base_url, model=model, api_key="sk-test", max_retries=0)
+    settings = JudgeConfig(base_url=server.base_url, model=model, max_retries=0)
     metrics = build_judge_metrics(parse_metrics(["faithfulness"]), {})
 
     async def main() -> dict[str, Any]:

@@ -21,6 +21,7 @@ from ragpulse.tasks.core.types import QuarantinedRecord, StagedPartition, Stagin
 from ragpulse.tasks.core.workdir import result_storage
 from ragpulse.tasks.ingest import staging
 from ragpulse.tasks.ingest.batches import read_staged
+from ragpulse.tasks.ingest.config import SourceConfig
 from ragpulse.tasks.ingest.counts import CountMismatchError
 from ragpulse.tasks.ingest.slicing import SlicePiece, StagedSlice, combine_slices, plan_slices, slice_label
 from ragpulse.tasks.ingest.staging import stage_records, stage_slice
@@ -98,7 +99,10 @@ def day(tmp_path: Path) -> Path:
     return directory
 
 
-@pytest.mark.parametrize("slice_bytes", [1, 7, 64, 333, 1000, 4096, 10**9])
+@pytest.mark.parametrize(
+    "slice_bytes",
+    [pytest.param(1, marks=pytest.mark.slow), pytest.param(7, marks=pytest.mark.slow), 64, 333, 1000, 4096, 10**9],
+)
 def test_slices_stage_the_same_rows_and_quarantine_as_the_whole_day(
     day: Path, tmp_path: Path, slice_bytes: int
 ) -> None:
@@ -249,10 +253,10 @@ def test_a_warm_rerun_hits_the_cache_of_every_slice_and_a_gone_batch_restages_it
 
     @flow
     def staging_flow() -> StagedPartition:
+        source = SourceConfig(url=str(day.parent), slice_mb=600 / 2**20)
         return stage_day(
-            DATE, files, result_storage=result_storage(str(work)), slice_bytes=600,
-            staged_url=str(work / "staged"), batch_size=9,
-        )  # fmt: skip
+            DATE, files, source, staged_url=str(work / "staged"), batch_size=9, result_storage=result_storage(str(work))
+        )
 
     cold = staging_flow()
     assert len(plan) > 5 and sorted(staged_slices) == sorted(slice_label(pieces) for pieces in plan)

@@ -15,7 +15,7 @@ import pytest
 from ragpulse.metrics.judge import JudgeCallError, JudgeRequest, VerdictParseError, ask, load_json_object
 from ragpulse.tasks.judge.cache import CachedCall, JudgeCache
 from ragpulse.tasks.judge.client import OpenAIJudge
-from ragpulse.tasks.judge.settings import JudgeSettings
+from ragpulse.tasks.judge.config import JudgeConfig, JudgeSecrets
 from tests.doubles.judge_server import Fault, JudgeServer, fresh_judge_server
 
 SCHEMA = {"type": "object", "properties": {"verdict": {"type": "boolean"}}, "required": ["verdict"]}
@@ -28,11 +28,11 @@ def server() -> Iterator[JudgeServer]:
 
 
 def _judge(server: JudgeServer, cache: Path, *, refresh: bool = False) -> OpenAIJudge:
-    settings = JudgeSettings(
-        base_url=server.base_url, model=f"judge-{uuid.uuid4().hex[:8]}", api_key="sk-test-heal", timeout_seconds=5.0,
-        max_retries=0, cache_url=str(cache),
+    settings = JudgeConfig(
+        base_url=server.base_url, model=f"judge-{uuid.uuid4().hex[:8]}", timeout_seconds=5.0, max_retries=0,
+        cache_url=str(cache),
     )  # fmt: skip
-    return OpenAIJudge(settings, refresh_cache=refresh)
+    return OpenAIJudge(settings, secrets=JudgeSecrets(api_key="sk-test-heal"), refresh_cache=refresh)
 
 
 def _verdict(raw: str) -> bool:

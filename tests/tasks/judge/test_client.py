@@ -39,8 +39,8 @@ from ragpulse.metrics.judge import (
 from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.judge.cache import JudgeCache
 from ragpulse.tasks.judge.client import OpenAIJudge, retry_after_seconds
+from ragpulse.tasks.judge.config import JudgeConfig, JudgeSecrets
 from ragpulse.tasks.judge.ratelimit import ConcurrencyGate, TokenBucket
-from ragpulse.tasks.judge.settings import JudgeSettings
 from ragpulse.tasks.judge.usage import merge_usage
 from tests.doubles.judge_server import Fault, JudgeServer, fresh_judge_server
 
@@ -68,18 +68,23 @@ def model() -> str:
     return f"judge-{uuid.uuid4().hex[:10]}"
 
 
-def settings_for(server: JudgeServer, model: str, **changes: Any) -> JudgeSettings:
+@pytest.fixture(autouse=True)
+def judge_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key where a run finds it, in the environment: it is a secret, never part of the judge's settings."""
+    monkeypatch.setenv("RAGPULSE_JUDGE_API_KEY", KEY)
+
+
+def settings_for(server: JudgeServer, model: str, **changes: Any) -> JudgeConfig:
     values: dict[str, Any] = {
         "base_url": server.base_url,
         "model": model,
-        "api_key": KEY,
         "timeout_seconds": 2.0,
         "max_retries": 3,
         "backoff_base_seconds": 0.01,
         "backoff_max_seconds": 0.05,
     }
     values.update(changes)
-    return JudgeSettings(**values)
+    return JudgeConfig(**values)
 
 
 def judge_request(
@@ -137,10 +142,13 @@ def closed_port() -> int:
 # -- the request ------------------------------------------------------------------------------------
 
 
-def test_request_carries_schema_temperature_seed_and_headers(server: JudgeServer, model: str) -> None:
+def test_request_carries_schema_temperature_seed_and_headers(
+    server: JudgeServer, model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     server.api_key = KEY
     server.responder = lambda body: {"verdict": True}
-    judge = OpenAIJudge(settings_for(server, model, extra_headers={"X-Team": "evals"}))
+    monkeypatch.setenv("RAGPULSE_JUDGE_EXTRA_HEADERS", json.dumps({"X-Team": "evals"}))
+    judge = OpenAIJudge(settings_for(server, model))
     replies = one(judge, judge_request(metric="aspect_critique:harmfulness", step="vote 1"))
     assert replies == ['{"verdict": true}']
     (sent,) = server.chat_requests()
@@ -177,6 +185,7 @@ def test_malformed_json_content_is_returned_as_is_for_the_metric_to_parse(server
 # -- retries ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_429_is_retried_after_the_retry_after_seconds(server: JudgeServer, model: str) -> None:
     server.fail_next(Fault.rate_limited(retry_after="1"))
     judge = OpenAIJudge(settings_for(server, model))
@@ -299,7 +308,7 @@ def test_timeouts_past_max_retries_raise_timeout_reason(server: JudgeServer, mod
 
 
 def test_unreachable_server_raises_connection_error_reason(model: str) -> None:
-    settings = JudgeSettings(
+    settings = JudgeConfig(
         base_url=f"http://127.0.0.1:{closed_port()}/v1", model=model, max_retries=2, backoff_base_seconds=0.01
     )
     with pytest.raises(JudgeCallError) as failure:
@@ -429,6 +438,7 @@ def test_supports_n_false_sends_separate_requests(server: JudgeServer, model: st
 # -- limits -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_requests_per_minute_hold_across_threads_and_event_loops(server: JudgeServer, model: str) -> None:
     # 1,200/min = 20/s with a burst of 20: 60 requests need at least (60 - 20) / 20 = 2 s.
     settings = settings_for(server, model, requests_per_minute=1200)
@@ -468,6 +478,7 @@ def test_concurrency_gate_holds_across_threads_and_event_loops(server: JudgeServ
     assert server.calls == 48 and shared.usage.totals()["http_calls"] == 24
 
 
+@pytest.mark.slow
 def test_tokens_per_minute_throttle_big_prompts(server: JudgeServer, model: str) -> None:
     # 60,000/min = 1,000 tokens/s, burst 1,000; each call reserves ~20 prompt + 500 completion tokens.
     judge = OpenAIJudge(settings_for(server, model, tokens_per_minute=60_000, completion_token_budget=500))
@@ -586,8 +597,8 @@ def test_another_process_reads_the_same_cache(server: JudgeServer, model: str, t
     script = """
 import asyncio, json, sys
 from ragpulse.metrics.judge import JudgeRequest
-from ragpulse.tasks.judge import JudgeSettings, OpenAIJudge
-settings = JudgeSettings.model_validate_json(sys.argv[1])
+from ragpulse.tasks.judge import JudgeConfig, OpenAIJudge
+settings = JudgeConfig.model_validate_json(sys.argv[1])
 request = JudgeRequest(**json.loads(sys.argv[2]))
 judge = OpenAIJudge(settings)
 replies = asyncio.run(judge.complete(request))
@@ -595,7 +606,7 @@ print(json.dumps({"replies": replies, "usage": judge.usage.totals()}))
 """
     request = judge_request()
     payload = {**request.cache_material(), "messages": [list(m) for m in request.messages]}
-    child_settings = settings.model_dump(mode="json") | {"api_key": None}  # the child needs no key: it never calls
+    child_settings = settings.model_dump(mode="json")  # the child needs no key: it never calls
     output = subprocess.run(
         [sys.executable, "-c", script, json.dumps(child_settings), json.dumps(payload)],
         capture_output=True,
@@ -624,7 +635,7 @@ def test_settings_that_change_replies_miss_the_cache(
 ) -> None:
     settings = settings_for(server, model, cache_url=str(tmp_path))
     one(OpenAIJudge(settings))
-    one(OpenAIJudge(JudgeSettings(**{**settings.model_dump(), **change})))
+    one(OpenAIJudge(JudgeConfig(**{**settings.model_dump(), **change})))
     assert server.calls == 2
 
 
@@ -720,25 +731,28 @@ def test_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(
         "RAGPULSE_JUDGE_PRICES", json.dumps({"gpt-judge": {"prompt_per_million": 1, "completion_per_million": 4}})
     )
-    settings = JudgeSettings()
+    settings = JudgeConfig().in_run_environment()
     assert settings.enabled and settings.model == "gpt-judge" and settings.base_url == "http://vllm:8000/v1"
-    assert settings.api_key is not None and settings.api_key.get_secret_value() == KEY
+    secrets = JudgeSecrets()
+    assert secrets.api_key is not None and secrets.api_key.get_secret_value() == KEY
+    assert {name: value.get_secret_value() for name, value in secrets.extra_headers.items()} == {"api-key": KEY}
     assert settings.supports_n is False and settings.requests_per_minute == 500
     assert settings.prices["gpt-judge"].completion_per_million == 4
     assert (settings.timeout_seconds, settings.max_retries, settings.max_concurrency, settings.seed) == (30, 6, 16, 7)
     assert settings.temperature == 0 and settings.response_format == "auto"
-    assert not JudgeSettings(model=None).enabled
+    assert not JudgeConfig(model=None).enabled
     assert settings.with_default_cache("s3://bucket/ragpulse/").cache_url == "s3://bucket/ragpulse/judge-cache"
-    explicit = JudgeSettings(model="m", cache_url="/shared/cache")
+    explicit = JudgeConfig(model="m", cache_url="/shared/cache")
     assert explicit.with_default_cache(".ragpulse").cache_url == "/shared/cache"
 
 
 def test_secrets_never_reach_repr_dumps_logs_errors_or_the_cache(
-    server: JudgeServer, model: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    server: JudgeServer, model: str, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caplog.set_level(logging.DEBUG)
     header_secret = "azure-header-secret-42"
-    settings = settings_for(server, model, cache_url=str(tmp_path), extra_headers={"api-key": header_secret})
+    monkeypatch.setenv("RAGPULSE_JUDGE_EXTRA_HEADERS", json.dumps({"api-key": header_secret}))
+    settings = settings_for(server, model, cache_url=str(tmp_path))
     judge = OpenAIJudge(settings)
     server.fail_next(Fault.rate_limited(retry_after_ms=10))
     one(judge)
@@ -754,6 +768,9 @@ def test_secrets_never_reach_repr_dumps_logs_errors_or_the_cache(
         json.dumps(settings.model_dump(mode="json")),
         repr(settings.model_dump()),
         repr(judge),
+        repr(judge.secrets),
+        str(judge.secrets),
+        repr(judge.secrets.model_dump()),
         str(failure.value),
         repr(failure.value),
         caplog.text,
@@ -768,7 +785,7 @@ def test_secrets_never_reach_repr_dumps_logs_errors_or_the_cache(
 
 def test_base_url_with_a_password_is_refused() -> None:
     with pytest.raises(ValidationError, match="must not carry a password"):
-        JudgeSettings(model="m", base_url="https://user:hunter2@proxy.example/v1")
+        JudgeConfig(model="m", base_url="https://user:hunter2@proxy.example/v1")
 
 
 def test_key_falls_back_to_a_prefect_secret_block_then_openai_api_key(
@@ -788,16 +805,19 @@ def test_key_falls_back_to_a_prefect_secret_block_then_openai_api_key(
 
     monkeypatch.setattr(Secret, "aload", aload)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env-0000")
-    one(OpenAIJudge(settings_for(server, model, api_key=None, api_key_block="judge-key")))
-    one(OpenAIJudge(settings_for(server, model, api_key=None)), judge_request("2"))
+    monkeypatch.delenv("RAGPULSE_JUDGE_API_KEY")
+    one(OpenAIJudge(settings_for(server, model, api_key_block="judge-key")))
+    one(OpenAIJudge(settings_for(server, model)), judge_request("2"))
+    monkeypatch.setenv("RAGPULSE_JUDGE_API_KEY", KEY)
     one(OpenAIJudge(settings_for(server, model, api_key_block="judge-key")), judge_request("3"))
     keys = [r.headers["authorization"] for r in server.chat_requests()]
     assert keys == ["Bearer sk-from-block-0000", "Bearer sk-from-env-0000", f"Bearer {KEY}"]
     assert loaded == ["judge-key"]
 
 
-def test_missing_model_or_openai_key_are_config_errors(model: str) -> None:
+def test_missing_model_or_openai_key_are_config_errors(model: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAGPULSE_JUDGE_API_KEY")
     with pytest.raises(ConfigError, match="RAGPULSE_JUDGE_MODEL"):
-        OpenAIJudge(JudgeSettings())
+        OpenAIJudge(JudgeConfig())
     with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
-        one(OpenAIJudge(JudgeSettings(model=model)))
+        one(OpenAIJudge(JudgeConfig(model=model)))

@@ -15,7 +15,7 @@ from ragpulse.metrics.answer_relevancy import AnswerRelevancy
 from ragpulse.metrics.faithfulness import Faithfulness
 from ragpulse.metrics.judge import JudgeContext, judge_batch
 from ragpulse.tasks.judge.client import OpenAIJudge
-from ragpulse.tasks.judge.settings import JudgeSettings
+from ragpulse.tasks.judge.config import JudgeConfig
 from tests.doubles.fake_judge import FakeEmbedder, traces
 from tests.doubles.judge_server import JudgeServer
 
@@ -66,9 +66,7 @@ def _score(server: JudgeServer, cache: Path, model: str) -> dict[str, list[float
         TRACES["ja"]["generated"]: [1.0, 0.0],
         TRACES["zh"]["generated"]: [0.6, 0.8],
     }
-    settings = JudgeSettings(
-        base_url=server.base_url, model=model, api_key="sk-test", cache_url=str(cache), backoff_base_seconds=0.01
-    )
+    settings = JudgeConfig(base_url=server.base_url, model=model, cache_url=str(cache), backoff_base_seconds=0.01)
 
     async def main() -> dict[str, list[float]]:
         judge = OpenAIJudge(settings)

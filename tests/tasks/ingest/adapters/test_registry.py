@@ -78,18 +78,21 @@ def test_fingerprint_covers_format_and_options_and_is_unchanged_for_canonical_tr
     assert _config(partitioning="event-time").fingerprint() == _config().fingerprint()  # same scores
 
 
-def _key(**params: Any) -> str:
-    base: dict[str, Any] = {
-        "date": DAY, "files": [SourceFile("s3://b/x.jsonl", 10, "etag")], "batch_size": 100, "staged_url": "w",
+def _key(date: dt.date = DAY, **source: Any) -> str:
+    """The staging task's cache key for a day of one file, the source group given as ``source``."""
+    params = {
+        "date": date, "files": [SourceFile("s3://b/x.jsonl", 10, "etag")], "batch_size": 100, "staged_url": "w",
+        "source": SourceConfig(**{"url": "s3://b/t", **source}),
     }  # fmt: skip
-    return _stage_key(None, {**base, **params})  # type: ignore[arg-type]
+    return _stage_key(None, params)  # type: ignore[arg-type]
 
 
 def test_stage_cache_key_covers_format_options_and_event_day() -> None:
     plain = _key()
-    assert _key(trace_format="ragpulse", format_options=None, partitioning="dt") == plain  # defaults, same key
-    assert _key(trace_format="langfuse") != plain
-    assert _key(trace_format="langfuse", format_options={"id_key": "metadata.x"}) != _key(trace_format="langfuse")
+    assert _key(format="ragpulse", format_options={}, partitioning="dt") == plain  # defaults, same key
+    assert _key(url="s3://elsewhere/t", slice_mb=1.0) == plain  # the files' identities are the day, not the root
+    assert _key(format="langfuse") != plain
+    assert _key(format="langfuse", format_options={"id_key": "metadata.x"}) != _key(format="langfuse")
     # dt: the files are the day; event-time: one file can feed two days
     assert _key(date=DAY + dt.timedelta(days=1)) == plain
     event = _key(partitioning="event-time")
