@@ -1,7 +1,7 @@
 """What readers cost a DuckDB publish: waiting for one in another process, and refreshing a reader snapshot.
 
 DuckDB's file lock keeps a writer out while any other process has the file open, read-only included (a notebook,
-a dashboard). ``DuckDBWarehouse.connect`` retries every ``_LOCK_POLL_SECONDS`` and logs its wait; this bench
+a dashboard). ``DuckDBWarehouse.connect`` retries every ``LOCK_POLL_SECONDS`` (``_locks``) and logs its wait; this bench
 measures what that costs. Per repeat, in one file holding ``--history`` days already, one after the other: a
 publish nobody else holds up; a publish started while a reader process holds the file for ``--hold`` seconds
 after its first query (the reader reports when it closed: the publish's time past that moment is the overshoot of

@@ -20,8 +20,8 @@ from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models import dashboard as model
 
 from ragpulse.tasks.core.exceptions import ConfigError
-from ragpulse.tasks.warehouse import _IDENTIFIER, TableNames
 from ragpulse.tasks.warehouse._views import qualified
+from ragpulse.tasks.warehouse.protocol import IDENTIFIER, TableNames
 
 __all__ = ["DASHBOARD_UID", "DATASOURCE_TYPE", "DATASOURCE_UID", "SqlQuery", "dashboard_json"]
 
@@ -70,7 +70,7 @@ def dashboard_json(
 ) -> dict[str, Any]:
     """The dashboard as Grafana's JSON model, for the warehouse tables ``tables`` in ``schema``, read through the
     data source ``datasource_uid`` (default DATASOURCE_UID)."""
-    if schema is not None and not _IDENTIFIER.match(schema):
+    if schema is not None and not IDENTIFIER.match(schema):
         raise ConfigError(f"invalid PostgreSQL schema {schema!r}; use 1-40 lower-case letters, digits or underscores")
     names = tables or TableNames()
     source = model.DataSourceRef(type_val=DATASOURCE_TYPE, uid=datasource_uid or DATASOURCE_UID)

@@ -15,7 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ragpulse.tasks.core.exceptions import ConfigError, WarehouseError
-from ragpulse.tasks.warehouse import (
+from ragpulse.tasks.warehouse.rows import RowSource
+from ragpulse.tasks.warehouse.tables import (
     ALERTS_SCHEMA,
     CALIBRATIONS_SCHEMA,
     DRIFT_SCHEMA,
@@ -25,7 +26,6 @@ from ragpulse.tasks.warehouse import (
     SCORES_SCHEMA,
     TRACES_SCHEMA,
     VALIDATIONS_SCHEMA,
-    RowSource,
 )
 
 __all__ = [

@@ -25,7 +25,6 @@ from sqlalchemy.pool import NullPool
 from ragpulse.metrics.errors import RagpulseError
 from ragpulse.tasks.core.exceptions import WarehouseError
 from ragpulse.tasks.core.storage import redact_url
-from ragpulse.tasks.warehouse import Publication, RowSource, TableNames
 from ragpulse.tasks.warehouse._schema import (
     JSON_COLUMNS,
     META,
@@ -44,6 +43,8 @@ from ragpulse.tasks.warehouse._schema import (
     pending_migrations,
 )
 from ragpulse.tasks.warehouse._views import ViewDialect, view_definitions
+from ragpulse.tasks.warehouse.protocol import Publication, TableNames
+from ragpulse.tasks.warehouse.rows import RowSource
 
 __all__ = ["SqlWarehouse"]
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ragpulse.metrics.aspect_critique import BUILTIN_ASPECTS
 from ragpulse.metrics.drift import ALERTING
-from ragpulse.tasks.warehouse import TableNames
+from ragpulse.tasks.warehouse.protocol import TableNames
 
 __all__ = ["DUCKDB", "LOWER_IS_BETTER", "POSTGRESQL", "ViewDialect", "qualified", "view_definitions"]
 
@@ -46,7 +46,7 @@ POSTGRESQL = ViewDialect(
 
 
 def qualified(name: str, schema: str | None = None) -> str:
-    """``"name"``, or ``"schema"."name"``; every name and schema reaching here was checked against ``_IDENTIFIER``."""
+    """``"name"``, or ``"schema"."name"``; every name and schema reaching here was checked against ``IDENTIFIER``."""
     return f'"{schema}"."{name}"' if schema else f'"{name}"'
 
 

@@ -22,8 +22,7 @@ import duckdb
 import pyarrow as pa
 
 from ragpulse.tasks.core.exceptions import ConfigError, WarehouseError, WarehouseLockedError
-from ragpulse.tasks.warehouse import Publication, RowSource, TableNames
-from ragpulse.tasks.warehouse._locks import lock_timeout
+from ragpulse.tasks.warehouse._locks import LOCK_POLL_SECONDS, LOCK_PROGRESS_SECONDS, lock_timeout
 from ragpulse.tasks.warehouse._schema import (
     META,
     PUBLISHED_AT,
@@ -40,8 +39,10 @@ from ragpulse.tasks.warehouse._schema import (
     pending_migrations,
 )
 from ragpulse.tasks.warehouse._views import DUCKDB, view_definitions
+from ragpulse.tasks.warehouse.protocol import Publication, TableNames
+from ragpulse.tasks.warehouse.rows import RowSource
 
-__all__ = ["DEFAULT_LOCK_TIMEOUT", "LOCK_PROGRESS_SECONDS", "PUBLISH_MEMORY_LIMIT", "DuckDBWarehouse", "duckdb_path"]
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "PUBLISH_MEMORY_LIMIT", "DuckDBWarehouse", "duckdb_path"]
 
 _log = logging.getLogger(__name__)
 
@@ -94,9 +95,6 @@ DEFAULT_LOCK_TIMEOUT = 30.0
 PUBLISH_MEMORY_LIMIT = "512MB"
 
 
-# How often a waiting open retries (the most it overshoots the other process's close) and reports its wait.
-_LOCK_POLL_SECONDS = 0.1
-LOCK_PROGRESS_SECONDS = 5.0
 _HOLDER = re.compile(r"Conflicting lock is held in (?P<program>.+?) \(PID (?P<pid>\d+)\)")
 
 
@@ -187,7 +185,7 @@ class DuckDBWarehouse:
                         "warehouse %s is held open by %s; waited %.0f of %g s for it to close",
                         self.path, holder, waited, self.lock_timeout,
                     )  # fmt: skip
-                time.sleep(_LOCK_POLL_SECONDS)
+                time.sleep(LOCK_POLL_SECONDS)
                 continue
             if reported > -math.inf:
                 _log.info("warehouse %s opened after waiting %.1f s", self.path, time.monotonic() - started)

@@ -1,12 +1,6 @@
 """An Apache Iceberg lake: every score table an Iceberg table, partitioned by ``partition_date``, with its data and
-metadata on S3 (or an S3-compatible store) or a local folder and its commits made through a catalog.
-
-URL: ``s3://bucket/prefix?catalog=<catalog>&namespace=ragpulse&lock_timeout=300&retention_days=7`` (or a folder,
-``file:///dir``).
-``catalog`` is a SQLAlchemy URL of a SQL catalog (``sqlite:////path/catalog.db``, ``postgresql://user@host/db``),
-the layout that Iceberg's JDBC catalog, Spark, Trino and Flink share, or the name of a catalog configured for
-pyiceberg (``.pyiceberg.yaml`` or ``PYICEBERG_CATALOG__<NAME>__*``) whose type is ``sql``. A folder without one
-keeps its catalog in ``<folder>/catalog.db``.
+metadata on S3 (or an S3-compatible store) or a local folder and its commits made through a SQL catalog. Its URL
+(``s3://bucket/prefix?catalog=...``) is ``lake_url``'s; the locks beside its catalog are ``_locks``'s.
 
 Tables live at ``<root>/<namespace>/<table>``. Publishing a date takes the date's lock (a PostgreSQL advisory lock
 in the catalog's database, or an ``flock`` beside a SQLite catalog), writes every table's new Parquet files (each
@@ -23,22 +17,17 @@ with Iceberg's own schema evolution, so files written before read a new column a
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
-import functools
 import itertools
 import logging
 import os
 import posixpath
-import re
 import tempfile
-import time
-import urllib.parse
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -69,16 +58,9 @@ from pyiceberg.table import Table
 from pyiceberg.utils.config import Config
 
 from ragpulse.metrics.errors import RagpulseError
-from ragpulse.tasks.core.exceptions import ConfigError, WarehouseError, WarehouseLockedError
-from ragpulse.tasks.core.storage import filesystem, redact_url, redacted_line
-from ragpulse.tasks.warehouse import _IDENTIFIER, Publication, TableNames
-from ragpulse.tasks.warehouse._locks import (
-    advisory_lock_holders,
-    advisory_lock_id,
-    lock_timeout,
-    positive_parameter,
-    reported_wait,
-)
+from ragpulse.tasks.core.exceptions import ConfigError, WarehouseError
+from ragpulse.tasks.core.storage import filesystem, redacted_line
+from ragpulse.tasks.warehouse._locks import NamedLocks, catalog_locks
 from ragpulse.tasks.warehouse._schema import (
     PUBLISHED_AT,
     SCHEMA_VERSION,
@@ -94,21 +76,18 @@ from ragpulse.tasks.warehouse._schema import (
     pending_migrations,
     violation,
 )
+from ragpulse.tasks.warehouse.lake_url import LakeUrl
+from ragpulse.tasks.warehouse.protocol import Publication, TableNames
 
-__all__ = ["DEFAULT_LOCK_TIMEOUT", "DEFAULT_RETENTION_DAYS", "IcebergLake", "LakeUrl", "schema_version_property"]
+__all__ = ["IcebergLake", "schema_version_property"]
 
 _log = logging.getLogger(__name__)
 
-DEFAULT_LOCK_TIMEOUT = 300.0
-# Snapshots older than this are expired after a publish, and the files only they named are deleted: how far back
-# time travel reaches.
-DEFAULT_RETENTION_DAYS = 7.0
 # A file no snapshot names is deleted only once this old: younger, it may be a publish's in flight.
 _ORPHAN_GRACE = dt.timedelta(hours=1)
 # Written on every snapshot a publish commits: which publish made it, to recognise a commit whose reply was lost.
 _PUBLISH_PROPERTY = "ragpulse.publish-id"
 _CATALOG_NAME = "ragpulse"
-_LOCAL_CATALOG = "catalog.db"
 _FSSPEC_IO = "pyiceberg.io.fsspec.FsspecFileIO"
 _TABLE_PROPERTIES = {
     "format-version": "2",
@@ -126,85 +105,10 @@ _TABLE_PROPERTIES = {
 }
 # Arrow bytes gathered into one row group: a whole table would be the whole day in memory.
 _ROW_GROUP_BYTES = 64 * 2**20
-_LOCK_POLL_SECONDS = 0.1
-_LOCK_NOT_AVAILABLE = "55P03"
-_LOCK_PROGRESS_SECONDS = 5.0
-
-
-@dataclass(frozen=True)
-class LakeUrl:
-    """A lake's warehouse URL taken apart: where the tables live, which catalog commits them, under which
-    namespace, and how long a publish waits for another publisher of its date."""
-
-    root: str
-    catalog: str
-    namespace: str
-    lock_timeout: float
-    retention: dt.timedelta
-    shown: str
-
-    @classmethod
-    def parse(cls, url: str) -> LakeUrl:
-        shown = redact_url(url)
-        base, _, query = url.partition("?")
-        # A "+" is meant literally (postgresql+psycopg://), not as a form-encoded space.
-        literal = query.replace("+", "%2B")
-        params = {key: values[-1] for key, values in urllib.parse.parse_qs(literal, keep_blank_values=True).items()}
-        unknown = sorted(set(params) - {"catalog", "namespace", "lock_timeout", "retention_days"})
-        if unknown:
-            raise ConfigError(
-                f"unknown parameter(s) {unknown} in lake URL {shown!r}; it takes catalog=, namespace=, lock_timeout= "
-                "and retention_days="
-            )
-        scheme = base.split("://", 1)[0].lower() if "://" in base else "file"
-        if scheme in ("s3", "s3a"):
-            root = "s3://" + base.split("://", 1)[1].rstrip("/")
-        elif scheme == "file":
-            root = "file://" + os.path.abspath(base.removeprefix("file://"))
-        else:
-            raise ConfigError(f"warehouse URL {shown!r}: an Iceberg lake lives on s3:// or in a local folder")
-        catalog = params.get("catalog")
-        if not catalog:
-            if scheme != "file":
-                raise ConfigError(
-                    f"lake URL {shown!r} names no catalog: add ?catalog=postgresql://user@host/db (or sqlite:////path, "
-                    "or the name of a pyiceberg catalog); only a local folder keeps its own"
-                )
-            catalog = f"sqlite:///{root.removeprefix('file://')}/{_LOCAL_CATALOG}"
-        namespace = params.get("namespace", "ragpulse")
-        if not _IDENTIFIER.match(namespace):
-            raise ConfigError(f"invalid namespace {namespace!r} in lake URL {shown!r}")
-        timeout = lock_timeout(params.get("lock_timeout"), shown, DEFAULT_LOCK_TIMEOUT)
-        days = positive_parameter(params.get("retention_days"), "retention_days", shown, DEFAULT_RETENTION_DAYS)
-        location = cls(root, catalog, namespace, timeout, dt.timedelta(days=days), shown)
-        _ = location.sql_catalog  # a bad catalog URL is a configuration error now, not at the first publish
-        return location
-
-    @property
-    def local(self) -> bool:
-        return self.root.startswith("file://")
-
-    @property
-    def sql_catalog(self) -> sa.URL | None:
-        """The catalog's SQLAlchemy URL (PostgreSQL through psycopg 3), or None for a named pyiceberg catalog."""
-        if "://" not in self.catalog:
-            return None
-        try:
-            url = sa.make_url(self.catalog)
-        except (sa.exc.ArgumentError, ValueError):
-            raise ConfigError(f"invalid catalog URL in lake URL {self.shown!r}") from None
-        backend = url.get_backend_name()
-        if backend == "postgresql":
-            return url.set(drivername="postgresql+psycopg")
-        if backend == "sqlite":
-            return url
-        raise ConfigError(
-            f"catalog {redact_url(self.catalog)!r}: use sqlite:///..., postgresql://... or a catalog name"
-        )
 
 
 class IcebergLake:
-    """Score tables as Iceberg tables; see the module docstring for the URL and the commit protocol."""
+    """Score tables as Iceberg tables; see the module docstring for the commit protocol, ``LakeUrl`` for the URL."""
 
     def __init__(
         self,
@@ -224,7 +128,7 @@ class IcebergLake:
         self._fs, self._root = filesystem(self.location.root, self._storage_options)
         self._local = isinstance(self._fs, LocalFileSystem)
         self._catalog: Catalog | None = None
-        self._locks: _Locks | None = None
+        self._locks: NamedLocks | None = None
         self._schema_checked = False
 
     # -- the Warehouse interface ---------------------------------------------------------------------------
@@ -546,7 +450,7 @@ class IcebergLake:
         if self._locks is None:
             catalog = self._catalog or self._open_catalog(create=True)
             assert isinstance(catalog, SqlCatalog)
-            locks = _locks_for(catalog, self.location)
+            locks = catalog_locks(catalog.engine, self.location.lock_timeout, self.location.shown)
             if not _has_catalog_tables(catalog):
                 # Two first publishers must not both create them (SQLAlchemy checks, then creates).
                 with locks.hold(self._lock_name("catalog"), "creating the catalog"):
@@ -741,93 +645,6 @@ class _Change:
     table: Table
     files: list[DataFile]
     replace: bool
-
-
-class _Locks(Protocol):
-    def hold(self, key: str, what: str) -> AbstractContextManager[None]: ...
-
-
-@dataclass(frozen=True)
-class _AdvisoryLocks:
-    """Session advisory locks in the PostgreSQL database of the catalog: released by the server when the holder's
-    connection ends, so a publisher that dies holds nothing."""
-
-    engine: sa.Engine
-    timeout: float
-    shown: str
-
-    @contextmanager
-    def hold(self, key: str, what: str) -> Iterator[None]:
-        lock = advisory_lock_id(key)
-        with self.engine.connect() as conn:
-            conn.execute(sa.text(f"SET lock_timeout = '{int(self.timeout * 1000)}ms'"))
-            try:
-                if not conn.execute(sa.text("SELECT pg_try_advisory_lock(:id)"), {"id": lock}).scalar():
-                    holders = functools.partial(advisory_lock_holders, self.engine, [lock])
-                    with reported_wait(f"{what} on {self.shown}", holders, self.timeout):
-                        conn.execute(sa.text("SELECT pg_advisory_lock(:id)"), {"id": lock})
-            except sa.exc.OperationalError as exc:
-                # lock_not_available, by SQLSTATE: psycopg 3 calls it sqlstate, psycopg2 (a named catalog's) pgcode.
-                if _LOCK_NOT_AVAILABLE not in (getattr(exc.orig, "sqlstate", None), getattr(exc.orig, "pgcode", None)):
-                    raise
-                raise WarehouseLockedError(
-                    f"{what} on {self.shown}: gave up after waiting {self.timeout:g} s for another publisher's lock; "
-                    "to wait longer add lock_timeout=<seconds> to the lake URL"
-                ) from None
-            conn.commit()
-            try:
-                yield
-            finally:
-                with suppress(sa.exc.SQLAlchemyError):
-                    conn.execute(sa.text("SELECT pg_advisory_unlock(:id)"), {"id": lock})
-                    conn.commit()
-
-
-@dataclass(frozen=True)
-class _FileLocks:
-    """``flock`` on files beside a SQLite catalog, which lives on one machine: released by the kernel when the
-    holder's process ends."""
-
-    directory: Path
-    timeout: float
-    shown: str
-
-    @contextmanager
-    def hold(self, key: str, what: str) -> Iterator[None]:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.directory / (re.sub(r"[^A-Za-z0-9_.=-]", "_", key) + ".lock")
-        with open(path, "a+b") as handle:
-            started = last_report = time.monotonic()
-            while True:
-                try:
-                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    waited = time.monotonic() - started
-                    if waited >= self.timeout:
-                        raise WarehouseLockedError(
-                            f"{what} on {self.shown}: gave up after waiting {self.timeout:g} s for another publisher's "
-                            "lock; to wait longer add lock_timeout=<seconds> to the lake URL"
-                        ) from None
-                    if time.monotonic() - last_report >= _LOCK_PROGRESS_SECONDS:
-                        _log.warning("%s on %s: waiting %.0f s for another publisher", what, self.shown, waited)
-                        last_report = time.monotonic()
-                    time.sleep(_LOCK_POLL_SECONDS)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-def _locks_for(catalog: Catalog, location: LakeUrl) -> _Locks:
-    assert isinstance(catalog, SqlCatalog)
-    engine = catalog.engine
-    if engine.url.get_backend_name() == "postgresql":
-        return _AdvisoryLocks(engine, location.lock_timeout, location.shown)
-    database = engine.url.database
-    if not database or database == ":memory:":
-        raise ConfigError(f"lake URL {location.shown!r}: an in-memory SQLite catalog cannot be shared by publishers")
-    return _FileLocks(Path(f"{database}.locks"), location.lock_timeout, location.shown)
 
 
 def _data_file(table: Table, url: str, footer: pq.FileMetaData, size: int) -> DataFile:

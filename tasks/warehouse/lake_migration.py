@@ -24,9 +24,9 @@ import pyarrow.parquet as pq
 from ragpulse.metrics.errors import RagpulseError
 from ragpulse.tasks.core.exceptions import ConfigError, WarehouseError
 from ragpulse.tasks.core.storage import filesystem, redact_url, redacted_line
-from ragpulse.tasks.warehouse import TableNames
 from ragpulse.tasks.warehouse._schema import SCHEMA_VERSION, TABLES
 from ragpulse.tasks.warehouse.iceberg import IcebergLake
+from ragpulse.tasks.warehouse.protocol import TableNames
 
 __all__ = ["LakeMigration", "migrate_lake", "read_manifest_lake"]
 

@@ -30,10 +30,10 @@ from sqlalchemy.dialects import postgresql
 
 from ragpulse.tasks.core.exceptions import ConfigError, WarehouseLockedError
 from ragpulse.tasks.core.storage import redact_url
-from ragpulse.tasks.warehouse import _IDENTIFIER, TableNames
 from ragpulse.tasks.warehouse._locks import advisory_lock_holders, advisory_lock_id, lock_timeout, reported_wait
 from ragpulse.tasks.warehouse._sql import SqlWarehouse
 from ragpulse.tasks.warehouse._views import POSTGRESQL
+from ragpulse.tasks.warehouse.protocol import IDENTIFIER, TableNames
 
 __all__ = ["DEFAULT_LOCK_TIMEOUT", "PostgresWarehouse"]
 
@@ -85,7 +85,7 @@ class PostgresWarehouse(SqlWarehouse):
         if parsed.drivername not in _DRIVERS:
             raise ConfigError(f"unsupported PostgreSQL driver in {shown!r}; use postgresql:// or postgresql+psycopg://")
         schema = parsed.query.get("schema")
-        if schema is not None and (not isinstance(schema, str) or not _IDENTIFIER.match(schema)):
+        if schema is not None and (not isinstance(schema, str) or not IDENTIFIER.match(schema)):
             raise ConfigError(f"invalid schema {schema!r} in warehouse URL {shown!r}")
         self.lock_timeout = lock_timeout(parsed.query.get("lock_timeout"), shown, DEFAULT_LOCK_TIMEOUT)
         super().__init__(

@@ -21,8 +21,8 @@ from sqlalchemy.pool import NullPool
 
 from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.storage import filesystem, redact_url, secret_values
-from ragpulse.tasks.warehouse import open_warehouse, resolve_warehouse_url
 from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse
+from ragpulse.tasks.warehouse.factory import open_warehouse, resolve_warehouse_url
 from ragpulse.tasks.warehouse.iceberg import IcebergLake
 from ragpulse.tasks.warehouse.postgres import PostgresWarehouse
 
@@ -79,7 +79,7 @@ def _probe_schema(store: PostgresWarehouse) -> None:
             if schema is None:
                 raise ConfigError(f"warehouse {store.url}: no schema; add ?schema=name to the URL")
             exists = conn.execute(sa.text("SELECT 1 FROM pg_namespace WHERE nspname = :s"), {"s": schema}).scalar()
-            if not exists:  # the name is checked against _IDENTIFIER by the backend
+            if not exists:  # the name is checked against IDENTIFIER by the backend
                 conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
             elif not conn.execute(sa.text("SELECT has_schema_privilege(:s, 'CREATE')"), {"s": schema}).scalar():
                 raise ConfigError(f"warehouse {store.url}: no right to create tables in schema {schema!r}")

@@ -22,16 +22,11 @@ from ragpulse.tasks.core.types import (
     StagingCounts,
 )
 from ragpulse.tasks.ingest.batches import read_staged
-from ragpulse.tasks.warehouse import (
-    QUARANTINE_SCHEMA,
-    RUNS_SCHEMA,
-    SCORES_SCHEMA,
-    TRACES_SCHEMA,
-    Publication,
-    RowSource,
-    open_warehouse,
-)
 from ragpulse.tasks.warehouse._schema import PUBLISHED_AT, STAGING_RUN_COLUMNS
+from ragpulse.tasks.warehouse.factory import open_warehouse
+from ragpulse.tasks.warehouse.protocol import Publication
+from ragpulse.tasks.warehouse.rows import RowSource
+from ragpulse.tasks.warehouse.tables import QUARANTINE_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, TRACES_SCHEMA
 
 __all__ = [
     "CONTEXT_EXCERPT_CHARS",

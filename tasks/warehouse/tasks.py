@@ -6,7 +6,8 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from ragpulse.tasks.core.storage import redact_url
-from ragpulse.tasks.warehouse import Publication, open_warehouse
+from ragpulse.tasks.warehouse.factory import open_warehouse
+from ragpulse.tasks.warehouse.protocol import Publication
 
 __all__ = ["publish_partition"]
 

@@ -22,8 +22,9 @@ from ragpulse.metrics import Status
 from ragpulse.tasks.core.exceptions import ConfigError, WarehouseError, WarehouseLockedError
 from ragpulse.tasks.core.types import PartitionScores, QuarantinedRecord, RunInfo
 from ragpulse.tasks.warehouse import Publication, TableNames, open_warehouse
+from ragpulse.tasks.warehouse._locks import LOCK_PROGRESS_SECONDS
 from ragpulse.tasks.warehouse._schema import SCHEMA_VERSION
-from ragpulse.tasks.warehouse.duckdb import LOCK_PROGRESS_SECONDS, DuckDBWarehouse, duckdb_path
+from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse, duckdb_path
 from ragpulse.tasks.warehouse.iceberg import IcebergLake
 from ragpulse.tasks.warehouse.postgres import PostgresWarehouse
 from ragpulse.tasks.warehouse.publication import build_publication

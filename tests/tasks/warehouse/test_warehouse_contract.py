@@ -57,7 +57,8 @@ from ragpulse.tasks.warehouse._schema import (
     DefineViews,
     StoreAsJson,
 )
-from ragpulse.tasks.warehouse.iceberg import LakeUrl, schema_version_property
+from ragpulse.tasks.warehouse.iceberg import schema_version_property
+from ragpulse.tasks.warehouse.lake_url import LakeUrl
 from ragpulse.tasks.warehouse.publication import build_publication
 
 DAY = dt.date(2026, 11, 1)
