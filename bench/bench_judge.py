@@ -226,7 +226,9 @@ class HashEmbedder:
 
 
 def _judge(base_url: str, concurrency: int, cache_url: str | None) -> Any:
-    from ragpulse.tasks.judge import JudgeConfig, JudgeSecrets, OpenAIJudge
+    from ragpulse.tasks.judge.client import OpenAIJudge
+    from ragpulse.tasks.judge.config import JudgeConfig
+    from ragpulse.tasks.judge.credentials import JudgeSecrets
 
     settings = JudgeConfig(base_url=base_url, model="judge-bench", max_concurrency=concurrency, cache_url=cache_url)
     return OpenAIJudge(settings, secrets=JudgeSecrets(api_key="bench"))

@@ -11,6 +11,8 @@ import datetime as dt
 import json
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -71,18 +73,27 @@ def _config(config_file: Path | None, settings: dict[str, Any]) -> RunConfig:
         raise fail_with(exc) from None
 
 
-def _preflight(run_config: RunConfig, *, alerts: bool = False) -> None:
-    """What a flow would otherwise find wrong only once its run had started (``check_config``, which each flow
-    runs again first thing, for deployment runs), and the task runner. Caught here, a mistake is one line and
-    exit 2, and leaves no failed run behind."""
-    from ragpulse.flows.runners import build_task_runner
-    from ragpulse.tasks.planning.run import check_config
+def _preflight_only(run_config: RunConfig) -> None:
+    """``_preflight`` for a command that starts no flow in this process (``serve``)."""
+    with _preflight(run_config, alerts=True):
+        return
 
-    try:
-        check_config(run_config, alerts=alerts)
-        build_task_runner(run_config.runner)
-    except RagpulseError as exc:
-        raise fail_with(exc) from None
+
+@contextmanager
+def _preflight(run_config: RunConfig, *, alerts: bool = False) -> Iterator[None]:
+    """What a flow would otherwise find wrong only once its run had started (``check_config``), and the task runner.
+    Caught here, a mistake is one line and exit 2, and leaves no failed run behind. The flow started in the block
+    finds its configuration checked and planned (``checked_run``), so it does not check or plan it again."""
+    from ragpulse.flows.runners import build_task_runner
+    from ragpulse.tasks.planning.run import checked_run
+
+    with ExitStack() as scope:
+        try:
+            scope.enter_context(checked_run(run_config, alerts=alerts))
+            build_task_runner(run_config.runner)
+        except RagpulseError as exc:
+            raise fail_with(exc) from None
+        yield
 
 
 @setting_options(*PARTITION_GROUPS)
@@ -98,16 +109,16 @@ def evaluate(
     collector.defer()
     partition = parse_date(date, "--date")
     run_config = _config(config, settings)
-    _preflight(run_config)
-    announce_api()
-    terminal_logs(ctx)
-    warm_up(run_config, "ragpulse.flows.evaluate")
-    from ragpulse.flows.evaluate import evaluate_partition
+    with _preflight(run_config):
+        announce_api()
+        terminal_logs(ctx)
+        warm_up(run_config, "ragpulse.flows.evaluate")
+        from ragpulse.flows.evaluate import evaluate_partition
 
-    try:
-        summary = evaluate_partition(date=partition, **run_config.groups(*PARTITION_GROUPS))
-    except RagpulseError as exc:
-        raise fail_with(exc) from None
+        try:
+            summary = evaluate_partition(date=partition, **run_config.groups(*PARTITION_GROUPS))
+        except RagpulseError as exc:
+            raise fail_with(exc) from None
     if as_json:
         out.print_json(json.dumps(summary.to_dict(), default=str))
     else:
@@ -131,17 +142,18 @@ def monitor(
     collector.defer()
     run_config = _config(config, settings)
     day = parse_date(date, "--date") if date else None  # the flow picks yesterday in --timezone
-    _preflight(run_config, alerts=True)
-    announce_api()
-    terminal_logs(ctx)
-    warm_up(run_config, "ragpulse.flows.monitor")
-    from ragpulse.flows.monitor import monitor as monitor_flow
+    with _preflight(run_config, alerts=True):
+        announce_api()
+        terminal_logs(ctx)
+        warm_up(run_config, "ragpulse.flows.monitor")
+        from ragpulse.flows.monitor import monitor as monitor_flow
+
+        try:
+            result = monitor_flow(date=day, timezone=timezone, lag_days=lag_days, **run_config.groups())
+        except RagpulseError as exc:
+            raise fail_with(exc) from None
     from ragpulse.metrics.drift import ALERTING
 
-    try:
-        result = monitor_flow(date=day, timezone=timezone, lag_days=lag_days, **run_config.groups())
-    except RagpulseError as exc:
-        raise fail_with(exc) from None
     if as_json:
         out.print_json(json.dumps(result.to_dict(), default=str))
     else:
@@ -176,10 +188,10 @@ def backfill(
     if last < first:
         raise fail(f"--end {last} is before --start {first}", ExitCode.USAGE)
     run_config = _config(config, settings)
-    _preflight(run_config, alerts=alert)
-    announce_api()
-    terminal_logs(ctx)
-    result = _run_backfill(run_config, first, last, concurrency=concurrency, force=force, send_drift_alerts=alert)
+    with _preflight(run_config, alerts=alert):
+        announce_api()
+        terminal_logs(ctx)
+        result = _run_backfill(run_config, first, last, concurrency=concurrency, force=force, send_drift_alerts=alert)
     if as_json:
         out.print_json(json.dumps(result.to_dict(), default=str))
     else:
@@ -249,7 +261,7 @@ def serve(
             f"invalid schedule --cron {cron!r} --timezone {timezone!r}: {exc.errors()[0]['msg']}", ExitCode.USAGE
         ) from None
     run_config = _config(config, settings)
-    _preflight(run_config, alerts=True)
+    _preflight_only(run_config)  # the scheduled runs start in processes of their own, and check there
     from ragpulse.flows.serving import serve_monitor
 
     def announce(full_name: str) -> None:

@@ -11,9 +11,9 @@ Each setting also has a *flat name*, the same for the CLI option (``--batch-size
 Secrets are never part of it: storage credentials come from the environment or profiles that fsspec's backends
 read themselves, the judge key from ``OPENAI_API_KEY``/``RAGPULSE_JUDGE_API_KEY`` or a Secret block.
 
-Each group is declared in the room it configures (``tasks/<room>/config.py``: ``SourceConfig`` in ingest,
+Each group that a room reads is declared in that room (``tasks/<room>/config.py``: ``SourceConfig`` in ingest,
 ``JudgeConfig`` in judge, ...), so that a room reads its settings without importing the rooms above it; this module
-assembles them, with the runner's group, into ``RunConfig`` and loads it.
+declares the two groups only flows read (``output``, ``runner``), assembles them all into ``RunConfig`` and loads it.
 """
 
 from __future__ import annotations
@@ -28,20 +28,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_serializer, field_validator
 from pydantic.fields import FieldInfo
 
 from ragpulse.metrics import parse_metrics
 from ragpulse.tasks.calibration.config import CalibrationConfig
-from ragpulse.tasks.core.config_base import ENV_PREFIX, ConfigGroup
+from ragpulse.tasks.core.config_base import ENV_PREFIX, STORAGE_KEY_HINT, ConfigGroup, no_password, required_text
 from ragpulse.tasks.core.exceptions import ConfigError
+from ragpulse.tasks.core.redaction import redact_url
 from ragpulse.tasks.ingest.adapters import CANONICAL_FORMAT, parse_options
 from ragpulse.tasks.ingest.config import SourceConfig, TraceFormat
 from ragpulse.tasks.judge.config import API_KEY_ENV, EXTRA_HEADERS_ENV, JUDGE_ENV_PREFIX, JUDGE_KEY_HINT, JudgeConfig
 from ragpulse.tasks.monitoring.config import AlertConfig, DriftConfig
 from ragpulse.tasks.quality.config import QualityConfig
 from ragpulse.tasks.scoring.config import ScoringConfig
-from ragpulse.tasks.warehouse.config import OutputConfig
 
 __all__ = [
     "CONFIG_ENV",
@@ -76,6 +76,36 @@ CONFIG_ENV = "RAGPULSE_CONFIG"
 DEFAULT_CONFIG_FILE = "ragpulse.toml"
 NO_SOURCE = "no trace source: pass --source, set RAGPULSE_SOURCE or `source` in ragpulse.toml"
 _G = typing.TypeVar("_G", bound="ConfigGroup")
+
+
+class OutputConfig(ConfigGroup):
+    """Where results go: the score tables, and the work dir of task cache and staged batches."""
+
+    warehouse: str = Field(default="duckdb:///ragpulse.duckdb", min_length=1, description="Warehouse URL.")
+    work_dir: str = Field(
+        default=".ragpulse", min_length=1, description="Task cache and staged batches; s3:// shares them."
+    )
+    republish: bool = Field(
+        default=False,
+        description="Validate and publish even when the warehouse already holds this run's identical rows.",
+    )
+
+    @field_validator("warehouse", "work_dir", mode="before")
+    @classmethod
+    def _location_given(cls, value: Any, info: ValidationInfo) -> Any:
+        return required_text(value, ENV_PREFIX + str(info.field_name).upper())
+
+    @field_validator("work_dir")
+    @classmethod
+    def _work_dir_without_password(cls, value: str) -> str:
+        return no_password(value, STORAGE_KEY_HINT)
+
+    @field_serializer("warehouse", when_used="json")
+    def _warehouse_shown(self, value: str) -> str:
+        """A PostgreSQL URL may carry a password for a run in this process; JSON never does. Prefect stores flow
+        parameters as this JSON (``Flow.serialize_parameters``), and runs rows stamp it, while the flow in this
+        process keeps the object itself. A deployment must not rely on it: ``secret://<block>`` or PGPASSWORD."""
+        return redact_url(value)
 
 
 class RunnerConfig(ConfigGroup):

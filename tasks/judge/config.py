@@ -7,7 +7,7 @@ configures the judge of every deployment it runs (``in_run_environment``). Only 
 parameter, so that fallback still has room to apply in the worker.
 
 The key and extra headers are secrets: never part of this group, read from the environment (or a Secret block named
-by ``api_key_block``) where the calls are made (``JudgeSecrets``).
+by ``api_key_block``) where the calls are made (``tasks/judge/credentials.py``).
 """
 
 from __future__ import annotations
@@ -21,14 +21,12 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SecretStr,
     SerializationInfo,
     SerializerFunctionWrapHandler,
     ValidationError,
     field_validator,
     model_serializer,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ragpulse.tasks.core.config_base import ENV_PREFIX, ConfigGroup, no_password
 from ragpulse.tasks.core.exceptions import ConfigError
@@ -41,7 +39,6 @@ __all__ = [
     "JUDGE_ENV_PREFIX",
     "JUDGE_KEY_HINT",
     "JudgeConfig",
-    "JudgeSecrets",
     "ModelPrice",
 ]
 
@@ -180,14 +177,3 @@ def _one_line(exc: ValidationError) -> ConfigError:
         name = JudgeConfig.env_name(field) if field in JudgeConfig.model_fields else field or "settings"
         problems.append(f"{name}: {str(error['msg']).removeprefix('Value error, ')}")
     return ConfigError(f"invalid judge settings: {'; '.join(problems)}")
-
-
-class JudgeSecrets(BaseSettings):
-    """The judge's secrets, read from the environment where the calls are made and never stored: the key
-    (``RAGPULSE_JUDGE_API_KEY``; else the config's ``api_key_block``, else ``OPENAI_API_KEY``) and headers sent with
-    every call (``RAGPULSE_JUDGE_EXTRA_HEADERS``, JSON: an Azure ``api-key``, a gateway token)."""
-
-    model_config = SettingsConfigDict(env_prefix=JUDGE_ENV_PREFIX, extra="ignore", frozen=True)
-
-    api_key: SecretStr | None = None
-    extra_headers: dict[str, SecretStr] = Field(default_factory=dict)

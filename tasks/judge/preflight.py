@@ -13,8 +13,8 @@ from ragpulse.tasks.judge.config import (
     EXTRA_HEADERS_ENV,
     JUDGE_KEY_HINT,
     JudgeConfig,
-    JudgeSecrets,
 )
+from ragpulse.tasks.judge.credentials import JudgeSecrets
 
 __all__ = ["check_judge"]
 

@@ -138,7 +138,11 @@ def test_bad_options_are_clear_errors(args: list[str], message: str) -> None:
         (["--judge-config", "absent.toml"], {}, "cannot read judge config 'absent.toml'"),
         (["--input-suite", "absent.json"], {}, "cannot read expectation suite 'absent.json'"),
         (["--warehouse", "ftp://host/scores"], {}, "unsupported warehouse URL scheme 'ftp'"),
-        ([], {"RAGPULSE_JUDGE_MAX_CONCURRENCY": "many"}, "invalid judge settings: RAGPULSE_JUDGE_MAX_CONCURRENCY"),
+        (
+            [],
+            {"RAGPULSE_JUDGE_MAX_CONCURRENCY": "many"},
+            "invalid ragpulse settings: RAGPULSE_JUDGE_MAX_CONCURRENCY: Input should be a valid integer",
+        ),
     ],
 )
 def test_what_a_run_would_find_wrong_is_refused_before_it_starts(

@@ -17,7 +17,7 @@ import yaml
 
 from ragpulse.tasks.config import SETTINGS
 from ragpulse.tasks.embeddings.models import TORCH_THREADS_ENV
-from ragpulse.tasks.judge.config import JudgeSecrets
+from ragpulse.tasks.judge.credentials import JudgeSecrets
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"

@@ -15,7 +15,8 @@ import pytest
 from ragpulse.metrics.judge import JudgeCallError, JudgeRequest, VerdictParseError, ask, load_json_object
 from ragpulse.tasks.judge.cache import CachedCall, JudgeCache
 from ragpulse.tasks.judge.client import OpenAIJudge
-from ragpulse.tasks.judge.config import JudgeConfig, JudgeSecrets
+from ragpulse.tasks.judge.config import JudgeConfig
+from ragpulse.tasks.judge.credentials import JudgeSecrets
 from tests.doubles.judge_server import Fault, JudgeServer, fresh_judge_server
 
 SCHEMA = {"type": "object", "properties": {"verdict": {"type": "boolean"}}, "required": ["verdict"]}

@@ -39,8 +39,9 @@ from ragpulse.metrics.judge import (
 from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.judge.cache import JudgeCache
 from ragpulse.tasks.judge.client import OpenAIJudge, retry_after_seconds
-from ragpulse.tasks.judge.config import JudgeConfig, JudgeSecrets
+from ragpulse.tasks.judge.config import JudgeConfig
 from ragpulse.tasks.judge.ratelimit import ConcurrencyGate, TokenBucket
+from ragpulse.tasks.judge.credentials import JudgeSecrets
 from ragpulse.tasks.judge.usage import merge_usage
 from tests.doubles.judge_server import Fault, JudgeServer, fresh_judge_server
 
@@ -597,7 +598,8 @@ def test_another_process_reads_the_same_cache(server: JudgeServer, model: str, t
     script = """
 import asyncio, json, sys
 from ragpulse.metrics.judge import JudgeRequest
-from ragpulse.tasks.judge import JudgeConfig, OpenAIJudge
+from ragpulse.tasks.judge.client import OpenAIJudge
+from ragpulse.tasks.judge.config import JudgeConfig
 settings = JudgeConfig.model_validate_json(sys.argv[1])
 request = JudgeRequest(**json.loads(sys.argv[2]))
 judge = OpenAIJudge(settings)
