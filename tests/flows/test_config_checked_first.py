@@ -66,6 +66,13 @@ LATE_ERRORS = {
         [], {"RAGPULSE_JUDGE_TIMEOUT": "-1"}, "unknown judge setting RAGPULSE_JUDGE_TIMEOUT; did you mean "
         "RAGPULSE_JUDGE_TIMEOUT_SECONDS?",
     ),
+    "misspelt variable of another group": (
+        [], {"RAGPULSE_BATCHSIZE": "10"}, "unknown setting RAGPULSE_BATCHSIZE; did you mean RAGPULSE_BATCH_SIZE?",
+    ),
+    "misspelt drift variable": (
+        [], {"RAGPULSE_DRIFT_CONFIDNCE": "0.9"},
+        "unknown setting RAGPULSE_DRIFT_CONFIDNCE; did you mean RAGPULSE_DRIFT_CONFIDENCE?",
+    ),
     "judge URL with a password": (
         [], {"RAGPULSE_JUDGE_BASE_URL": "http://u:hunter2@127.0.0.1:9/v1"}, "put the key in RAGPULSE_JUDGE_API_KEY",
     ),
@@ -105,6 +112,35 @@ def test_the_cli_refuses_a_late_error_before_any_work(
     assert message in line and "hunter2" not in line
     assert _flow_runs() == before
     assert not (tmp_path / "work").exists()
+
+
+def test_a_command_checks_and_plans_its_configuration_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's check, the flow's, its subflows' (monitor -> evaluate-partition -> score-partition, and a backfill's
+    partitions in threads of their own) and the backfill's planning task: one plan per command, once published rows
+    exist as well as on the first run."""
+    from ragpulse.tasks.planning import run as planning
+
+    traces = tmp_path / "traces"
+    for day in (DAY - dt.timedelta(days=1), DAY):
+        line = {"trace_id": f"t-{day}", "timestamp": f"{day}T10:00:00Z", "question": "q", "answer": "a",
+                "contexts": [{"id": "d", "text": "t"}], "relevant_ids": ["d"]}  # fmt: skip
+        (traces / f"dt={day}").mkdir(parents=True)
+        (traces / f"dt={day}" / "a.jsonl").write_text(json.dumps(line) + "\n")
+    plans: list[object] = []
+    plan_run = planning.plan_run
+    monkeypatch.setattr(planning, "plan_run", lambda config: plans.append(config) or plan_run(config))
+    common = ["--source", str(traces), "--warehouse", f"duckdb:///{tmp_path}/w.duckdb", "--work-dir", str(tmp_path)]
+    day_before = str(DAY - dt.timedelta(days=1))
+    commands = {
+        "monitor": ["monitor", "--date", str(DAY), *common],
+        "backfill": ["backfill", "--start", day_before, "--end", str(DAY), "--force", *common],
+        "evaluate": ["evaluate", "--date", str(DAY), *common],
+    }
+    for name, command in commands.items():
+        plans.clear()
+        result = runner.invoke(app, command)
+        assert result.exit_code == 0, (name, result.output[-1500:])
+        assert len(plans) == 1, f"{name} planned its run {len(plans)} times"
 
 
 def test_a_config_file_and_the_monitor_are_checked_too(traces: Path, tmp_path: Path) -> None:
