@@ -1,8 +1,9 @@
 """ragpulse: monitor the quality of RAG systems in production with Prefect flows that score logged traces.
 
-One import root over the repository's rooms (imports point one way, flows -> tasks -> metrics):
+One import root over the repository's rooms (imports point one way, cli -> flows -> tasks -> metrics):
 
-- ``ragpulse.flows``: Prefect flows (evaluate, monitor, backfill) and the ``ragpulse`` command line;
+- ``ragpulse.cli``: the ``ragpulse`` command line;
+- ``ragpulse.flows``: Prefect flows (evaluate, monitor, backfill, calibrate);
 - ``ragpulse.tasks``: Prefect tasks and the I/O libraries they call, one concern per sub-package;
 - ``ragpulse.metrics``: pure metric code, no Prefect and no I/O.
 
