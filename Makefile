@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX_URL ?=
 
-.PHONY: setup demo test lint bench wheel clean
+.PHONY: setup demo test test-fast lint bench wheel clean
 
 # Traces in bench_floor's day (issue 17): 100k takes about 1.5 minutes here; FLOOR_N=1000000 for the 1M figure.
 FLOOR_N ?= 100000
@@ -25,10 +25,16 @@ $(VENV)/.installed: pyproject.toml infra/install.sh
 demo: setup
 	$(BIN)/ragpulse demo
 
+# The whole suite, as CI runs it (.ci/run); about 20 minutes here.
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest
+
+# The edit loop: every test not marked slow (pyproject.toml's marker: no Prefect or S3 server, no PostgreSQL, no
+# browser, no other process or model), under two minutes here.
+test-fast: setup
+	$(BIN)/pytest -m "not slow"
 
 bench: setup
 	$(BIN)/python bench/bench_metrics.py

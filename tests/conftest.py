@@ -1,4 +1,5 @@
-"""Run-wide fixtures: a clean environment and a real S3 endpoint (moto's server mode) on loopback."""
+"""Run-wide fixtures: a clean environment, a Prefect test server and a real S3 endpoint (moto's server mode) on
+loopback; the tests that use either server are marked ``slow``."""
 
 from __future__ import annotations
 
@@ -99,3 +100,32 @@ class S3Bucket:
     @property
     def url(self) -> str:
         return f"s3://{self.name}"
+
+
+# The session's servers above: a test that uses one, directly or through another fixture, is slow.
+SERVER_FIXTURES = frozenset({"prefect_api", "s3_server"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``slow`` every test that needs the Prefect test server or the S3 endpoint, so that ``make test-fast``
+    (``-m "not slow"``) never starts them; modules and tests slow for other reasons carry the mark themselves."""
+    for item in items:
+        if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
+# A test that runs longer than this without the mark is named at the end of the run, to be marked or made faster.
+SLOW_SECONDS = 2.0
+_unmarked_slow: list[pytest.TestReport] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" and report.duration > SLOW_SECONDS and "slow" not in report.keywords:
+        _unmarked_slow.append(report)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _unmarked_slow:
+        terminalreporter.write_sep("=", f"took more than {SLOW_SECONDS:g} s without the slow mark")
+        for report in _unmarked_slow:
+            terminalreporter.write_line(f"{report.duration:6.1f}s {report.nodeid}")

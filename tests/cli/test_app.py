@@ -226,6 +226,7 @@ def test_no_traces_for_the_date_is_exit_3_and_one_line(prefect_api: str, tmp_pat
     assert any(log.level >= 40 and "PartitionNotFoundError" in log.message for log in logs)
 
 
+@pytest.mark.slow
 def test_demo_generates_scores_and_reuses_partitions(tmp_path: Path) -> None:
     directory = tmp_path / "demo"
     result = runner.invoke(app, ["demo", "--directory", str(directory), "--days", "2", "--traces-per-day", "40"])
@@ -252,6 +253,7 @@ def _demo_traces(root: Path, days: int = 2) -> list[dt.date]:
     return generate_demo_traces(root, start=dt.date(2026, 6, 1), days=days, traces_per_day=40)
 
 
+@pytest.mark.slow
 def test_backfill_monitor_and_report(tmp_path: Path) -> None:
     dates = _demo_traces(tmp_path / "traces", days=3)
     common = ["--source", str(tmp_path / "traces"), "--warehouse", f"duckdb:///{tmp_path}/w.duckdb"]
@@ -309,6 +311,7 @@ def test_backfill_monitor_and_report(tmp_path: Path) -> None:
     assert "unknown metric(s) 'mrr'" in line and line.endswith("the warehouse has: answer_f1, document_mrr")
 
 
+@pytest.mark.slow
 def test_a_backfill_with_failed_partitions_exits_1_and_one_with_nothing_to_do_3(tmp_path: Path) -> None:
     days = _demo_traces(tmp_path / "traces", days=1)
     strict = tmp_path / "strict.json"

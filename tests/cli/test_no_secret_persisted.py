@@ -26,6 +26,8 @@ from ragpulse.cli.startup import quiet_run_failures
 from tests.doubles.judge_server import JudgeServer
 from tests.doubles.webhook_receiver import SECRET_PATH, WebhookReceiver
 
+pytestmark = pytest.mark.slow  # whole runs on Prefect's own server, PostgreSQL
+
 runner = CliRunner()
 BASELINE, DROP = dt.date(2026, 5, 1), dt.date(2026, 5, 2)
 PER_DAY = 40

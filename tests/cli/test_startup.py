@@ -13,6 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from ragpulse.cli import app
@@ -51,10 +52,12 @@ def _loaded(imports: str, names: list[str], cwd: Path) -> list[str]:
     return json.loads(_python(script, cwd).splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_the_command_line_loads_no_heavy_library(tmp_path: Path) -> None:
     assert _loaded("import ragpulse.cli.app", NOT_AT_START, tmp_path) == []
 
 
+@pytest.mark.slow
 def test_the_evaluate_path_loads_no_lazy_library_before_its_warm_up(tmp_path: Path) -> None:
     """What ``ragpulse evaluate`` imports up to the warm-up: the command line, the preflight and the flow module."""
     imports = """
@@ -67,6 +70,7 @@ def test_the_evaluate_path_loads_no_lazy_library_before_its_warm_up(tmp_path: Pa
     assert _loaded(textwrap.dedent(imports), LAZY, tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_program_defers_collection_and_still_finalizes_garbage(tmp_path: Path) -> None:
     """Run as the program, a flow command collects once at its warm-up and once at exit: cyclic garbage made before
     either point is finalized (here, a file written by ``__del__``), and the collector is back on after the call."""

@@ -35,6 +35,8 @@ import pytest
 
 from tests.conftest import free_port
 
+pytestmark = pytest.mark.slow  # a Prefect server, workers and the CLI in shells
+
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = re.compile(r"<!-- recipe: (?P<name>[\w-]+)[^>]*-->\s*```bash\n(?P<body>.*?)```", re.DOTALL)
 TERMINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")

@@ -23,6 +23,8 @@ from tests.conftest import free_port
 from tests.infra.test_infra_files import COMPOSE, INFRA, env_example, service_env
 from tests.tasks.warehouse.test_warehouse_contract import DAY, publication
 
+pytestmark = pytest.mark.slow  # a PostgreSQL cluster of its own
+
 PG_BIN = Path("/usr/lib/postgresql")
 INIT = INFRA / "postgres" / "init-databases.sh"
 PASSWORDS = {

@@ -26,6 +26,7 @@ def _sample(values: np.ndarray, *, failed: int = 0, missing: int = 0, partitions
     return Sample(values, failed, len(values) + failed + missing, partitions)
 
 
+@pytest.mark.slow
 def test_noise_alone_does_not_alert() -> None:
     rng = np.random.default_rng(1)
     verdicts = []

@@ -157,6 +157,7 @@ def _haystack_scores(evaluator: Any, traces: Traces, *, graded: bool = False) ->
     return list(evaluator.run(ground_truth_documents=truth, retrieved_documents=retrieved)["individual_scores"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("duplicates", [False, True], ids=["distinct", "duplicates"])
 def test_haystack_document_evaluators(duplicates: bool) -> None:
     evaluators = _haystack()
@@ -183,6 +184,7 @@ def test_haystack_document_evaluators(duplicates: bool) -> None:
         assert sum(len(set(docs)) < len(docs) for docs in traces.retrieved) > N_TRACES // 4
 
 
+@pytest.mark.slow
 def test_haystack_map_also_credits_a_duplicate_once() -> None:
     evaluators = _haystack()
     retrieved, relevant = ["d1", "d1", "d2"], ["d1", "d2"]
@@ -196,6 +198,7 @@ def test_haystack_map_also_credits_a_duplicate_once() -> None:
     np.testing.assert_allclose(ours, haystack_ap, rtol=RTOL)
 
 
+@pytest.mark.slow
 def test_haystack_answer_exact_match() -> None:
     evaluators = _haystack()
     rng = np.random.default_rng(0)

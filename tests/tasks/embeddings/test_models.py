@@ -38,6 +38,8 @@ from ragpulse.tasks.embeddings.models import (
 )
 from ragpulse.tasks.judge.plan import embedder_for, scorer_prompt_versions
 
+pytestmark = pytest.mark.slow  # loads the real models
+
 ROOT = Path(__file__).resolve().parents[3]
 CAT = "The cat sits on the mat"
 CAT_2 = "A cat is sitting on a mat"

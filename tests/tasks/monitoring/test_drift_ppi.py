@@ -20,6 +20,8 @@ from ragpulse.tasks.monitoring.tasks import detect_drift
 from ragpulse.tasks.warehouse import SCORES_SCHEMA, open_warehouse
 from tests.tasks.warehouse.test_warehouse_contract import publication
 
+pytestmark = pytest.mark.slow  # a simulated week of 3,000 judged traces a day
+
 DAYS = [dt.date(2026, 7, 1) + dt.timedelta(days=i) for i in range(8)]
 NOW = dt.datetime(2026, 7, 9, tzinfo=dt.UTC)
 

@@ -157,6 +157,7 @@ def test_a_tie_between_two_judges_goes_to_the_same_one_in_any_order() -> None:
         assert row["judge_model"] == "judge-a"
 
 
+@pytest.mark.slow
 def test_duckdb_and_postgresql_give_the_same_drift_rows(tmp_path: Path, pg_schema: str) -> None:
     history = _history()
     duck, postgres = f"duckdb:///{tmp_path / 'w.duckdb'}", f"{PG_URL}?schema={pg_schema}"

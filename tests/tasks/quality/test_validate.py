@@ -28,6 +28,7 @@ from ragpulse.tasks.quality.checks import (
     load_suite,
     trace_profile,
 )
+from ragpulse.tasks.quality.config import QualityConfig
 from ragpulse.tasks.quality.tasks import OutputValidationError, validate_scores
 from ragpulse.tasks.scoring.assemble import assemble_partition
 from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse
@@ -202,7 +203,8 @@ def test_a_failed_output_suite_publishes_nothing_but_records_validations(tmp_pat
     staged = staged_partition(tmp_path, [record("t0")])
     traces_checked = check_traces(staged, RUN, limits=TraceLimits())
     with disable_run_logger(), pytest.raises(OutputValidationError, match=r"nothing was published[\s\S]*\(value\)"):
-        validate_scores.fn(url, bad, dataclasses.replace(RUN, run_id="run-2"), list(bad.values), 0, traces_checked, 0.2)
+        rerun = dataclasses.replace(RUN, run_id="run-2")
+        validate_scores.fn(url, bad, rerun, list(bad.values), 0, traces_checked, QualityConfig(max_failure_rate=0.2))
     with duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True) as con:
         assert con.execute("SELECT DISTINCT run_id FROM scores").fetchall() == [("run-1",)]
         assert con.execute("SELECT min(value) FROM scores").fetchall()[0][0] >= 0
@@ -210,6 +212,7 @@ def test_a_failed_output_suite_publishes_nothing_but_records_validations(tmp_pat
         assert failed.fetchall() == [("ragpulse_scores_out", "expect_column_values_to_be_between")]
 
 
+@pytest.mark.slow
 def test_importing_the_gates_loads_no_great_expectations() -> None:
     """GX takes seconds to import: a flow that imports the gates must not pay for it before a suite runs."""
     code = (

@@ -23,6 +23,8 @@ from ragpulse.tasks.warehouse.iceberg import IcebergLake
 from tests.doubles.publications import scores_publication
 from tests.doubles.tcp_proxy import TcpProxy
 
+pytestmark = pytest.mark.slow  # PostgreSQL, moto, proxies and other processes
+
 DAY = dt.date(2026, 11, 1)
 NOW = dt.datetime(2026, 11, 2, tzinfo=dt.UTC)
 OLD, NEW = 5, 7

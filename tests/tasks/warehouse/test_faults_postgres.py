@@ -26,6 +26,8 @@ from ragpulse.tasks.warehouse.postgres import PostgresWarehouse
 from tests.doubles.publications import scores_publication
 from tests.doubles.tcp_proxy import TcpProxy
 
+pytestmark = pytest.mark.slow  # PostgreSQL, cut connections and lock waits
+
 PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
 DAY = dt.date(2026, 11, 1)
 NOW = dt.datetime(2026, 11, 2, 3, 4, 5, tzinfo=dt.UTC)

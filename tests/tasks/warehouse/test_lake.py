@@ -31,6 +31,8 @@ from ragpulse.tasks.warehouse._schema import TABLES
 from ragpulse.tasks.warehouse.iceberg import IcebergLake
 from tests.tasks.warehouse.test_warehouse_contract import publication
 
+pytestmark = pytest.mark.slow  # PostgreSQL, moto and publishers in other processes
+
 DAY = dt.date(2026, 11, 1)
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 ROOT = Path(__file__).resolve().parents[3]

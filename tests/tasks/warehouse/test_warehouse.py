@@ -123,6 +123,7 @@ def test_failed_publish_rolls_back_and_keeps_previous_rows(tmp_path: Path) -> No
     assert _rows(warehouse.path, "SELECT run_id FROM runs") == [("r1",)]
 
 
+@pytest.mark.slow
 def test_locked_file_gives_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "w.duckdb"
     DuckDBWarehouse(f"duckdb:///{path}").publish(_publication(_scores(2), "r1", ["m1", "m2"]))
@@ -153,6 +154,7 @@ def test_locked_file_gives_a_clear_error(tmp_path: Path) -> None:
     assert _rows(path, "SELECT DISTINCT run_id FROM scores") == [("r1",)]
 
 
+@pytest.mark.slow
 def test_a_publish_waits_for_a_reader_in_another_process_and_says_who_it_waits_for(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -61,6 +61,8 @@ from ragpulse.tasks.warehouse.iceberg import schema_version_property
 from ragpulse.tasks.warehouse.lake_url import LakeUrl
 from ragpulse.tasks.warehouse.publication import build_publication
 
+pytestmark = pytest.mark.slow  # PostgreSQL and the lake on disk and on S3
+
 DAY = dt.date(2026, 11, 1)
 PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"

@@ -34,6 +34,8 @@ from ragpulse.tasks.warehouse import (
 from ragpulse.tasks.warehouse._schema import SCHEMA_VERSION
 from ragpulse.tasks.warehouse.postgres import PostgresWarehouse
 
+pytestmark = pytest.mark.slow  # PostgreSQL
+
 PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 DAY = dt.date(2026, 11, 1)
@@ -258,7 +260,6 @@ def prefect_api() -> Iterator[None]:
         yield
 
 
-@pytest.mark.slow
 def test_a_secret_block_supplies_the_url_with_its_password(prefect_api: None, schema: str) -> None:
     from prefect.blocks.system import Secret
 
