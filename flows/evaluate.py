@@ -23,7 +23,6 @@ from ragpulse.tasks.ingest.tasks import list_partition, stage_day
 from ragpulse.tasks.judge.tasks import judge_score_batch
 from ragpulse.tasks.judge.usage import fresh_usage
 from ragpulse.tasks.planning.run import check_config, checked_run, describe_run
-from ragpulse.tasks.quality.checks import TraceLimits
 from ragpulse.tasks.quality.tasks import (
     for_run,
     profile_batch,
@@ -81,7 +80,7 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
         staged.batches, storage_options=unmapped(work_options)
     )
     traces_checked = validate_traces.with_options(result_storage=storage).submit(
-        staged, run, TraceLimits(**quality.trace_limits()), quality.input_suite, docs, work_options, profiles
+        staged, run, quality, docs, work_options, profiles
     )
     scored = score_batch.with_options(
         cache_policy=score_cache_policy(lock_directory(output.work_dir)), result_storage=storage
@@ -101,8 +100,7 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
         checked = for_run(traces_checked.result(), run).results
         return summarize_run(scores, run, output.warehouse, n_cached, checked, docs, usage, unchanged_since=standing)
     publication = validate_scores(
-        output.warehouse, scores, run, plan.names, n_cached, traces_checked, quality.max_failure_rate,
-        quality.output_suite, docs, usage, work_options, key,
+        output.warehouse, scores, run, plan.names, n_cached, traces_checked, quality, docs, usage, work_options, key,
     )  # fmt: skip
     publish_partition(output.warehouse, publication)
     return summarize_run(scores, run, output.warehouse, n_cached, publication.validations, docs, usage)

@@ -64,8 +64,9 @@ def _traces_key(context: TaskRunContext, params: dict[str, Any]) -> str:
     """The input suite's verdict follows from the staged rows, the day (timestamp bounds), the suite's text, the
     limits and the code; not from the run, whose id the flow stamps on the cached result rows (``for_run``)."""
     staged: StagedPartition = params["staged"]
+    quality: QualityConfig = params["quality"]
     return "validate-traces-" + digest(
-        staged.date, staged.batches, suite_digest(params.get("suite_path"), "traces_in"), params["limits"],
+        staged.date, staged.batches, suite_digest(quality.input_suite, "traces_in"), quality.trace_limits(),
         params.get("docs_dir") is not None,
         code_fingerprint(checks, sys.modules[__name__], batches, run_types),
     )  # fmt: skip
@@ -83,17 +84,17 @@ def for_run(validation: TraceValidation, run: RunInfo) -> TraceValidation:
 def validate_traces(
     staged: StagedPartition,
     run: RunInfo,
-    limits: TraceLimits,
-    suite_path: str | None = None,
+    quality: QualityConfig,
     docs_dir: str | None = None,
     storage_options: dict[str, Any] | None = None,
     profiles: list[pd.DataFrame] | None = None,
 ) -> TraceValidation:
-    """Input gate: quarantine traces that fail the suite; duplicate context ids are only reported. ``profiles``
+    """Input gate: quarantine traces that fail ``quality``'s input suite and size limits; duplicate context ids are
+    only reported. ``profiles``
     are the staged batches' ``profile_batch`` results, in order (computed here when not given). Cached: an
     unchanged day is not validated again (its data docs are those of the run that validated it)."""
     checked = check_traces(
-        staged, run, limits=limits, suite_path=suite_path,
+        staged, run, limits=TraceLimits(**quality.trace_limits()), suite_path=quality.input_suite,
         docs_dir=Path(docs_dir) / "traces_in" if docs_dir else None, storage_options=storage_options,
         profiles=profiles,
     )  # fmt: skip
@@ -124,22 +125,22 @@ def validate_scores(
     metrics: list[str],
     n_batches_cached: int,
     traces_checked: TraceValidation,
-    max_failure_rate: float,
-    suite_path: str | None = None,
+    quality: QualityConfig,
     docs_dir: str | None = None,
     judge_usage: dict[str, dict[str, Any]] | None = None,
     storage_options: dict[str, Any] | None = None,
     content_key: str | None = None,
 ) -> Publication:
-    """Output gate: the publication to write, or OutputValidationError (and nothing published). The excerpts are
+    """Output gate (``quality``'s output suite and failure rate): the publication to write, or OutputValidationError
+    (and nothing published). The excerpts are
     read from the staged batches (in the work dir, reached with ``storage_options``) as the warehouse writes them."""
     publication = build_publication(
         scores, run, metrics, n_batches_cached=n_batches_cached, judge_usage=judge_usage,
         storage_options=storage_options, content_key=content_key,
     )  # fmt: skip
     results, failures = check_scores(
-        publication, run, n_traces=len(scores.trace_ids), max_failure_rate=max_failure_rate,
-        suite_path=suite_path, docs_dir=Path(docs_dir) if docs_dir else None,
+        publication, run, n_traces=len(scores.trace_ids), max_failure_rate=quality.max_failure_rate,
+        suite_path=quality.output_suite, docs_dir=Path(docs_dir) if docs_dir else None,
     )  # fmt: skip
     validations = pa.concat_tables([for_run(traces_checked, run).results, results])
     if failures:
