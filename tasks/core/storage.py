@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import fsspec
 from fsspec import AbstractFileSystem
@@ -26,9 +26,11 @@ from ragpulse.tasks.core.exceptions import ConfigError, PartitionNotFoundError, 
 from ragpulse.tasks.core.redaction import carries_secret, redact_url, redacted_line, secret_values
 
 __all__ = [
+    "DEFAULT_PARTITIONING",
     "PARTITIONINGS",
     "TRACE_SUFFIXES",
     "NoTraceFilesError",
+    "Partitioning",
     "SourceFile",
     "carries_secret",
     "check_source_root",
@@ -46,7 +48,9 @@ __all__ = [
 ]
 
 TRACE_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
-PARTITIONINGS = ("dt", "event-time")
+Partitioning = Literal["dt", "event-time"]
+PARTITIONINGS: tuple[Partitioning, ...] = ("dt", "event-time")
+DEFAULT_PARTITIONING: Partitioning = "dt"
 """``dt``: the day's files sit in ``<source>/dt=YYYY-MM-DD/``; ``event-time``: files anywhere below
 ``<source>`` modified within the day widened by the late-arrival window (staging keeps the traces whose
 event time falls in the day)."""
@@ -256,7 +260,7 @@ def list_partition_files(
     date: dt.date,
     storage_options: Mapping[str, Any] | None = None,
     *,
-    partitioning: str = "dt",
+    partitioning: str = DEFAULT_PARTITIONING,
     late_arrival_hours: float = 0.0,
     recursive: bool = False,
     suffixes: tuple[str, ...] = TRACE_SUFFIXES,

@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ragpulse.metrics.errors import RagpulseError
 from ragpulse.tasks.core.config_base import STORAGE_KEY_HINT, ConfigGroup, no_password, required_text
-from ragpulse.tasks.core.storage import reject_credentials
+from ragpulse.tasks.core.storage import DEFAULT_PARTITIONING, Partitioning, reject_credentials
 from ragpulse.tasks.ingest.adapters import CANONICAL_FORMAT, parse_options
 from ragpulse.tasks.ingest.language import normalize_language_tag
 
@@ -33,8 +33,8 @@ class SourceConfig(ConfigGroup):
     format_options: dict[str, Any] = Field(
         default_factory=dict, description="Where an adapter finds question, answer and document fields."
     )
-    partitioning: Literal["dt", "event-time"] = Field(
-        default="dt", description="dt=YYYY-MM-DD folders, or select the day by each trace's event time."
+    partitioning: Partitioning = Field(
+        default=DEFAULT_PARTITIONING, description="dt=YYYY-MM-DD folders, or select the day by each trace's event time."
     )
     late_arrival_hours: float = Field(
         default=6.0, ge=0.0, le=168.0, description="event-time: how long after the day files may still arrive."

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from ragpulse.metrics.errors import InvalidRecordError
 from ragpulse.tasks.core.storage import (
+    DEFAULT_PARTITIONING,
     TRACE_SUFFIXES,
     NoTraceFilesError,
     SourceFile,
@@ -34,7 +35,15 @@ from ragpulse.tasks.core.storage import (
 )
 from ragpulse.tasks.core.types import BatchRef, QuarantinedRecord, StagedPartition, StagingCounts
 from ragpulse.tasks.ingest import limits
-from ragpulse.tasks.ingest.adapters import Adapter, AdapterOptions, Span, adapter_for, assemble, parse_options
+from ragpulse.tasks.ingest.adapters import (
+    CANONICAL_FORMAT,
+    Adapter,
+    AdapterOptions,
+    Span,
+    adapter_for,
+    assemble,
+    parse_options,
+)
 from ragpulse.tasks.ingest.counts import check_counts
 from ragpulse.tasks.ingest.language import identify_languages
 from ragpulse.tasks.ingest.reading import RAW_EXCERPT_CHARS, Undecodable, read_records
@@ -49,8 +58,8 @@ def select_source_files(
     date: dt.date,
     storage_options: Mapping[str, Any] | None = None,
     *,
-    trace_format: str = "ragpulse",
-    partitioning: str = "dt",
+    trace_format: str = CANONICAL_FORMAT,
+    partitioning: str = DEFAULT_PARTITIONING,
     late_arrival_hours: float = 0.0,
 ) -> list[SourceFile]:
     """The day's files: the ``dt=`` folder or the event-time window; an adapter may narrow them (Langfuse
@@ -84,9 +93,9 @@ def stage_records(
     batch_size: int,
     storage_options: Mapping[str, Any] | None = None,
     work_storage_options: Mapping[str, Any] | None = None,
-    trace_format: str = "ragpulse",
+    trace_format: str = CANONICAL_FORMAT,
     format_options: Mapping[str, Any] | None = None,
-    partitioning: str = "dt",
+    partitioning: str = DEFAULT_PARTITIONING,
     language: str | None = None,
 ) -> StagedPartition:
     """Stage the day's ``files`` (the body of the ``stage_partition`` task).
@@ -127,7 +136,7 @@ def stage_slice(
     batch_size: int,
     storage_options: Mapping[str, Any] | None = None,
     work_storage_options: Mapping[str, Any] | None = None,
-    partitioning: str = "dt",
+    partitioning: str = DEFAULT_PARTITIONING,
     language: str | None = None,
 ) -> StagedSlice:
     """Stage the canonical records of ``pieces`` (the body of the ``stage_slice`` task; see ``stage_records`` for
