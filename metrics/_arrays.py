@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain, count, repeat
+from typing import TypeGuard
 
 import numpy as np
 from numpy.typing import NDArray
@@ -48,20 +49,20 @@ def ranking_arrays(batch: TraceBatch) -> RankingArrays:
     inapplicable = np.full(n, None, dtype=object)
     rows = zip(batch.context_ids, batch.context_texts, batch.relevant_ids, batch.relevant_texts, strict=True)
     for i, (ids, texts, by_id, by_text) in enumerate(rows):
-        if by_id is not None and None not in ids:
-            keys.append(ids)  # type: ignore[arg-type]  # no None left here
+        if by_id is not None and _all_logged(ids):
+            keys.append(ids)
             labels.append(by_id)
         elif by_id is not None and by_text is None:
             keys.append(())  # id labels cannot be matched to contexts logged without an id
             labels.append({})
             inapplicable[i] = NO_CONTEXT_ID
-        elif by_text is not None and any(text is None for text in texts):
+        elif by_text is not None and _all_logged(texts):
+            keys.append(texts)
+            labels.append(by_text)
+        elif by_text is not None:
             keys.append(())  # text labels cannot be matched to contexts logged without text
             labels.append({})
             inapplicable[i] = NO_CONTEXT_TEXT
-        elif by_text is not None:
-            keys.append(texts)  # type: ignore[arg-type]  # no None left here
-            labels.append(by_text)
         else:
             keys.append(())
             labels.append({})
@@ -69,8 +70,13 @@ def ranking_arrays(batch: TraceBatch) -> RankingArrays:
     label_trace, label_keys, label_gains = _flat_labels(labels)
     gains = _retrieved_gains(keys, label_trace, label_keys, label_gains)
     ideal, n_relevant = _ideal_gains(n, label_trace, label_gains)
-    inapplicable[(n_relevant == 0) & np.equal(inapplicable, None)] = NO_RELEVANT
+    inapplicable[(n_relevant == 0) & np.equal(inapplicable, np.array(None))] = NO_RELEVANT
     return RankingArrays(gains, ideal, n_relevant, inapplicable)
+
+
+def _all_logged(keys: Sequence[str | None]) -> TypeGuard[Sequence[str]]:
+    """Whether every context of a trace was logged with this key (id or text)."""
+    return None not in keys
 
 
 def _flat_labels(labels: Sequence[RelevanceLabels]) -> tuple[NDArray[np.int64], list[str], NDArray[np.float64]]:

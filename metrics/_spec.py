@@ -68,6 +68,6 @@ class MetricResult:
         """Build a result from computed values and, per trace, a reason it does not apply (or None)."""
         n = len(values)
         reasons = np.full(n, None, dtype=object) if inapplicable is None else inapplicable
-        not_applicable = np.not_equal(reasons, None)
+        not_applicable = np.not_equal(reasons, np.array(None))  # element by element; the stubs refuse a bare None
         status = np.where(not_applicable, Status.NOT_APPLICABLE, Status.OK).astype(np.int8)
         return cls(np.where(not_applicable, np.nan, values).astype(np.float64), status, reasons)

@@ -28,7 +28,7 @@ def average_precision(gains: NDArray[np.float64], n_relevant: NDArray[np.int64])
     """
     hits = gains > 0
     precision_at_rank = np.cumsum(hits, axis=1) / np.arange(1, hits.shape[1] + 1)
-    summed = (precision_at_rank * hits).sum(axis=1)
+    summed: NDArray[np.float64] = (precision_at_rank * hits).sum(axis=1)
     return np.divide(summed, n_relevant, out=np.zeros(len(summed)), where=n_relevant > 0)
 
 

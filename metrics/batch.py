@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ragpulse.metrics.errors import InvalidRecordError, ShapeError
 
@@ -75,7 +76,7 @@ class TraceBatch:
         return len(self.trace_ids)
 
     @classmethod
-    def from_records(cls, records: Sequence[Mapping[str, object]]) -> TraceBatch:
+    def from_records(cls, records: Sequence[Mapping[str, Any]]) -> TraceBatch:
         """Build a batch from canonical trace dicts (the documented trace format, already validated)."""
         return cls(
             trace_ids=[str(r["trace_id"]) for r in records],
@@ -83,7 +84,7 @@ class TraceBatch:
             context_texts=[[None if c.get("text") is None else str(c["text"]) for c in _contexts(r)] for r in records],
             relevant_ids=[_labels(r.get("relevant_context_ids")) for r in records],
             relevant_texts=[_labels(r.get("relevant_contexts")) for r in records],
-            answers=[r.get("answer") for r in records],  # type: ignore[misc]
+            answers=[r.get("answer") for r in records],
             references=[_references(r) for r in records],
             questions=[q if isinstance(q := r.get("question"), str) else None for r in records],
             languages=[tag if isinstance(tag := r.get("language"), str) and tag else None for r in records],
@@ -103,22 +104,22 @@ def primary_language(tag: str | None) -> str | None:
     return tag.split("-", 1)[0].lower() or None if tag else None
 
 
-def _contexts(record: Mapping[str, object]) -> list[Mapping[str, object]]:
-    return list(record.get("contexts") or [])  # type: ignore[call-overload]
+def _contexts(record: Mapping[str, Any]) -> list[Mapping[str, object]]:
+    return list(record.get("contexts") or [])
 
 
-def _labels(raw: object) -> RelevanceLabels | None:
+def _labels(raw: RelevanceLabels | Iterable[object] | None) -> RelevanceLabels | None:
     if raw is None:
         return None
     if isinstance(raw, Mapping):
         return {str(k): v for k, v in raw.items()}
-    return dict.fromkeys((str(k) for k in raw), 1.0)  # type: ignore[attr-defined]
+    return dict.fromkeys((str(k) for k in raw), 1.0)
 
 
-def _references(record: Mapping[str, object]) -> list[str]:
+def _references(record: Mapping[str, Any]) -> list[str]:
     """Every acceptable answer: ``reference`` first, then ``reference_answers``, without repeats."""
     found: list[str] = []
-    candidates = [record.get("reference"), *(record.get("reference_answers") or [])]  # type: ignore[misc]
+    candidates = [record.get("reference"), *(record.get("reference_answers") or [])]
     for reference in candidates:
         if isinstance(reference, str) and reference not in found:
             found.append(reference)

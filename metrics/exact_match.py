@@ -52,7 +52,7 @@ def _score(batch: TraceBatch, normalized: bool) -> MetricResult:
     inapplicable = answer_inapplicable(batch)
     values = np.full(len(batch), np.nan)
     for i, (answer, refs, reason) in enumerate(zip(batch.answers, batch.references, inapplicable, strict=True)):
-        if reason is None:
+        if answer is not None and reason is None:  # no reason: an answer and a reference
             normalize = functools.partial(normalize_answer, language=batch.language_of(i)) if normalized else None
             values[i] = exact_match(answer, refs, normalize)
     return MetricResult.from_values(values, inapplicable)

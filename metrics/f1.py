@@ -51,6 +51,6 @@ def score(batch: TraceBatch, k: int | None = None) -> MetricResult:
     inapplicable = answer_inapplicable(batch)
     values = np.full(len(batch), np.nan)
     for i, (answer, refs, reason) in enumerate(zip(batch.answers, batch.references, inapplicable, strict=True)):
-        if reason is None:
+        if answer is not None and reason is None:  # no reason: an answer and a reference
             values[i] = token_f1(answer, refs, batch.language_of(i))
     return MetricResult.from_values(values, inapplicable)

@@ -20,7 +20,8 @@ SPEC = MetricSpec(
 
 def _dcg(gains: NDArray[np.float64]) -> NDArray[np.float64]:
     discounts = 1.0 / np.log2(np.arange(2, gains.shape[1] + 2))
-    return (gains * discounts).sum(axis=1)
+    dcg: NDArray[np.float64] = (gains * discounts).sum(axis=1)
+    return dcg
 
 
 def ndcg(gains: NDArray[np.float64], ideal: NDArray[np.float64], k: int | None = None) -> NDArray[np.float64]:

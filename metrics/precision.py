@@ -32,7 +32,8 @@ def precision_at_k(gains: NDArray[np.float64], k: int) -> NDArray[np.float64]:
     >>> precision_at_k(np.array([[1.0, 0.0, 1.0]]), k=5)
     array([0.4])
     """
-    return (gains[:, :k] > 0).sum(axis=1) / float(k)
+    relevant: NDArray[np.intp] = (gains[:, :k] > 0).sum(axis=1)
+    return relevant / float(k)
 
 
 def hit_rate_at_k(gains: NDArray[np.float64], k: int) -> NDArray[np.float64]:
@@ -41,7 +42,8 @@ def hit_rate_at_k(gains: NDArray[np.float64], k: int) -> NDArray[np.float64]:
     >>> hit_rate_at_k(np.array([[0.0, 0.0, 1.0]]), k=2)
     array([0.])
     """
-    return (gains[:, :k] > 0).any(axis=1).astype(np.float64)
+    hit: NDArray[np.bool_] = np.any(gains[:, :k] > 0, axis=1)
+    return hit.astype(np.float64)
 
 
 def score_precision(arrays: RankingArrays, k: int | None = None) -> MetricResult:

@@ -35,12 +35,13 @@ def recall(gains: NDArray[np.float64], n_relevant: NDArray[np.int64], k: int | N
     >>> recall(np.array([[1.0, 0.0, 2.0]]), np.array([4]), k=2)
     array([0.25])
     """
-    found = (gains[:, :k] > 0).sum(axis=1)
+    found: NDArray[np.intp] = (gains[:, :k] > 0).sum(axis=1)
     return np.divide(found, n_relevant, out=np.zeros(len(found)), where=n_relevant > 0)
 
 
 def score_single_hit(arrays: RankingArrays, k: int | None = None) -> MetricResult:
-    return MetricResult.from_values((arrays.gains > 0).any(axis=1).astype(np.float64), arrays.inapplicable)
+    hit: NDArray[np.bool_] = np.any(arrays.gains > 0, axis=1)
+    return MetricResult.from_values(hit.astype(np.float64), arrays.inapplicable)
 
 
 def score_multi_hit(arrays: RankingArrays, k: int | None = None) -> MetricResult:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import ragpulse.metrics.answer_correctness as answer_correctness
 import ragpulse.metrics.answer_relevancy as answer_relevancy
@@ -173,18 +173,15 @@ def compute(batch: TraceBatch, requests: Iterable[MetricRequest]) -> dict[str, M
             raise ShapeError(
                 request.name, "a metric that needs no judge (use ragpulse.metrics.judge.judge_batch)", "judge"
             )
+        # A definition's needs say which of the three kinds of scorer it holds.
         if definition.needs == "ranking":
             arrays = arrays if arrays is not None else ranking_arrays(batch)
-            results[request.name] = definition.scorer(arrays, request.k)  # type: ignore[arg-type]
+            results[request.name] = cast(RankingScorer, definition.scorer)(arrays, request.k)
         else:
-            results[request.name] = definition.scorer(batch, request.k)  # type: ignore[arg-type]
+            results[request.name] = cast(AnswerScorer, definition.scorer)(batch, request.k)
     return results
 
 
 def build_judge_metrics(requests: Iterable[MetricRequest], options: Mapping[str, Any]) -> list[JudgeMetric]:
     """Instantiate the judge metrics among ``requests`` with the run's judge options."""
-    return [
-        request.definition.scorer(request, options)  # type: ignore[call-arg, arg-type, misc]
-        for request in requests
-        if request.is_judge
-    ]
+    return [cast(JudgeFactory, request.definition.scorer)(request, options) for request in requests if request.is_judge]

@@ -112,22 +112,22 @@ def calibration_rows(
         stamp = {"run_id": run_id, "computed_at": now}
         key = labels_key((when, trace, metric, value) for (when, trace), value in labelled) if labelled else None
         if labelled:
-            found = agreement(y, f_labelled)
+            agreed = agreement(y, f_labelled)
             calibrations.append(
                 {
                     **about,
                     "labels_key": key,
                     "labels_start": labelled[0][0][0],
                     "labels_end": labelled[-1][0][0],
-                    "n_labels": found.n,
-                    "kind": found.kind,
-                    "accuracy": found.accuracy,
-                    "cohen_kappa": _finite_or_none(found.cohen_kappa),
-                    "mae": found.mae,
-                    "spearman": _finite_or_none(found.spearman),
-                    "mean_bias": found.mean_bias,
+                    "n_labels": agreed.n,
+                    "kind": agreed.kind,
+                    "accuracy": agreed.accuracy,
+                    "cohen_kappa": _finite_or_none(agreed.cohen_kappa),
+                    "mae": agreed.mae,
+                    "spearman": _finite_or_none(agreed.spearman),
+                    "mean_bias": agreed.mean_bias,
                     "confusion": json.dumps(
-                        {"levels": list(found.levels), "counts": [list(r) for r in found.confusion]}
+                        {"levels": list(agreed.levels), "counts": [list(r) for r in agreed.confusion]}
                     ),
                     **stamp,
                 }

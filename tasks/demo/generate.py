@@ -467,8 +467,8 @@ def _answer(world: _World, rng: random.Random, row: CorpusRow, *, gold_hit: bool
     if row.answer is None or (not gold_hit and rng.random() < 0.5):
         if rng.random() < 0.75:
             return rng.choice(_REFUSALS)
-        other = rng.choice(world.rows[row.source])
-        return other.answer or rng.choice(_REFUSALS)
+        other = rng.choice(world.rows[row.source])  # an ARES row: ARES sources hold no QA rows
+        return other.answer if isinstance(other, CorpusRow) and other.answer else rng.choice(_REFUSALS)
     return row.answer
 
 

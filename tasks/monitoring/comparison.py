@@ -80,7 +80,7 @@ def _higher_is_better(metric: str, settings: DriftConfig) -> bool:
     if metric in settings.lower_is_better:
         return False
     request = MetricRequest.parse(metric)
-    if request.family == "aspect_critique" and request.variant in BUILTIN_ASPECTS:
+    if request.family == "aspect_critique" and request.variant is not None and request.variant in BUILTIN_ASPECTS:
         return BUILTIN_ASPECTS[request.variant].higher_is_better
     return request.definition.spec.higher_is_better
 
@@ -105,7 +105,7 @@ def _identity(rows: pd.DataFrame) -> tuple[str, str, str]:
     """The most frequent scorer among ``rows``; a tie goes to the smallest (judge, prompt, major), not to whichever
     the warehouse returned first."""
     counts = _scorers(rows).value_counts(sort=False).sort_index().sort_values(ascending=False, kind="stable")
-    return tuple(counts.index[0]) if len(counts) else ("", "", "")  # type: ignore[return-value]
+    return tuple(counts.index[0]) if len(counts) else ("", "", "")
 
 
 def _describe_identity(identity: tuple[str, str, str]) -> str:

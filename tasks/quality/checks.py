@@ -175,11 +175,12 @@ def _run_suite(
     frame: pd.DataFrame,
     parameters: Mapping[str, Any],
     *,
-    extra_expectations: Sequence[Mapping[str, Any]] = (),
+    extra_expectations: Sequence[dict[str, Any]] = (),
     docs_dir: Path | None = None,
 ) -> _SuiteRun:
     """Validate ``frame`` against the suite in an ephemeral GX context; optionally write HTML data docs."""
     import great_expectations as gx
+    from great_expectations.checkpoint.actions import UpdateDataDocsAction, ValidationAction
     from great_expectations.core.expectation_suite import ExpectationSuite
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
@@ -201,7 +202,7 @@ def _run_suite(
             )
         )
         definition = context.validation_definitions.add(gx.ValidationDefinition(data=batch, suite=suite, name=name))
-        actions = []
+        actions: list[ValidationAction] = []
         if docs_dir is not None:
             context.add_data_docs_site(
                 site_name="ragpulse",
@@ -211,7 +212,7 @@ def _run_suite(
                     "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
                 },
             )
-            actions.append(gx.checkpoint.UpdateDataDocsAction(name="data-docs", site_names=["ragpulse"]))
+            actions.append(UpdateDataDocsAction(name="data-docs", site_names=["ragpulse"]))
         checkpoint = context.checkpoints.add(
             gx.Checkpoint(
                 name=name,

@@ -33,7 +33,8 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
     """The one span of an exported OpenInference span record."""
     if not isinstance(record, Mapping):
         raise InvalidRecordError(None, "<record>", f"expected a span object, got {type(record).__name__}")
-    context = record.get("context") if isinstance(record.get("context"), Mapping) else {}
+    raw_context = record.get("context")
+    context: Mapping[str, Any] = raw_context if isinstance(raw_context, Mapping) else {}
     trace_id = record.get("context.trace_id", context.get("trace_id", record.get("trace_id")))
     span_id = record.get("context.span_id", context.get("span_id", record.get("span_id")))
     if not isinstance(trace_id, str) or not trace_id:
