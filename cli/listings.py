@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from rich.table import Table
 
@@ -18,7 +19,7 @@ def list_metrics(as_json: JsonOption = False) -> None:
     from ragpulse.metrics import DEFAULT_METRICS, REGISTRY
     from ragpulse.metrics.registry import spec_name
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for definition in REGISTRY.values():
         spec = definition.spec
         defaults = [name for name in DEFAULT_METRICS if name.split("@")[0] == spec.name]
@@ -42,7 +43,7 @@ def list_metrics(as_json: JsonOption = False) -> None:
 def list_settings(as_json: JsonOption = False) -> None:
     """List every setting: its group, option, environment variable, TOML key and default."""
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for setting in SETTINGS.values():
         field = setting.info
         default = None if field.is_required() else field.get_default(call_default_factory=True)

@@ -116,7 +116,7 @@ def evaluate(
         from ragpulse.flows.evaluate import evaluate_partition
 
         try:
-            summary = evaluate_partition(date=partition, **run_config.groups(*PARTITION_GROUPS))
+            summary = evaluate_partition(date=partition, **run_config.partition_groups())
         except RagpulseError as exc:
             raise fail_with(exc) from None
     if as_json:
@@ -253,10 +253,11 @@ def serve(
             ExitCode.USAGE,
         )
     from prefect.client.schemas.schedules import CronSchedule
+    from pydantic import ValidationError
 
     try:
         CronSchedule(cron=cron, timezone=timezone)
-    except ValueError as exc:
+    except ValidationError as exc:
         raise fail(
             f"invalid schedule --cron {cron!r} --timezone {timezone!r}: {exc.errors()[0]['msg']}", ExitCode.USAGE
         ) from None
@@ -376,7 +377,7 @@ def demo(
         # The demo stands alone: no environment or ragpulse.toml of the shell it runs in changes it.
         run_config = RunConfig(
             source=SourceConfig(url=str(traces)),
-            scoring=ScoringConfig(metrics=metrics) if metrics else ScoringConfig(),
+            scoring=ScoringConfig.model_validate({"metrics": metrics} if metrics else {}),
             output=OutputConfig(warehouse=f"duckdb:///{warehouse_path}", work_dir=str(directory / ".work")),
             drift=DriftConfig(segment_key="metadata.app"),
         )

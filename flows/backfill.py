@@ -4,18 +4,18 @@ import datetime as dt
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
+from prefect.client.schemas.objects import State
 from prefect.futures import PrefectFuture, as_completed
-from prefect.states import Completed, Failed, State
-from prefect.task_runners import ThreadPoolTaskRunner
+from prefect.states import Completed, Failed
+from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from ragpulse.flows.calibrate import calibrate
 from ragpulse.flows.evaluate import evaluate_partition
 from ragpulse.tasks.config import (
-    PARTITION_GROUPS,
     AlertConfig,
     CalibrationConfig,
     DriftConfig,
@@ -100,16 +100,21 @@ class BackfillResult:
         }
 
 
+#: The pool the partitions run in. Typed as Prefect's flow decorator takes it: its TaskRunner parameter is invariant,
+#: so a thread pool's more precise future type is not accepted as it stands.
+_PARTITIONS_AT_ONCE = cast(TaskRunner[PrefectFuture[Any]], ThreadPoolTaskRunner(max_workers=MAX_CONCURRENCY))
+
+
 @task(name="evaluate-date", task_run_name="evaluate dt={date}", cache_policy=NO_CACHE, persist_result=False)
 def evaluate_date(date: dt.date, config: RunConfig) -> RunSummary:
     """One partition of the backfill as a subflow run of its own, so each has its state in Prefect."""
-    return evaluate_partition(date=date, **config.groups(*PARTITION_GROUPS))
+    return evaluate_partition(date=date, **config.partition_groups())
 
 
 @flow(
     name="backfill",
     flow_run_name="backfill {start}..{end}",
-    task_runner=ThreadPoolTaskRunner(max_workers=MAX_CONCURRENCY),
+    task_runner=_PARTITIONS_AT_ONCE,
     log_prints=False,
 )
 def backfill(

@@ -5,6 +5,7 @@ annotations in a fresh process, where postponed names may not resolve.
 """
 
 import datetime as dt
+from typing import cast
 
 from prefect import flow, get_run_logger, unmapped
 
@@ -18,6 +19,7 @@ from ragpulse.tasks.config import (
     ScoringConfig,
     SourceConfig,
 )
+from ragpulse.tasks.core.types import ScoredBatch
 from ragpulse.tasks.core.workdir import local_docs_dir, lock_directory, result_storage, run_dir, staged_dir
 from ragpulse.tasks.ingest.tasks import list_partition, stage_day
 from ragpulse.tasks.judge.tasks import judge_score_batch
@@ -85,14 +87,20 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
     scored = score_batch.with_options(
         cache_policy=score_cache_policy(lock_directory(output.work_dir)), result_storage=storage
     ).map(staged.batches, metric_names=unmapped(plan.plain), work_storage_options=unmapped(work_options))
-    # rescore "all": skip the batch cache here and the call cache in the task
-    judged = judge_score_batch.with_options(result_storage=storage, refresh_cache=scoring.rescore == "all" or None).map(
+    judging = judge_score_batch.with_options(result_storage=storage)
+    if scoring.rescore == "all":  # skip the batch cache here and the call cache in the task
+        judging = judging.with_options(refresh_cache=True)
+    judged = judging.map(
         plan.batches(staged), metric_names=unmapped(plan.judged), judge=unmapped(planned.judge),
         options=unmapped(planned.options), scoring=unmapped(scoring), work_storage_options=unmapped(work_options),
     )  # fmt: skip
     n_cached = count_cached(scored, judged)
     excluded = traces_checked.result().excluded
-    scores = assemble_scores(staged, scored, judged, excluded, f"{outputs}/quarantine.jsonl", work_options)
+    # Prefect hands the task the futures' results; passing the futures keeps the upstream edges in the run's graph.
+    scored_batches, judged_batches = cast(list[ScoredBatch], scored), cast(list[ScoredBatch], judged)
+    scores = assemble_scores(
+        staged, scored_batches, judged_batches, excluded, f"{outputs}/quarantine.jsonl", work_options
+    )
     usage = fresh_usage(judged)
     key, standing = standing_publication(output.warehouse, scores, run, plan.names, quality)
     if standing is not None and not output.republish:
@@ -100,7 +108,8 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
         checked = for_run(traces_checked.result(), run).results
         return summarize_run(scores, run, output.warehouse, n_cached, checked, docs, usage, unchanged_since=standing)
     publication = validate_scores(
-        output.warehouse, scores, run, plan.names, n_cached, traces_checked, quality, docs, usage, work_options, key,
+        output.warehouse, scores, run, plan.names, n_cached, traces_checked.result(), quality, docs, usage,
+        work_options, key,
     )  # fmt: skip
     publish_partition(output.warehouse, publication)
     return summarize_run(scores, run, output.warehouse, n_cached, publication.validations, docs, usage)

@@ -11,7 +11,6 @@ from prefect.runtime import flow_run
 from ragpulse.flows.calibrate import calibrate
 from ragpulse.flows.evaluate import evaluate_partition
 from ragpulse.tasks.config import (
-    PARTITION_GROUPS,
     AlertConfig,
     CalibrationConfig,
     DriftConfig,
@@ -81,7 +80,7 @@ def monitor(
     )  # fmt: skip
     with checked_run(config, alerts=True):  # before any task: a deployment run's parameters come from the API
         day = date or partition_to_monitor(timezone, lag_days)
-        summary = evaluate_partition(date=day, **config.groups(*PARTITION_GROUPS))
+        summary = evaluate_partition(date=day, **config.partition_groups())
         if calibration.labels:
             calibrate(start=day, end=day, calibration=calibration, output=output)
         report = detect_drift(output.warehouse, day, drift, run_id=summary.run_id)

@@ -15,7 +15,7 @@ def build_task_runner(runner: RunnerConfig) -> Any:
     if runner.kind == "thread":
         return ThreadPoolTaskRunner(max_workers=runner.max_workers)
     try:
-        from prefect_dask import DaskTaskRunner
+        from prefect_dask.task_runners import DaskTaskRunner
     except ImportError as exc:  # pragma: no cover - prefect-dask is a declared dependency
         raise ConfigError("task_runner dask needs the prefect-dask package") from exc
     if runner.dask_address:

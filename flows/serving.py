@@ -39,7 +39,7 @@ def serve_parameters(run_config: RunConfig, timezone: str) -> dict[str, Any]:
             "secret://<block> (a Prefect Secret block holding the URL) or set PGPASSWORD for the serving process"
         )
     absolute = run_config.with_absolute_paths(Path.cwd())
-    groups = {name: group.model_dump(mode="json") for name, group in absolute.groups().items()}
+    groups = {name: getattr(absolute, name).model_dump(mode="json") for name in absolute.groups()}
     return {**groups, "timezone": timezone}
 
 

@@ -59,8 +59,10 @@ __all__ = [
     "DriftConfig",
     "JudgeConfig",
     "OutputConfig",
+    "PartitionGroups",
     "QualityConfig",
     "RunConfig",
+    "RunGroups",
     "RunnerConfig",
     "ScoringConfig",
     "Setting",
@@ -118,6 +120,25 @@ class RunnerConfig(ConfigGroup):
     dask_address: str | None = Field(default=None, description="Existing Dask scheduler; default a LocalCluster.")
 
 
+class PartitionGroups(typing.TypedDict):
+    """The groups that shape one partition's evaluation, by flow parameter name."""
+
+    source: SourceConfig
+    scoring: ScoringConfig
+    judge: JudgeConfig
+    quality: QualityConfig
+    output: OutputConfig
+    runner: RunnerConfig
+
+
+class RunGroups(PartitionGroups):
+    """Every group, by flow parameter name."""
+
+    drift: DriftConfig
+    calibration: CalibrationConfig
+    alerts: AlertConfig
+
+
 class RunConfig(BaseModel):
     """Everything that configures a run, group by group. Only ``source`` has no default."""
 
@@ -133,9 +154,16 @@ class RunConfig(BaseModel):
     calibration: CalibrationConfig = Field(default_factory=CalibrationConfig)
     alerts: AlertConfig = Field(default_factory=AlertConfig)
 
-    def groups(self, *names: str) -> dict[str, ConfigGroup]:
-        """The named groups (all by default) as keyword arguments of a flow."""
-        return {name: getattr(self, name) for name in names or GROUPS}
+    def groups(self) -> RunGroups:
+        """Every group, as keyword arguments of ``monitor`` and ``backfill`` (typed: a flow's parameters)."""
+        return RunGroups(**self.partition_groups(), drift=self.drift, calibration=self.calibration, alerts=self.alerts)
+
+    def partition_groups(self) -> PartitionGroups:
+        """The groups of ``PARTITION_GROUPS``, as keyword arguments of ``evaluate_partition``."""
+        return PartitionGroups(
+            source=self.source, scoring=self.scoring, judge=self.judge, quality=self.quality, output=self.output,
+            runner=self.runner,
+        )  # fmt: skip
 
     def relative_paths(self) -> dict[str, str]:
         """The settings that name a local file or folder by a relative path, as ``group.field``: their meaning
@@ -190,7 +218,7 @@ def _local_path(value: str) -> tuple[str, str] | None:
 
 
 #: The groups that shape one partition's evaluation (``evaluate_partition`` takes these; drift and alerts come after).
-PARTITION_GROUPS = ("source", "scoring", "judge", "quality", "output", "runner")
+PARTITION_GROUPS = tuple(PartitionGroups.__annotations__)
 
 #: The groups of RunConfig by field name, in flow-parameter order.
 GROUPS: dict[str, type[ConfigGroup]] = {name: field.annotation for name, field in RunConfig.model_fields.items()}  # type: ignore[misc]

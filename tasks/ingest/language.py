@@ -129,7 +129,8 @@ def identify_language(text: str) -> str | None:
     label, confidence = _identifier().classify(text)
     if confidence < MIN_CONFIDENCE:
         return None
-    return _MACROLANGUAGE.get(label, label)
+    language: str = _MACROLANGUAGE.get(label, label)  # py3langid is untyped
+    return language
 
 
 def identify_languages(texts: Sequence[str]) -> list[str | None]:

@@ -98,7 +98,8 @@ def newline_at_or_after(handle: Any, position: int) -> int | None:
     """Where the first newline at or after byte ``position`` of an open binary file is (None: there is none)."""
     handle.seek(position)
     while chunk := handle.read(_CHUNK_BYTES):
-        if (found := chunk.find(b"\n")) >= 0:
+        found: int = chunk.find(b"\n")
+        if found >= 0:
             return position + found
         position += len(chunk)
     return None
@@ -168,7 +169,7 @@ def _array_may_hold_nul(array: pa.Array) -> bool:
         return _array_may_hold_nul(array.keys) or _array_may_hold_nul(array.items)
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
         return _array_may_hold_nul(array.values)
-    return kind.num_fields > 0  # another nested type (union, list view): let parse_record look
+    return bool(kind.num_fields > 0)  # another nested type (union, list view): let parse_record look
 
 
 def jsonl_lines(handle: Any, lead: int = 0) -> Iterator[Record]:
@@ -254,6 +255,7 @@ def _parquet_rows(handle: Any) -> Iterator[Record]:
 
 def _parquet_row(row: pa.RecordBatch) -> dict[str, Any] | Undecodable:
     try:
-        return row.to_pylist()[0]
+        record: dict[str, Any] = row.to_pylist()[0]
+        return record
     except (ValueError, OverflowError, pa.ArrowException) as exc:
         return Undecodable(f"row has values Python cannot read: {type(exc).__name__}: {exc}")

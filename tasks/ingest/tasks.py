@@ -181,15 +181,21 @@ def stage_day(
             )
         return staged
     plan = plan_staging(files, source)
-    common = dict(date=unmapped(date), source=unmapped(source), staged_url=staged_url, batch_size=batch_size)
     stage = stage_slice.with_options(result_storage=result_storage)
-    parts = [future.result() for future in stage.map(pieces=plan, **common)]
+
+    def stage_all(pieces: list[tuple[SlicePiece, ...]], task: Any = stage) -> list[StagedSlice]:
+        futures = task.map(
+            pieces=pieces, date=unmapped(date), source=unmapped(source), staged_url=staged_url, batch_size=batch_size
+        )
+        return [future.result() for future in futures]
+
+    parts = stage_all(plan)
     stale = [i for i, part in enumerate(parts) if missing_batches(part.staged, work_options)]
     if stale:
         logger.warning("%d cached staging slices have batches that are gone; staging them again", len(stale))
-        again = stage.with_options(refresh_cache=True).map(pieces=[plan[i] for i in stale], **common)
-        for i, future in zip(stale, again, strict=True):
-            parts[i] = future.result()
+        again = stage_all([plan[i] for i in stale], stage.with_options(refresh_cache=True))
+        for i, part in zip(stale, again, strict=True):
+            parts[i] = part
     staged = combine_slices(date, files, parts)
     counts = staged.counts or run_types.StagingCounts()
     logger.info(

@@ -50,8 +50,8 @@ from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.storage import redact_url
 from ragpulse.tasks.judge.cache import CachedCall, JudgeCache, cache_key, plain_json
 from ragpulse.tasks.judge.config import JudgeConfig
-from ragpulse.tasks.judge.ratelimit import EndpointLimiter, GlobalRateLimit, limiter_for
 from ragpulse.tasks.judge.credentials import JudgeSecrets
+from ragpulse.tasks.judge.ratelimit import EndpointLimiter, GlobalRateLimit, limiter_for
 from ragpulse.tasks.judge.usage import UsageLedger
 
 if TYPE_CHECKING:

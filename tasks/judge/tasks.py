@@ -14,7 +14,7 @@ import datetime as dt
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from prefect import get_run_logger, task
@@ -43,6 +43,9 @@ from ragpulse.tasks.judge.plan import (
     scorer_prompt_versions,
 )
 from ragpulse.tasks.scoring.config import ScoringConfig
+
+if TYPE_CHECKING:
+    from prefect.types import DateTime
 
 __all__ = ["judge_score_batch"]
 
@@ -157,7 +160,8 @@ async def _keep_out_of_task_cache() -> None:
     transaction.write_on_commit = False
     if transaction.overwrite and transaction.store is not None:
         expired = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
-        await transaction.store.awrite(None, key=transaction.key, expiration=expired)
+        # Prefect annotates its own DateTime type, a datetime subclass; it takes any timezone-aware datetime.
+        await transaction.store.awrite(None, key=transaction.key, expiration=cast("DateTime", expired))
 
 
 def _failure_reasons(results: dict[str, MetricResult]) -> dict[str, int]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragpulse.tasks.config import PARTITION_GROUPS, RunConfig, check_variables
+from ragpulse.tasks.core.config_base import ConfigGroup
 from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.fingerprint import digest
 from ragpulse.tasks.core.storage import carries_secret, check_source_root, redact_url
@@ -27,7 +28,7 @@ from ragpulse.tasks.core.workdir import work_root
 from ragpulse.tasks.judge.config import JudgeConfig
 from ragpulse.tasks.judge.plan import JudgePlan, load_judge_options, plan_judging
 
-__all__ = ["RunPlan", "check_config", "check_deployment_run", "checked_run", "describe_run", "plan_run"]
+__all__ = ["RunPlan", "check_config", "check_deployment_run", "checked_run", "describe_run", "plan_run", "planned"]
 
 # The groups that shape a partition's scores, stamped on its runs row (drift, alerts and the runner do not).
 _SCORE_GROUPS = ("source", "scoring", "judge", "quality", "output")
@@ -122,7 +123,17 @@ _checked: ContextVar[_Checked | None] = ContextVar("ragpulse_checked_config", de
 
 
 def _json(config: RunConfig, group: str) -> str:
-    return getattr(config, group).model_dump_json()
+    model: ConfigGroup = getattr(config, group)
+    return model.model_dump_json()
+
+
+def planned(config: RunConfig) -> RunPlan:
+    """The plan of ``config``: the checked run's, inside ``checked_run`` of a configuration that covers it, else
+    planned now (without the checks: a backfill's planning only needs the configuration hash)."""
+    known = _checked.get()
+    if known is not None and known.covers(config, alerts=False):
+        return known.plan
+    return plan_run(config)
 
 
 def check_config(config: RunConfig, *, alerts: bool = False) -> RunPlan:

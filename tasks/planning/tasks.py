@@ -18,7 +18,7 @@ from ragpulse.tasks.config import RunConfig
 from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.retry import IO_RETRIES
 from ragpulse.tasks.core.storage import partition_dates
-from ragpulse.tasks.planning.run import check_config
+from ragpulse.tasks.planning.run import planned
 from ragpulse.tasks.warehouse import open_warehouse
 
 __all__ = ["BackfillPlan", "config_hash", "plan_backfill", "published_config_hashes"]
@@ -33,8 +33,8 @@ class BackfillPlan:
 
 
 def config_hash(config: RunConfig) -> str:
-    """The hash a run of ``config`` stamps on its ``runs`` row (the run's plan when it is checked already)."""
-    return check_config(config).config_hash
+    """The hash a run of ``config`` stamps on its ``runs`` row (the checked run's plan when there is one)."""
+    return planned(config).config_hash
 
 
 def published_config_hashes(warehouse_url: str, start: dt.date, end: dt.date) -> dict[dt.date, str]:

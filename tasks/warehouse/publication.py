@@ -55,8 +55,9 @@ def _judge_of(scores: PartitionScores, metric: str) -> str | None:
 
 def _total_cost(usage: Mapping[str, Mapping[str, Any]] | None) -> float | None:
     """Estimated USD of the run's judge calls; None without calls or when any model is unpriced."""
-    costs = [u.get("estimated_cost_usd") for u in (usage or {}).values()]
-    return None if not costs or any(c is None for c in costs) else float(sum(costs))
+    costs: list[float | None] = [u.get("estimated_cost_usd") for u in (usage or {}).values()]
+    priced = [cost for cost in costs if cost is not None]
+    return float(sum(priced)) if costs and len(priced) == len(costs) else None
 
 
 def _staging_columns(counts: StagingCounts | None) -> dict[str, int | None]:

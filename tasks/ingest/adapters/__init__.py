@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from ragpulse.metrics.errors import InvalidRecordError
 from ragpulse.tasks.core.exceptions import ConfigError
@@ -29,7 +29,7 @@ __all__ = [
     "parse_options",
 ]
 
-CANONICAL_FORMAT = "ragpulse"
+CANONICAL_FORMAT: Final = "ragpulse"
 _COMMON_OPTIONS = frozenset({"question_keys", "answer_keys", "retriever_names"})
 _DOCUMENT_KEYS = frozenset({"id_key", "text_key", "score_key"})
 _DOCUMENT_OPTIONS = _DOCUMENT_KEYS | {"documents_path"}

@@ -40,8 +40,8 @@ from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.judge.cache import JudgeCache
 from ragpulse.tasks.judge.client import OpenAIJudge, retry_after_seconds
 from ragpulse.tasks.judge.config import JudgeConfig
-from ragpulse.tasks.judge.ratelimit import ConcurrencyGate, TokenBucket
 from ragpulse.tasks.judge.credentials import JudgeSecrets
+from ragpulse.tasks.judge.ratelimit import ConcurrencyGate, TokenBucket
 from ragpulse.tasks.judge.usage import merge_usage
 from tests.doubles.judge_server import Fault, JudgeServer, fresh_judge_server
 
