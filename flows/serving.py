@@ -12,7 +12,7 @@ from typing import Any
 
 from ragpulse.tasks.config import RunConfig
 from ragpulse.tasks.core.exceptions import ConfigError
-from ragpulse.tasks.core.storage import carries_secret, redact_url
+from ragpulse.tasks.core.redaction import carries_secret, redact_url
 
 __all__ = [
     "DEFAULT_SERVE_NAME",

@@ -142,7 +142,7 @@ class RunGroups(PartitionGroups):
 class RunConfig(BaseModel):
     """Everything that configures a run, group by group. Only ``source`` has no default."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     source: SourceConfig
     scoring: ScoringConfig = Field(default_factory=ScoringConfig)

@@ -24,7 +24,7 @@ class ConfigGroup(BaseModel):
     """A group of settings. ``flat_prefix`` and ``flat_renames`` give each field its flat name: the same for the CLI
     option (``--batch-size``), the environment variable (``RAGPULSE_BATCH_SIZE``) and the TOML key (``batch_size``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     flat_prefix: ClassVar[str] = ""
     flat_renames: ClassVar[Mapping[str, str]] = {}

@@ -17,9 +17,18 @@ other parameters) stays as it was, and masking a masked text changes nothing.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-__all__ = ["MASK", "carries_secret", "redact_url", "redacted_line", "secret_spans", "secret_values"]
+__all__ = [
+    "MASK",
+    "carries_secret",
+    "redact_url",
+    "redacted_line",
+    "reject_credentials",
+    "secret_spans",
+    "secret_values",
+]
 
 MASK = "***"
 #: Decodings looked through: a URL in a parameter of a URL in a parameter, each encoded twice, takes four.
@@ -178,3 +187,17 @@ def _merged(spans: Iterable[_Span]) -> list[_Span]:
         else:
             merged.append((start, end))
     return merged
+
+
+_CREDENTIAL_KEYS = frozenset({"key", "secret", "token", "password", "aws_secret_access_key"})
+
+
+def reject_credentials(options: Mapping[str, Any], setting: str) -> dict[str, Any]:
+    """fsspec options as given, or ValueError when they carry credentials (those belong in the environment)."""
+    leaked = sorted(k for k in options if k.lower() in _CREDENTIAL_KEYS)
+    if leaked:
+        raise ValueError(
+            f"{setting} must not carry credentials ({', '.join(leaked)}); "
+            "use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile instead"
+        )
+    return dict(options)

@@ -16,14 +16,15 @@ import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import fsspec
 from fsspec import AbstractFileSystem
 
 from ragpulse.metrics.errors import RagpulseError
 from ragpulse.tasks.core.exceptions import ConfigError, PartitionNotFoundError, StorageError
-from ragpulse.tasks.core.redaction import carries_secret, redact_url, redacted_line, secret_values
+from ragpulse.tasks.core.partitions import DEFAULT_PARTITIONING, PARTITIONINGS, Partitioning
+from ragpulse.tasks.core.redaction import carries_secret, redact_url, redacted_line, reject_credentials, secret_values
 
 __all__ = [
     "DEFAULT_PARTITIONING",
@@ -48,12 +49,6 @@ __all__ = [
 ]
 
 TRACE_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
-Partitioning = Literal["dt", "event-time"]
-PARTITIONINGS: tuple[Partitioning, ...] = ("dt", "event-time")
-DEFAULT_PARTITIONING: Partitioning = "dt"
-"""``dt``: the day's files sit in ``<source>/dt=YYYY-MM-DD/``; ``event-time``: files anywhere below
-``<source>`` modified within the day widened by the late-arrival window (staging keeps the traces whose
-event time falls in the day)."""
 _log = logging.getLogger(__name__)
 _PARTITION = re.compile(r"^dt=(\d{4}-\d{2}-\d{2})$")
 
@@ -69,20 +64,6 @@ class SourceFile:
     @property
     def name(self) -> str:
         return posixpath.basename(self.url)
-
-
-_CREDENTIAL_KEYS = frozenset({"key", "secret", "token", "password", "aws_secret_access_key"})
-
-
-def reject_credentials(options: Mapping[str, Any], setting: str) -> dict[str, Any]:
-    """fsspec options as given, or ValueError when they carry credentials (those belong in the environment)."""
-    leaked = sorted(k for k in options if k.lower() in _CREDENTIAL_KEYS)
-    if leaked:
-        raise ValueError(
-            f"{setting} must not carry credentials ({', '.join(leaked)}); "
-            "use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile instead"
-        )
-    return dict(options)
 
 
 def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[AbstractFileSystem, str]:

@@ -9,7 +9,8 @@ from pydantic import Field, field_validator, model_validator
 
 from ragpulse.metrics.errors import RagpulseError
 from ragpulse.tasks.core.config_base import STORAGE_KEY_HINT, ConfigGroup, no_password, required_text
-from ragpulse.tasks.core.storage import DEFAULT_PARTITIONING, Partitioning, reject_credentials
+from ragpulse.tasks.core.partitions import DEFAULT_PARTITIONING, Partitioning
+from ragpulse.tasks.core.redaction import reject_credentials
 from ragpulse.tasks.ingest.adapters import CANONICAL_FORMAT, parse_options
 from ragpulse.tasks.ingest.language import normalize_language_tag
 

@@ -30,7 +30,7 @@ from pydantic import (
 
 from ragpulse.tasks.core.config_base import ENV_PREFIX, ConfigGroup, no_password
 from ragpulse.tasks.core.exceptions import ConfigError
-from ragpulse.tasks.core.storage import reject_credentials
+from ragpulse.tasks.core.redaction import reject_credentials
 
 __all__ = [
     "API_KEY_ENV",
@@ -55,7 +55,7 @@ JUDGE_KEY_HINT = (
 class ModelPrice(BaseModel):
     """USD per million tokens of one model."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     prompt_per_million: float = Field(ge=0)
     completion_per_million: float = Field(ge=0)

@@ -9,14 +9,17 @@ quarantined exactly like a JSONL line. The field mapping of each source is in do
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from ragpulse.metrics.errors import InvalidRecordError
 from ragpulse.tasks.core.exceptions import ConfigError
-from ragpulse.tasks.core.storage import SourceFile
 from ragpulse.tasks.ingest.adapters._model import AdapterOptions, Span, assemble
+
+if TYPE_CHECKING:
+    from ragpulse.metrics.errors import InvalidRecordError
+    from ragpulse.tasks.core.storage import SourceFile
 
 __all__ = [
     "CANONICAL_FORMAT",
@@ -37,22 +40,38 @@ _DOCUMENT_OPTIONS = _DOCUMENT_KEYS | {"documents_path"}
 
 @dataclass(frozen=True)
 class Adapter:
-    """One source format: how its records become spans, which options it reads, which files belong to a run."""
+    """One source format: its module (how its records become spans, which files belong to a run), which options it
+    reads. The module loads on first use, so that checking a configuration's format and options (every command's
+    start) does not load the readers of every format."""
 
     name: str
-    spans: Callable[[Any, AdapterOptions], Iterator[Span | InvalidRecordError]]
+    module: str
     option_names: frozenset[str] = _COMMON_OPTIONS
-    select_files: Callable[[list[SourceFile], Mapping[str, Any] | None], list[SourceFile]] | None = None
+    selects_files: bool = False
+
+    @property
+    def spans(self) -> Callable[[Any, AdapterOptions], Iterator[Span | InvalidRecordError]]:
+        spans: Callable[[Any, AdapterOptions], Iterator[Span | InvalidRecordError]] = self._module().spans
+        return spans
+
+    @property
+    def select_files(self) -> Callable[[list[SourceFile], Mapping[str, Any] | None], list[SourceFile]] | None:
+        """The format's own choice of a run's files (Langfuse's exports), or None: every trace file."""
+        if not self.selects_files:
+            return None
+        select: Callable[[list[SourceFile], Mapping[str, Any] | None], list[SourceFile]] = self._module().select_files
+        return select
+
+    def _module(self) -> Any:
+        return importlib.import_module(f"{__name__}.{self.module}")
 
 
 def _registry() -> dict[str, Adapter]:
-    from ragpulse.tasks.ingest.adapters import langfuse, langsmith, openinference, otel_genai
-
     return {
-        "openinference": Adapter("openinference", openinference.spans),
-        "otel-genai": Adapter("otel-genai", otel_genai.spans, _COMMON_OPTIONS | _DOCUMENT_KEYS),
-        "langfuse": Adapter("langfuse", langfuse.spans, _COMMON_OPTIONS | _DOCUMENT_OPTIONS, langfuse.select_files),
-        "langsmith": Adapter("langsmith", langsmith.spans, _COMMON_OPTIONS | _DOCUMENT_OPTIONS),
+        "openinference": Adapter("openinference", "openinference"),
+        "otel-genai": Adapter("otel-genai", "otel_genai", _COMMON_OPTIONS | _DOCUMENT_KEYS),
+        "langfuse": Adapter("langfuse", "langfuse", _COMMON_OPTIONS | _DOCUMENT_OPTIONS, selects_files=True),
+        "langsmith": Adapter("langsmith", "langsmith", _COMMON_OPTIONS | _DOCUMENT_OPTIONS),
     }
 
 
