@@ -35,8 +35,12 @@ LAZY = [
     "great_expectations",
     "prefect.server",
 ]
-# Not even the command line itself loads these: --help, --version, metrics and settings stay quick.
-NOT_AT_START = [*LAZY, "prefect", "pandas", "duckdb", "sqlalchemy", "psycopg", "pyarrow.dataset"]
+# Not even the command line itself loads these: --help, --version, metrics and settings stay quick. Nor the object
+# storage layer and the trace formats' readers, which the configuration's checks of a source do not need.
+NOT_AT_START = [
+    *LAZY, "prefect", "pandas", "duckdb", "sqlalchemy", "psycopg", "pyarrow", "fsspec", "pydantic_settings",
+    "ragpulse.tasks.ingest.adapters.langfuse", "ragpulse.tasks.judge.client",
+]  # fmt: skip
 
 
 def _python(script: str, cwd: Path) -> str:
