@@ -245,3 +245,25 @@ def test_the_top_level_rooms_import_one_way() -> None:
                 above = [top for top in LAYERS[:layer] if name == top or name.startswith(top + ".")]
                 offenders.update((dotted, name) for _ in above)
     assert not offenders, "imports against the direction cli -> flows -> tasks -> metrics:\n" + _report(offenders)
+
+
+def test_each_group_of_the_run_configuration_lives_in_a_config_module() -> None:
+    """A room's settings are in its ``config.py`` (the groups no room reads in ``tasks/config.py``): a newcomer finds
+    a setting's declaration by the room it configures."""
+    from ragpulse.tasks.config import GROUPS
+
+    homes = {name: group.__module__ for name, group in GROUPS.items()}
+    misplaced = {name: home for name, home in homes.items() if home.rsplit(".", 1)[-1] != "config"}
+    assert not misplaced, f"configuration groups outside a config module: {misplaced}"
+
+
+def test_only_planning_reads_the_whole_run_configuration() -> None:
+    """Rooms read their own group from their own ``config.py``; the assembled configuration (``tasks/config.py``,
+    which imports every room's group) is read by planning alone, which checks and plans a whole run."""
+    whole = f"{PACKAGE}.config"
+    readers = {
+        name
+        for name in _modules()
+        if name != whole and whole in {_resolve(imported) for imported in _modules()[name].imported()}
+    }
+    assert {_room(name) for name in readers} <= {f"{PACKAGE}.planning"}, sorted(readers)
