@@ -33,7 +33,14 @@ from pydantic.fields import FieldInfo
 
 from ragpulse.metrics import parse_metrics
 from ragpulse.tasks.calibration.config import CalibrationConfig
-from ragpulse.tasks.core.config_base import ENV_PREFIX, STORAGE_KEY_HINT, ConfigGroup, no_password, required_text
+from ragpulse.tasks.core.config_base import (
+    ENV_PREFIX,
+    STORAGE_KEY_HINT,
+    ConfigGroup,
+    no_password,
+    required_text,
+    value_from_text,
+)
 from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.redaction import redact_url
 from ragpulse.tasks.ingest.adapters import CANONICAL_FORMAT, parse_options
@@ -263,12 +270,7 @@ SETTINGS: dict[str, Setting] = _settings()
 def from_text(setting: Setting, text: str, where: str) -> Any:
     """A setting given as text (an environment variable, an option): JSON for mappings, the rest pydantic parses.
     ``where`` names the origin in the error."""
-    if typing.get_origin(setting.info.annotation) is dict:
-        try:
-            return json.loads(text)
-        except ValueError as exc:
-            raise ConfigError(f"{where} must be a JSON object: {exc}") from None
-    return text
+    return value_from_text(setting.info.annotation, text, where)
 
 
 def _config_file(path: str | os.PathLike[str] | None) -> Path | None:

@@ -6,14 +6,25 @@ the one run configuration."""
 
 from __future__ import annotations
 
+import json
+import typing
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.redaction import carries_secret, redact_url
 
-__all__ = ["ENV_PREFIX", "STORAGE_KEY_HINT", "ConfigGroup", "no_password", "required_text", "split_list"]
+__all__ = [
+    "ENV_PREFIX",
+    "STORAGE_KEY_HINT",
+    "ConfigGroup",
+    "no_password",
+    "required_text",
+    "split_list",
+    "value_from_text",
+]
 
 ENV_PREFIX = "RAGPULSE_"
 #: Where storage credentials go instead of a URL.
@@ -59,3 +70,14 @@ def split_list(value: Any) -> Any:
     if isinstance(value, str):
         return tuple(name.strip() for name in value.split(",") if name.strip())
     return value
+
+
+def value_from_text(annotation: Any, text: str, where: str) -> Any:
+    """A setting of type ``annotation`` given as text (an environment variable, an option): JSON for mappings, the
+    rest left to pydantic. ``where`` names the origin in the error."""
+    if typing.get_origin(annotation) is dict:
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"{where} must be a JSON object: {exc}") from None
+    return text

@@ -12,7 +12,6 @@ by ``api_key_block``) where the calls are made (``tasks/judge/credentials.py``).
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
@@ -21,14 +20,13 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SerializationInfo,
     SerializerFunctionWrapHandler,
     ValidationError,
     field_validator,
     model_serializer,
 )
 
-from ragpulse.tasks.core.config_base import ENV_PREFIX, ConfigGroup, no_password
+from ragpulse.tasks.core.config_base import ENV_PREFIX, ConfigGroup, no_password, value_from_text
 from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.redaction import reject_credentials
 
@@ -122,7 +120,7 @@ class JudgeConfig(ConfigGroup):
         return reject_credentials(value, "cache_storage_options")
 
     @model_serializer(mode="wrap")
-    def _only_what_was_set(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
+    def _only_what_was_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """Dumps hold only the settings given, so a flow parameter leaves the others to the run's environment."""
         dumped: dict[str, Any] = handler(self)
         return {name: value for name, value in dumped.items() if name in self.model_fields_set}
@@ -144,29 +142,20 @@ class JudgeConfig(ConfigGroup):
         for name, info in type(self).model_fields.items():
             raw = environ.get(self.env_name(name))
             if name not in given and raw:
-                values[name] = _parsed(raw, info.annotation, self.env_name(name))
+                values[name] = value_from_text(info.annotation, raw, self.env_name(name))
         values.update(given)
         try:
             resolved = type(self).model_validate(values)
         except ValidationError as exc:
             raise _one_line(exc) from None
-        return type(self).model_validate({name: getattr(resolved, name) for name in type(self).model_fields})
+        # Validated already; built again only so that every setting counts as set (and is dumped).
+        return type(self).model_construct(**{name: getattr(resolved, name) for name in type(self).model_fields})
 
     def with_default_cache(self, work_dir: str) -> JudgeConfig:
         """These settings with ``cache_url`` defaulting to ``<work_dir>/judge-cache`` (an explicit one is kept)."""
         if self.cache_url:
             return self
         return self.model_copy(update={"cache_url": f"{work_dir.rstrip('/')}/judge-cache"})
-
-
-def _parsed(raw: str, annotation: Any, env: str) -> Any:
-    """A variable's text as its field takes it: JSON for mappings, the rest left to pydantic."""
-    if "dict[" in str(annotation):
-        try:
-            return json.loads(raw)
-        except ValueError as exc:
-            raise ConfigError(f"{env} must be a JSON object: {exc}") from None
-    return raw
 
 
 def _one_line(exc: ValidationError) -> ConfigError:

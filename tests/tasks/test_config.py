@@ -138,3 +138,13 @@ def test_the_default_language_is_a_bcp47_tag_in_canonical_case(monkeypatch: pyte
     assert load_config().source.language == "ja"
     with pytest.raises(ValueError, match="BCP 47"):
         SourceConfig(url="s3://b/t", language="en_US")
+
+
+def test_the_variables_that_are_no_setting_are_the_ones_their_rooms_read() -> None:
+    """``OTHER_VARIABLES`` names them as text (importing delivery or the models would slow every command's start):
+    a renamed constant must not turn its variable into a "misspelt setting"."""
+    from ragpulse.tasks.config import OTHER_VARIABLES
+    from ragpulse.tasks.embeddings.models import TORCH_THREADS_ENV
+    from ragpulse.tasks.monitoring.delivery import WEBHOOK_URL_ENV
+
+    assert {TORCH_THREADS_ENV, WEBHOOK_URL_ENV} <= OTHER_VARIABLES
