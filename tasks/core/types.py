@@ -1,7 +1,8 @@
 """The data a run's tasks hand each other, in one place so that no room imports another room's tasks for a type.
 
 A day of traces is staged (``StagedPartition`` of ``BatchRef``, bad records as ``QuarantinedRecord``), each batch
-is scored (``ScoredBatch``), the batches are assembled into one partition's scores (``PartitionScores``) and
+is scored (``ScoredBatch``, with its agents' retrieval steps as ``StepScores``), the conversations of the day are
+judged (``ConversationScores``), the batches are assembled into one partition's scores (``PartitionScores``) and
 published under the run's identity (``RunInfo``). The monitor's tasks pass a ``DriftReport`` of ``DriftAlert``.
 Cached task results are pickled instances of these, so the staging and scoring cache keys fingerprint this module.
 """
@@ -23,6 +24,7 @@ from ragpulse.tasks.core.storage import SourceFile
 __all__ = [
     "TRACE_ROWS_SCHEMA",
     "BatchRef",
+    "ConversationScores",
     "DriftAlert",
     "DriftReport",
     "PartitionScores",
@@ -31,6 +33,7 @@ __all__ = [
     "ScoredBatch",
     "StagedPartition",
     "StagingCounts",
+    "StepScores",
 ]
 
 # A partition's kept traces cut to excerpts, row for row with its scores; the warehouse's traces table is these
@@ -126,6 +129,35 @@ class StagedPartition:
 
 
 @dataclass(frozen=True)
+class StepScores:
+    """Per-step results: one row per retrieval step of the traces, scored against ``against`` (``step_query``: the
+    step's own query; ``question``: the user's question of its turn). Rows are in trace order, then step order."""
+
+    trace_ids: NDArray[np.object_]
+    step_index: NDArray[np.int64]
+    step_ids: NDArray[np.object_]
+    against: str
+    results: dict[str, MetricResult]
+    versions: dict[str, str]
+    prompt_versions: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ConversationScores:
+    """Per-conversation results of a partition: the turns of each conversation id found in the day's traces."""
+
+    conversation_ids: NDArray[np.object_]
+    n_turns: NDArray[np.int64]
+    first_trace_ids: NDArray[np.object_]
+    last_trace_ids: NDArray[np.object_]
+    results: dict[str, MetricResult]
+    versions: dict[str, str]
+    prompt_versions: dict[str, str] = field(default_factory=dict)
+    judge_model: str | None = None
+    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class ScoredBatch:
     """Per-trace results of one batch: index-aligned trace identities and one MetricResult per metric."""
 
@@ -137,6 +169,8 @@ class ScoredBatch:
     prompt_versions: dict[str, str] = field(default_factory=dict)
     judge_model: str | None = None
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    steps: tuple[StepScores, ...] = ()
+    """The batch's retrieval steps scored by the step-level metrics, one entry per ``against``."""
 
     def merged(self, other: ScoredBatch) -> ScoredBatch:
         """The same traces with ``other``'s metrics added (judge results beside retrieval results)."""
@@ -149,6 +183,7 @@ class ScoredBatch:
             prompt_versions={**self.prompt_versions, **other.prompt_versions},
             judge_model=self.judge_model or other.judge_model,
             usage={**self.usage, **other.usage},
+            steps=self.steps + other.steps,
         )
 
 
@@ -184,6 +219,10 @@ class PartitionScores:
     staging: StagingCounts | None = None
     """The staged partition's counts; the traces staged but not kept (repeated ids, failed the input suite)
     are the quarantine entries beyond ``staging.quarantined``."""
+    steps: tuple[StepScores, ...] = ()
+    """The kept traces' retrieval steps, scored per step (one entry per ``against``)."""
+    conversations: ConversationScores | None = None
+    """The day's conversations, scored by the conversation-level metrics; None when none was asked for."""
 
     @property
     def records_read(self) -> int:

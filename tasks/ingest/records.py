@@ -32,17 +32,42 @@ KNOWN_FIELDS = frozenset(
         "relevant_contexts",
         "metadata",
         "language",
+        "steps",
+        "conversation_id",
+        "history",
+        "tool_calls",
+        "reference_tool_calls",
     }
 )
 
+STEP_KINDS = ("retriever", "tool", "reranker")
+HISTORY_ROLES = ("user", "assistant")
+
 _LABELS = pa.list_(pa.struct([("key", pa.string()), ("gain", pa.float64())]))
+_CONTEXTS = pa.list_(pa.struct([("id", pa.string()), ("text", pa.string()), ("score", pa.float64())]))
+_STEPS = pa.list_(
+    pa.struct(
+        [
+            ("id", pa.string()),
+            ("name", pa.string()),
+            ("kind", pa.string()),
+            ("query", pa.string()),
+            ("contexts", _CONTEXTS),
+            ("parent", pa.int32()),
+            ("error", pa.string()),
+        ]
+    )
+)
+_TOOL_CALLS = pa.list_(
+    pa.struct([("name", pa.string()), ("arguments", pa.string()), ("error", pa.string()), ("step", pa.int32())])
+)
 STAGED_SCHEMA = pa.schema(
     [
         ("trace_id", pa.string()),
         ("timestamp", pa.timestamp("us", tz="UTC")),
         ("question", pa.string()),
         ("answer", pa.string()),
-        ("contexts", pa.list_(pa.struct([("id", pa.string()), ("text", pa.string()), ("score", pa.float64())]))),
+        ("contexts", _CONTEXTS),
         ("reference", pa.string()),
         ("reference_answers", pa.list_(pa.string())),
         ("relevant_context_ids", _LABELS),
@@ -51,6 +76,12 @@ STAGED_SCHEMA = pa.schema(
         ("source_file", pa.string()),
         ("source_line", pa.int64()),
         ("language", pa.string()),
+        # The agent's units (docs/traces.md, "Retrieval steps, turns and conversations"): null when not given.
+        ("steps", _STEPS),
+        ("conversation_id", pa.string()),
+        ("history", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+        ("tool_calls", _TOOL_CALLS),
+        ("reference_tool_calls", pa.list_(pa.struct([("name", pa.string()), ("arguments", pa.string())]))),
     ]
 )
 
@@ -82,6 +113,8 @@ def staged_table(rows: list[dict[str, Any]]) -> pa.Table:
 
 # One encoder for every record's metadata: json.dumps with these options builds a new one per call.
 _METADATA_JSON = json.JSONEncoder(sort_keys=True, default=str, allow_nan=False)
+# A tool call's arguments are compared with expected ones (tool_call_accuracy): only real JSON, never a repr.
+_ARGUMENTS_JSON = json.JSONEncoder(sort_keys=True, allow_nan=False, ensure_ascii=False)
 # Language tags repeat on every trace of an application; the canonical form of a valid one is cached.
 _canonical_tag = lru_cache(maxsize=1024)(normalize_language_tag)
 
@@ -134,6 +167,7 @@ def parse_record(raw: Any, *, source_file: str, line: int, check_text: bool = Tr
         "source_file": source_file,
         "source_line": line,
         "language": _language(raw.get("language"), fail),
+        **_agent_fields(raw, fail),
     }
     if check_text:
         _check_storable(row, fail)
@@ -189,6 +223,8 @@ def _fast_row(raw: Any, source_file: str, line: int) -> dict[str, Any] | None:
         return None
     if contexts is None or relevant_ids is False or relevant_texts is False:
         return None
+    if any(get(name) is not None for name in _AGENT_FIELDS):
+        return None  # an agent's turn: the precise path reads its steps and messages
     if len(raw) > len(KNOWN_FIELDS.intersection(raw)):
         metadata = {**{key: value for key, value in raw.items() if key not in KNOWN_FIELDS}, **metadata}
     try:
@@ -209,6 +245,7 @@ def _fast_row(raw: Any, source_file: str, line: int) -> dict[str, Any] | None:
         "source_file": source_file,
         "source_line": line,
         "language": language,
+        **_NO_AGENT_FIELDS,
     }
 
 
@@ -259,10 +296,20 @@ def _fast_labels(value: Any) -> list[dict[str, Any]] | bool | None:
 
 def _check_storable(row: dict[str, Any], fail: Any) -> None:
     """Refuse a row whose text fields hold a string no warehouse can store, naming the field."""
-    texts: list[tuple[str, Any]] = [(name, row[name]) for name in ("question", "answer", "reference", "language")]
+    names = ("question", "answer", "reference", "language", "conversation_id")
+    texts: list[tuple[str, Any]] = [(name, row[name]) for name in names]
     texts += [(f"reference_answers[{i}]", text) for i, text in enumerate(row["reference_answers"] or ())]
     for rank, context in enumerate(row["contexts"]):
         texts += [(f"contexts[{rank}].id", context["id"]), (f"contexts[{rank}].text", context["text"])]
+    for i, step in enumerate(row["steps"] or ()):
+        texts += [(f"steps[{i}].{key}", step[key]) for key in ("id", "name", "query", "error")]
+        for rank, context in enumerate(step["contexts"]):
+            where = f"steps[{i}].contexts[{rank}]"
+            texts += [(f"{where}.id", context["id"]), (f"{where}.text", context["text"])]
+    texts += [(f"history[{i}].content", message["content"]) for i, message in enumerate(row["history"] or ())]
+    for name in ("tool_calls", "reference_tool_calls"):
+        for i, call in enumerate(row[name] or ()):
+            texts += [(f"{name}[{i}].{key}", call.get(key)) for key in ("name", "arguments", "error")]
     for name in ("relevant_context_ids", "relevant_contexts"):
         texts += [(f"{name}[{i}]", label["key"]) for i, label in enumerate(row[name] or ())]
     for field, text in texts:
@@ -392,14 +439,14 @@ def _mapping_or_none(value: Any, field: str, fail: Any) -> dict[str, Any] | None
     return {str(key): item for key, item in value.items()}
 
 
-def _contexts(value: Any, fail: Any) -> list[dict[str, Any]]:
+def _contexts(value: Any, fail: Any, name: str = "contexts") -> list[dict[str, Any]]:
     if value is None:
         return []
     if not isinstance(value, list | tuple):
-        raise fail("contexts", f"expected a list of contexts, got {_show(value)}")
+        raise fail(name, f"expected a list of contexts, got {_show(value)}")
     contexts = []
     for rank, context in enumerate(value):
-        field = f"contexts[{rank}]"
+        field = f"{name}[{rank}]"
         if not isinstance(context, Mapping):
             raise fail(field, f"expected an object with id and text, got {_show(context)}")
         context_id, text, score = context.get("id"), context.get("text"), context.get("score")
@@ -444,3 +491,118 @@ def _labels(value: Any, field: str, fail: Any) -> list[dict[str, Any]] | None:
             raise fail(f"{field}.{key}", f"expected a graded relevance >= 0, got {_show(grade)}")
         labels.append({"key": str(key), "gain": gain})
     return labels
+
+
+_AGENT_FIELDS = ("steps", "conversation_id", "history", "tool_calls", "reference_tool_calls")
+_NO_AGENT_FIELDS: dict[str, Any] = dict.fromkeys(_AGENT_FIELDS)
+
+
+def _agent_fields(raw: Mapping[str, Any], fail: Any) -> dict[str, Any]:
+    """The agent's units of a record (docs/traces.md): its retrieval steps, conversation, earlier turns and tool
+    calls, each null when the record does not give it."""
+    steps = _steps(raw.get("steps"), fail)
+    return {
+        "steps": steps,
+        "conversation_id": _conversation_id(raw.get("conversation_id"), fail),
+        "history": _history(raw.get("history"), fail),
+        "tool_calls": _tool_calls(raw.get("tool_calls"), "tool_calls", fail, n_steps=len(steps or ())),
+        "reference_tool_calls": _tool_calls(raw.get("reference_tool_calls"), "reference_tool_calls", fail),
+    }
+
+
+def _list_of_objects(value: Any, field: str, what: str, fail: Any) -> list[Mapping[str, Any]] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list | tuple):
+        raise fail(field, f"expected a list of {what}, got {_show(value)}")
+    for i, item in enumerate(value):
+        if not isinstance(item, Mapping):
+            raise fail(f"{field}[{i}]", f"expected an object, got {_show(item)}")
+    return list(value)
+
+
+def _steps(value: Any, fail: Any) -> list[dict[str, Any]] | None:
+    """Retrieval steps in the order the agent ran them; ``parent`` points to an earlier step (a reranker's input)."""
+    items = _list_of_objects(value, "steps", "retrieval steps", fail)
+    if items is None:
+        return None
+    steps = []
+    for i, step in enumerate(items):
+        where = f"steps[{i}]"
+        kind = step.get("kind", "retriever")
+        if kind not in STEP_KINDS:
+            raise fail(f"{where}.kind", f"expected one of {', '.join(STEP_KINDS)}, got {_show(kind)}")
+        parent = step.get("parent")
+        if parent is not None and (type(parent) is not int or not 0 <= parent < i):
+            raise fail(
+                f"{where}.parent", f"expected the index of an earlier step (0 to {i - 1}) or null, got {_show(parent)}"
+            )
+        step_id = step.get("id")
+        if isinstance(step_id, int) and not isinstance(step_id, bool):
+            step_id = str(step_id)
+        steps.append(
+            {
+                "id": _optional_str(step_id or None, f"{where}.id", fail),
+                "name": _optional_str(step.get("name"), f"{where}.name", fail),
+                "kind": kind,
+                "query": _optional_str(step.get("query"), f"{where}.query", fail),
+                "contexts": _contexts(step.get("contexts"), fail, f"{where}.contexts"),
+                "parent": parent,
+                "error": _optional_str(step.get("error"), f"{where}.error", fail),
+            }
+        )
+    return steps
+
+
+def _conversation_id(value: Any, fail: Any) -> str | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if value is None or (isinstance(value, str) and value.strip()):
+        return value
+    raise fail("conversation_id", f"expected a non-empty string or null, got {_show(value)}")
+
+
+def _history(value: Any, fail: Any) -> list[dict[str, str]] | None:
+    """Earlier turns of the conversation as (role, content) messages, oldest first."""
+    items = _list_of_objects(value, "history", "messages", fail)
+    if items is None:
+        return None
+    history = []
+    for i, message in enumerate(items):
+        role, content = message.get("role"), message.get("content")
+        if role not in HISTORY_ROLES:
+            raise fail(f"history[{i}].role", f"expected one of {', '.join(HISTORY_ROLES)}, got {_show(role)}")
+        if not isinstance(content, str):
+            raise fail(f"history[{i}].content", _required("a string", content))
+        history.append({"role": role, "content": content})
+    return history
+
+
+def _tool_calls(value: Any, field: str, fail: Any, *, n_steps: int | None = None) -> list[dict[str, Any]] | None:
+    """Tool calls with their arguments as JSON text; ``step`` (``tool_calls`` only) points to the retrieval step
+    the call produced."""
+    items = _list_of_objects(value, field, "tool calls", fail)
+    if items is None:
+        return None
+    calls = []
+    for i, call in enumerate(items):
+        where = f"{field}[{i}]"
+        name = call.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise fail(f"{where}.name", _required("a non-empty string", name))
+        arguments = call.get("arguments")
+        try:
+            arguments_json = None if arguments is None else _ARGUMENTS_JSON.encode(arguments)
+        except (TypeError, ValueError):
+            raise fail(f"{where}.arguments", f"expected JSON (an object or a string), got {_show(arguments)}") from None
+        entry: dict[str, Any] = {"name": name, "arguments": arguments_json}
+        if n_steps is not None:
+            step = call.get("step")
+            if step is not None and (type(step) is not int or not 0 <= step < n_steps):
+                raise fail(
+                    f"{where}.step", f"expected the index of a step (0 to {n_steps - 1}) or null, got {_show(step)}"
+                )
+            entry["error"] = _optional_str(call.get("error"), f"{where}.error", fail)
+            entry["step"] = step
+        calls.append(entry)
+    return calls

@@ -77,9 +77,86 @@ def test_full_record_round_trips_through_staged_schema() -> None:
             "source_file": SOURCE,
             "source_line": 3,
             "language": "en-GB",  # BCP 47's canonical case
+            "steps": None,
+            "conversation_id": None,
+            "history": None,
+            "tool_calls": None,
+            "reference_tool_calls": None,
         }
     ]
     assert type(row["contexts"][1]["score"]) is float
+
+
+AGENT_TURN: dict[str, Any] = {
+    "steps": [
+        {"id": "s1", "name": "search_docs", "kind": "tool", "query": "Nordlicht founder",
+         "contexts": [{"id": "d9", "text": "Nordlicht was founded in 2011."}]},
+        {"id": 7, "kind": "retriever", "query": "Nordlicht Robotics founder name",
+         "contexts": [{"id": "d1", "text": "Ada Lovelace wrote the first program.", "score": 0.8}]},
+        {"name": "rerank", "kind": "reranker", "contexts": [{"id": "d1"}], "parent": 1, "error": None},
+    ],
+    "conversation_id": "thread-1",
+    "history": [{"role": "user", "content": "こんにちは"}, {"role": "assistant", "content": "你好"}],
+    "tool_calls": [{"name": "search_docs", "arguments": {"query": "Nordlicht founder"}, "step": 0},
+                   {"name": "lookup", "arguments": "raw text", "error": "timeout"}],
+    "reference_tool_calls": [{"name": "search_docs", "arguments": {"query": "Nordlicht founder"}}],
+}  # fmt: skip
+
+
+def test_agent_turn_round_trips_through_staged_schema() -> None:
+    row = parse(record(**AGENT_TURN))
+
+    staged = pa.Table.from_pylist([row], schema=STAGED_SCHEMA).to_pylist()[0]
+
+    assert [s["query"] for s in staged["steps"]] == ["Nordlicht founder", "Nordlicht Robotics founder name", None]
+    assert staged["steps"][1]["id"] == "7"  # integer span ids are text, as contexts' ids are
+    assert staged["steps"][2] == {
+        "id": None, "name": "rerank", "kind": "reranker", "query": None,
+        "contexts": [{"id": "d1", "text": None, "score": None}], "parent": 1, "error": None,
+    }  # fmt: skip
+    assert staged["steps"][0]["kind"] == "tool"
+    assert staged["conversation_id"] == "thread-1"
+    assert staged["history"] == AGENT_TURN["history"]
+    assert staged["tool_calls"] == [
+        {"name": "search_docs", "arguments": '{"query": "Nordlicht founder"}', "error": None, "step": 0},
+        {"name": "lookup", "arguments": '"raw text"', "error": "timeout", "step": None},
+    ]
+    assert staged["reference_tool_calls"] == [{"name": "search_docs", "arguments": '{"query": "Nordlicht founder"}'}]
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "reason"),
+    [
+        ({"steps": {"query": "q"}}, "steps", "expected a list of retrieval steps"),
+        ({"steps": ["q"]}, "steps[0]", "expected an object"),
+        ({"steps": [{"kind": "web"}]}, "steps[0].kind", "expected one of retriever, tool, reranker"),
+        ({"steps": [{"parent": 0}]}, "steps[0].parent", "index of an earlier step"),
+        ({"steps": [{"query": 3}]}, "steps[0].query", "expected a string or null"),
+        ({"steps": [{"contexts": [{"score": 1}]}]}, "steps[0].contexts[0].id", "a context needs an id"),
+        ({"conversation_id": ""}, "conversation_id", "non-empty string"),
+        ({"history": [{"role": "tool", "content": "x"}]}, "history[0].role", "expected one of user, assistant"),
+        ({"history": [{"role": "user"}]}, "history[0].content", "required field missing"),
+        ({"tool_calls": [{"arguments": {}}]}, "tool_calls[0].name", "required field missing"),
+        ({"tool_calls": [{"name": "t", "step": 0}]}, "tool_calls[0].step", "index of a step"),
+        ({"tool_calls": [{"name": "t", "arguments": {1, 2}}]}, "tool_calls[0].arguments", "expected JSON"),
+        ({"reference_tool_calls": "search"}, "reference_tool_calls", "expected a list of tool calls"),
+    ],
+)
+def test_bad_agent_fields_name_the_field(changes: dict[str, Any], field: str, reason: str) -> None:
+    with pytest.raises(InvalidRecordError) as caught:
+        parse(record(**changes))
+
+    assert caught.value.field == field
+    assert reason in str(caught.value)
+
+
+def test_unstorable_text_in_a_step_names_the_step() -> None:
+    steps = [{"query": "ok", "contexts": [{"id": "d1", "text": "bad\x00text"}]}]
+
+    with pytest.raises(InvalidRecordError) as caught:
+        parse(record(steps=steps))
+
+    assert caught.value.field == "steps[0].contexts[0].text"
 
 
 def test_minimal_record_fills_optional_fields() -> None:
