@@ -140,6 +140,9 @@ class StepScores:
     results: dict[str, MetricResult]
     versions: dict[str, str]
     prompt_versions: dict[str, str] = field(default_factory=dict)
+    trace_rows: NDArray[np.int64] | None = None
+    """Each row's trace as its position among the traces these scores go with (a batch's, then a partition's kept
+    traces): a trace id alone cannot tell which of two records with one id a step came from."""
 
 
 @dataclass(frozen=True)
