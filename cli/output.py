@@ -30,13 +30,14 @@ __all__ = [
     "console",
     "fail",
     "fail_with",
-    "no_traces_exit",
     "out",
+    "outcome_exit",
     "print_alerts",
     "print_drift",
     "print_language_scores",
     "print_summaries",
     "print_verdicts",
+    "print_warnings",
     "progress",
     "verdict_summary",
 ]
@@ -60,6 +61,8 @@ class ExitCode(enum.IntEnum):
     USAGE = 2
     #: Nothing to do: no traces for the date, or nothing left to evaluate in a backfill's range.
     NOTHING_TO_DO = 3
+    #: Scored nothing: the day's traces were published but gave no ok score of any metric (a backfill: some day).
+    NOTHING_SCORED = 4
 
     @classmethod
     def of(cls, error: RagpulseError) -> ExitCode:
@@ -77,9 +80,20 @@ def fail(message: str, code: ExitCode) -> typer.Exit:
     return typer.Exit(code=code)
 
 
-def no_traces_exit(summary: RunSummary) -> typer.Exit | None:
-    """For a day whose records were all quarantined: a one-line notice on stderr and exit 3 (nothing scored,
-    though the quarantine and run row were published); None for a day that was scored."""
+def print_warnings(summaries: Sequence[RunSummary]) -> None:
+    """Each day's warning on stderr (``--json`` too): it scored nothing, or none of its traces has contexts."""
+    for summary in summaries:
+        if summary.warning:
+            console.print(f"[yellow]warning: {escape(summary.warning)}[/yellow]", soft_wrap=True)
+
+
+def outcome_exit(summary: RunSummary) -> typer.Exit | None:
+    """Warn as ``print_warnings`` does; for a day that scored nothing, exit 4; for a day whose records were all
+    quarantined, a one-line notice on stderr and exit 3 (nothing scored, though the quarantine and run row were
+    published); None for a day that was scored."""
+    print_warnings([summary])
+    if summary.outcome == "nothing_scored":
+        return typer.Exit(code=ExitCode.NOTHING_SCORED)
     if summary.outcome != "no_traces":
         return None
     reasons = ", ".join(f"{reason} ({count})" for reason, count in list(summary.quarantine_reasons.items())[:3])
@@ -143,7 +157,7 @@ class BackfillBar:
         self._progress = progress
         self._job = progress.add_task("planning", total=None, note="")
         self._running: set[dt.date] = set()
-        self._failed = 0
+        self._failed = self._unscored = 0
 
     def planned(self, to_run: int, skipped: int) -> None:
         self._progress.update(self._job, description="backfill", total=to_run, note=f"{skipped} already published")
@@ -154,10 +168,12 @@ class BackfillBar:
         else:
             self._running.discard(day)
             self._failed += event == "failed"
+            self._unscored += event == "nothing_scored"
             self._progress.advance(self._job)
         running = ", ".join(sorted(d.isoformat() for d in self._running))
         failed = f"[red]{self._failed} failed[/red] " if self._failed else ""
-        self._progress.update(self._job, note=f"{failed}{running}")
+        unscored = f"[yellow]{self._unscored} scored nothing[/yellow] " if self._unscored else ""
+        self._progress.update(self._job, note=f"{failed}{unscored}{running}")
 
 
 def _number(value: float | None, spec: str = ".3f") -> str:
@@ -263,8 +279,8 @@ def print_alerts(alerts: Mapping[str, Sequence[str]]) -> None:
 
 def print_summaries(summaries: list[RunSummary]) -> None:
     runs = Table(title="runs")
-    for column in ("partition", "records", "traces", "quarantined", "batches (cached)"):
-        runs.add_column(column, justify="right")
+    for column in ("partition", "records", "traces", "quarantined", "batches (cached)", "outcome"):
+        runs.add_column(column, justify="left" if column == "outcome" else "right")
     for s in summaries:
         runs.add_row(
             s.partition_date.isoformat(),
@@ -272,13 +288,16 @@ def print_summaries(summaries: list[RunSummary]) -> None:
             str(s.n_traces),
             str(s.n_quarantined),
             f"{s.n_batches} ({s.n_batches_cached})",
+            f"[bold yellow]{s.outcome}[/bold yellow]" if s.outcome == "nothing_scored" else s.outcome,
         )
     out.print(runs)
     means = Table(title="mean score per metric and partition")
     means.add_column("metric", no_wrap=True)
     for s in summaries:
         means.add_column(s.partition_date.strftime("%m-%d"), justify="right")
-    means.add_column("coverage", justify="right")
+    # The share of traces scored ok, of the last day shown (a backfill's is its last partition).
+    latest = f" {summaries[-1].partition_date:%m-%d}" if len(summaries) > 1 else ""
+    means.add_column(f"coverage{latest}", justify="right")
     # By name: a day without valid traces has no metric rows, and a backfill's days may differ.
     by_day = [{m.metric: m for m in s.metrics} for s in summaries]
     for name in dict.fromkeys(m.metric for s in summaries for m in s.metrics):

@@ -25,13 +25,14 @@ from ragpulse.cli.output import (
     console,
     fail,
     fail_with,
-    no_traces_exit,
     out,
+    outcome_exit,
     print_alerts,
     print_drift,
     print_language_scores,
     print_summaries,
     print_verdicts,
+    print_warnings,
     progress,
     verdict_summary,
 )
@@ -114,17 +115,20 @@ def evaluate(
         terminal_logs(ctx)
         warm_up(run_config, "ragpulse.flows.evaluate")
         from ragpulse.flows.evaluate import evaluate_partition
+        from ragpulse.tasks.reporting.run_summary import NothingScoredError
 
         try:
             summary = evaluate_partition(date=partition, **run_config.partition_groups())
+        except NothingScoredError as exc:  # published, but the run failed: the exit code says so
+            summary = exc.summary
         except RagpulseError as exc:
             raise fail_with(exc) from None
     if as_json:
         out.print_json(json.dumps(summary.to_dict(), default=str))
     else:
         print_summaries([summary])
-    if (nothing_scored := no_traces_exit(summary)) is not None:
-        raise nothing_scored
+    if (unscored := outcome_exit(summary)) is not None:
+        raise unscored
 
 
 @setting_options(*GROUPS)
@@ -146,10 +150,14 @@ def monitor(
         announce_api()
         terminal_logs(ctx)
         warm_up(run_config, "ragpulse.flows.monitor")
+        from ragpulse.flows.monitor import MonitorResult
         from ragpulse.flows.monitor import monitor as monitor_flow
+        from ragpulse.tasks.reporting.run_summary import NothingScoredError
 
         try:
             result = monitor_flow(date=day, timezone=timezone, lag_days=lag_days, **run_config.groups())
+        except NothingScoredError as exc:  # published, then the run failed before drift: nothing to compare
+            result = MonitorResult(exc.summary, {})
         except RagpulseError as exc:
             raise fail_with(exc) from None
     from ragpulse.metrics.drift import ALERTING
@@ -162,8 +170,8 @@ def monitor(
         if ALERTING & result.verdicts.keys():
             print_drift(run_config.output.warehouse, result.summary.partition_date)
         print_alerts(result.alerts)
-    if (nothing_scored := no_traces_exit(result.summary)) is not None:
-        raise nothing_scored
+    if (unscored := outcome_exit(result.summary)) is not None:
+        raise unscored
 
 
 @setting_options(*GROUPS)
@@ -181,7 +189,8 @@ def backfill(
 ) -> None:
     """Evaluate every partition in a date range, skipping those already published with this configuration.
 
-    Exits 3 when there was nothing to evaluate: every partition already published, or none in the range.
+    Exits 3 when there was nothing to evaluate: every partition already published, or none in the range; 4 when
+    some evaluated partition scored nothing (each is named on stderr).
     """
     collector.defer()
     first, last = parse_date(start, "--start"), parse_date(end, "--end")
@@ -202,13 +211,17 @@ def backfill(
             alerts += f", {result.alerts_not_emitted} not emitted as Prefect events (no PREFECT_API_URL)"
         unscored = sum(s.outcome == "no_traces" for s in result.summaries)
         console.print(
-            f"{len(result.completed)} evaluated ({unscored} with every record quarantined), {len(result.skipped)} "
+            f"{len(result.completed)} evaluated ({unscored} with every record quarantined, "
+            f"{len(result.nothing_scored)} scoring nothing), {len(result.skipped)} "
             f"skipped (already published with config {result.config_hash}), {len(result.missing)} day(s) without "
             "traces; drift: "
             f"{verdict_summary(result.drift_verdicts)}{alerts}"
         )
+    print_warnings(result.summaries)
     if result.failed:
         raise fail("; ".join(f"dt={day}: {message}" for day, message in result.failed.items()), ExitCode.FAILED)
+    if result.nothing_scored:
+        raise typer.Exit(ExitCode.NOTHING_SCORED)
     if not result.completed:
         raise typer.Exit(ExitCode.NOTHING_TO_DO)
 

@@ -31,7 +31,7 @@ from ragpulse.tasks.core.exceptions import ConfigError, PartitionNotFoundError
 from ragpulse.tasks.monitoring.tasks import detect_drift, send_alerts
 from ragpulse.tasks.planning.run import checked_run
 from ragpulse.tasks.planning.tasks import plan_backfill
-from ragpulse.tasks.reporting.run_summary import RunSummary
+from ragpulse.tasks.reporting.run_summary import NothingScoredError, RunSummary
 
 __all__ = [
     "MAX_CONCURRENCY",
@@ -44,8 +44,9 @@ __all__ = [
 ]
 
 MAX_CONCURRENCY = 16
-#: "missing": the day turned out to have no traces (event-time sources have no folders to list beforehand).
-PartitionEvent = Literal["started", "completed", "failed", "missing"]
+#: "missing": the day turned out to have no traces (event-time sources have no folders to list beforehand);
+#: "nothing_scored": the day was published but gave no ok score (its evaluation run failed, see RunSummary.outcome).
+PartitionEvent = Literal["started", "completed", "failed", "missing", "nothing_scored"]
 
 
 class BackfillProgress(Protocol):
@@ -87,10 +88,17 @@ class BackfillResult:
     alerts_not_emitted: int = 0
     """Alerts whose Prefect event had no server to go to (ephemeral mode): the next run against one emits them."""
 
+    @property
+    def nothing_scored(self) -> dict[dt.date, str]:
+        """The evaluated days that scored nothing, each with the warning saying why."""
+        return {s.partition_date: s.warning or "" for s in self.summaries if s.outcome == "nothing_scored"}
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "config_hash": self.config_hash,
             "completed": [d.isoformat() for d in self.completed],
+            "nothing_scored": {d.isoformat(): why for d, why in self.nothing_scored.items()},
+            "outcomes": {s.partition_date.isoformat(): s.outcome for s in self.summaries},
             "skipped": [d.isoformat() for d in self.skipped],
             "failed": {d.isoformat(): message for d, message in self.failed.items()},
             "missing": [d.isoformat() for d in self.missing],
@@ -139,7 +147,8 @@ def backfill(
     Each partition's scoring tasks run on ``runner`` (a thread pool, or Dask at ``runner.dask_address``: give one,
     or every partition in flight starts a local cluster of its own). Alerts for historical partitions are off
     unless ``send_drift_alerts``. A failed partition does not stop the others; the backfill then ends Failed,
-    naming it, and a re-run picks up exactly what is missing.
+    naming it, and a re-run picks up exactly what is missing. A partition published but scoring nothing
+    (``nothing_scored``) ends the backfill Failed too (state name ``NothingScored``), naming the days.
     """
     if not 1 <= concurrency <= MAX_CONCURRENCY:
         raise ConfigError(f"concurrency must lie in 1..{MAX_CONCURRENCY}, got {concurrency}")
@@ -177,7 +186,10 @@ def _backfill(
         if state.is_completed():
             summaries[day] = finished.result()
             _notify(day, "completed")
-        elif isinstance(finished.result(raise_on_failure=False), PartitionNotFoundError):
+        elif isinstance(error := finished.result(raise_on_failure=False), NothingScoredError):
+            summaries[day] = error.summary  # published: drift is recomputed from it like any evaluated day
+            _notify(day, "nothing_scored")
+        elif isinstance(error, PartitionNotFoundError):
             missing.append(day)
             _notify(day, "missing")
         else:
@@ -206,6 +218,13 @@ def _backfill(
     if failed:
         names = ", ".join(f"dt={d}: {message}" for d, message in result.failed.items())
         return Failed(message=f"{len(failed)} of {len(plan.to_run)} partition(s) failed: {names}", data=result)
+    if result.nothing_scored:
+        days = ", ".join(f"dt={d}" for d in result.nothing_scored)
+        return Failed(
+            name="NothingScored",
+            message=f"{len(result.nothing_scored)} of {len(summaries)} evaluated partition(s) scored nothing: {days}",
+            data=result,
+        )
     return Completed(
         message=f"{len(summaries)} partition(s) evaluated, {len(plan.skipped)} already published, "
         f"{len(result.missing)} without traces",

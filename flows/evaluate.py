@@ -32,7 +32,7 @@ from ragpulse.tasks.quality.tasks import (
     validate_scores,
     validate_traces,
 )
-from ragpulse.tasks.reporting.run_summary import RunSummary
+from ragpulse.tasks.reporting.run_summary import NothingScoredError, RunSummary
 from ragpulse.tasks.reporting.tasks import summarize_run
 from ragpulse.tasks.scoring.tasks import assemble_scores, count_cached, score_batch, score_cache_policy
 from ragpulse.tasks.warehouse.tasks import publish_partition
@@ -55,7 +55,9 @@ def evaluate_partition(
     The day is ``<source.url>/dt=<date>/``, or with ``source.partitioning="event-time"`` the traces whose event
     time falls on ``date`` (UTC) among files modified up to ``source.late_arrival_hours`` around it. Judge metrics
     need ``judge.model`` (or RAGPULSE_JUDGE_MODEL where the run executes); without one they are skipped and the
-    run says so. The scoring tasks run on ``runner`` (a thread pool, or Dask).
+    run says so. The scoring tasks run on ``runner`` (a thread pool, or Dask). A day whose traces gave no ``ok``
+    score of any metric is published, then the run fails with ``NothingScoredError`` (outcome ``nothing_scored``),
+    which carries the summary and says why.
     """
     config = RunConfig(source=source, scoring=scoring, judge=judge, quality=quality, output=output, runner=runner)
     with checked_run(config):  # before any task: a deployment run's parameters come from the API
@@ -106,13 +108,28 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
     if standing is not None and not output.republish:
         get_run_logger().info("dt=%s is unchanged since run %s published it: nothing to publish", date, standing)
         checked = for_run(traces_checked.result(), run).results
-        return summarize_run(scores, run, output.warehouse, n_cached, checked, docs, usage, unchanged_since=standing)
+        summary = summarize_run(
+            scores, run, output.warehouse, n_cached, checked, docs, usage, unchanged_since=standing,
+            storage_options=work_options,
+        )  # fmt: skip
+        return _verdict(summary)
     publication = validate_scores(
         output.warehouse, scores, run, plan.names, n_cached, traces_checked.result(), quality, docs, usage,
         work_options, key,
     )  # fmt: skip
     publish_partition(output.warehouse, publication)
-    return summarize_run(scores, run, output.warehouse, n_cached, publication.validations, docs, usage)
+    summary = summarize_run(
+        scores, run, output.warehouse, n_cached, publication.validations, docs, usage, storage_options=work_options
+    )
+    return _verdict(summary)
+
+
+def _verdict(summary: RunSummary) -> RunSummary:
+    """The summary of a day that scored something; a day that scored nothing fails the flow run, after its rows
+    were published (they stay: the day's not-applicable scores and runs row are the record of why)."""
+    if summary.outcome == "nothing_scored":
+        raise NothingScoredError(summary)
+    return summary
 
 
 if __name__ == "__main__":

@@ -73,7 +73,8 @@ def monitor(
 ) -> MonitorResult:
     """Evaluate ``date`` (default: ``lag_days`` before the scheduled start in ``timezone``), publish its scores,
     calibrate them on the human labels (with ``calibration.labels``), compare them with the previous partitions and
-    send each new drift alert once."""
+    send each new drift alert once. A day that scored nothing fails the run once published (``NothingScoredError``
+    from ``evaluate_partition``), before the drift checks: it has no ok score to compare."""
     config = RunConfig(
         source=source, scoring=scoring, judge=judge, quality=quality, output=output, runner=runner, drift=drift,
         calibration=calibration, alerts=alerts,

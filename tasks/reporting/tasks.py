@@ -14,6 +14,7 @@ from prefect.cache_policies import NO_CACHE
 from ragpulse.tasks.core.artifacts import artifact_key, followable, md, md_link, worker_path
 from ragpulse.tasks.core.types import PartitionScores, RunInfo
 from ragpulse.tasks.reporting.run_summary import RunSummary, summarize
+from ragpulse.tasks.reporting.staged_facts import count_staged
 
 __all__ = ["run_markdown", "summarize_run"]
 
@@ -32,12 +33,18 @@ def summarize_run(
     docs_dir: str | None = None,
     judge_usage: dict[str, dict[str, Any]] | None = None,
     unchanged_since: str | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> RunSummary:
     """Summarise the published partition (or, with ``unchanged_since``, the identical one that run published) and
-    attach it to the flow run as table and markdown artifacts."""
+    attach it to the flow run as table and markdown artifacts. What the scored traces carry is counted in their
+    staged batches (``storage_options`` reach them), so that a day that scored nothing, or whose traces have no
+    contexts, is logged as a warning naming why."""
     index = Path(docs_dir) / "scores_out" / "index.html" if docs_dir else None
     docs = index.parent.parent.as_uri() if index is not None and index.exists() else None
-    summary = summarize(scores, run, warehouse, n_batches_cached, validations, docs, judge_usage, unchanged_since)
+    staged = count_staged(scores.staged_batches, scores.trace_ids, storage_options) if len(scores.trace_ids) else None
+    summary = summarize(
+        scores, run, warehouse, n_batches_cached, validations, docs, judge_usage, unchanged_since, staged
+    )  # fmt: skip
     day = summary.partition_date
     create_table_artifact(
         key=artifact_key("summary", day, warehouse),
@@ -70,6 +77,8 @@ def summarize_run(
         summary.n_batches_cached,
         summary.n_batches,
     )
+    if summary.warning:
+        get_run_logger().warning("%s", summary.warning)
     return summary
 
 
@@ -94,13 +103,32 @@ def run_markdown(summary: RunSummary, validations: pa.Table) -> str:
             if summary.unchanged_since
             else ""
         )
-        + f"- warehouse: {md(summary.warehouse)}\n\n"
+        + f"- warehouse: {md(summary.warehouse)}\n"
+        + f"- outcome: {summary.outcome}\n\n"
+        + (f"**Warning:** {md(summary.warning)}\n\n" if summary.warning else "")
         + (f"| quarantine reason | records |\n|---|---|\n{quarantine_lines}\n\n" if quarantine_lines else "")
+        + _metrics_section(summary)
         + _judge_section(summary)
         + "## Data-quality checks\n\n"
         + (_data_docs(summary.data_docs) if summary.data_docs else "")
         + f"| suite | expectation | column | result | unexpected |\n|---|---|---|---|---|\n{validation_lines}\n"
     )
+
+
+def _metrics_section(summary: RunSummary) -> str:
+    """Per metric: its coverage (the share of traces scored ok), mean over those, and the not-ok reasons."""
+    if not summary.metrics:
+        return ""
+    rows = "\n".join(
+        f"| {md(m.metric)} | {m.n_ok} / {m.n} | {_share(m.coverage)} | {_fmt(m.mean)} "
+        f"| {md(', '.join(f'{k} ({v})' for k, v in m.not_ok_reasons.items()))} |"
+        for m in summary.metrics
+    )
+    return f"## Metrics\n\n| metric | ok | coverage | mean | not ok |\n|---|---|---|---|---|\n{rows}\n\n"
+
+
+def _share(value: float) -> str:
+    return "-" if np.isnan(value) else f"{value:.0%}"
 
 
 def _data_docs(url: str) -> str:
