@@ -49,6 +49,7 @@ TRACE_ROWS_SCHEMA = pa.schema(
         ("source_file", pa.string()),
         ("source_line", pa.int64()),
         ("language", pa.string()),  # BCP 47, as staged: given, the run's default, or detected; null if unknown
+        ("conversation_id", pa.string()),  # the session / thread the turn belongs to, as staged; null if none
     ]
 )
 

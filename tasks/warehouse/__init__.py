@@ -1,7 +1,8 @@
 """Warehouses that receive score tables. One interface, one set of semantics, chosen by URL.
 
-Publishing a partition is one transaction: the partition's rows for the run's metrics, its
-quarantine rows and its trace excerpts are replaced, and a row is added to ``runs``. Re-running a
+Publishing a partition is one transaction: the partition's rows for the run's metrics (of turns,
+retrieval steps and conversations), its quarantine rows, its trace excerpts and their retrieval
+steps are replaced, and a row is added to ``runs``. Re-running a
 date replaces, never duplicates; a failed publish leaves the previous rows as they were. Drift
 results replace a partition's drift rows the same way; alert deliveries are appended to a ledger.
 Every table reads back through ``Warehouse.read``, filtered by date and metric in the backend.
@@ -21,11 +22,14 @@ from ragpulse.tasks.warehouse.rows import RowSource
 from ragpulse.tasks.warehouse.tables import (
     ALERTS_SCHEMA,
     CALIBRATIONS_SCHEMA,
+    CONVERSATION_SCORES_SCHEMA,
     DRIFT_SCHEMA,
     ESTIMATES_SCHEMA,
     QUARANTINE_SCHEMA,
     RUNS_SCHEMA,
     SCORES_SCHEMA,
+    STEP_SCORES_SCHEMA,
+    STEPS_SCHEMA,
     TRACES_SCHEMA,
     VALIDATIONS_SCHEMA,
 )
@@ -33,11 +37,14 @@ from ragpulse.tasks.warehouse.tables import (
 __all__ = [
     "ALERTS_SCHEMA",
     "CALIBRATIONS_SCHEMA",
+    "CONVERSATION_SCORES_SCHEMA",
     "DRIFT_SCHEMA",
     "ESTIMATES_SCHEMA",
     "QUARANTINE_SCHEMA",
     "RUNS_SCHEMA",
     "SCORES_SCHEMA",
+    "STEPS_SCHEMA",
+    "STEP_SCORES_SCHEMA",
     "TRACES_SCHEMA",
     "VALIDATIONS_SCHEMA",
     "Publication",

@@ -19,16 +19,20 @@ from ragpulse.tasks.warehouse.rows import RowSource
 from ragpulse.tasks.warehouse.tables import (
     ALERTS_SCHEMA,
     CALIBRATIONS_SCHEMA,
+    CONVERSATION_SCORES_SCHEMA,
     DRIFT_SCHEMA,
     ESTIMATES_SCHEMA,
     QUARANTINE_SCHEMA,
     RUNS_SCHEMA,
     SCORES_SCHEMA,
+    STEP_SCORES_SCHEMA,
+    STEPS_SCHEMA,
     TRACES_SCHEMA,
     VALIDATIONS_SCHEMA,
 )
 
 __all__ = [
+    "AGAINST",
     "ALERT_STATUSES",
     "CONTENT_KEY",
     "JSON_COLUMNS",
@@ -61,6 +65,9 @@ __all__ = [
 
 # Stored labels of metrics.Status; a new status needs a migration of the check below.
 STATUSES = ("ok", "not_applicable", "failed")
+# What a step-level score was computed against (metrics.batch.TraceBatch.step_batch): the step's own query, or the
+# user's question of its turn.
+AGAINST = ("step_query", "question")
 # Filled by the warehouse as the run's rows become visible: orders re-runs of a partition by commit, not by finish.
 PUBLISHED_AT = "published_at"
 # Drift verdicts and alert delivery outcomes; a new one needs a migration of its check.
@@ -169,18 +176,22 @@ def _in(column: str, values: tuple[str, ...]) -> Check:
     return Check(f"{column} IN ({listed})", lambda t: pc.is_in(t[column], value_set=pa.array(values)))
 
 
+# The checks of every table of scores: a known status, and a value exactly when it is ok.
+_SCORE_CHECKS = (
+    _in("status", STATUSES),
+    Check(
+        "(status = 'ok') = (value IS NOT NULL)",
+        lambda t: pc.equal(pc.equal(t["status"], "ok"), pc.is_valid(t["value"])),
+    ),
+)
+_SCORED = frozenset({"metric", "status", "metric_version", "run_id", "computed_at"})
+
 TABLES: dict[str, TableSpec] = {
     "scores": TableSpec(
         "scores",
         SCORES_SCHEMA,
-        frozenset({"partition_date", "trace_id", "metric", "status", "metric_version", "run_id", "computed_at"}),
-        checks=(
-            _in("status", STATUSES),
-            Check(
-                "(status = 'ok') = (value IS NOT NULL)",
-                lambda t: pc.equal(pc.equal(t["status"], "ok"), pc.is_valid(t["value"])),
-            ),
-        ),
+        frozenset({"partition_date", "trace_id"}) | _SCORED,
+        checks=_SCORE_CHECKS,
         # Rows arrive partition by partition, so a block-range index finds a day almost for free.
         partition_index="brin",
     ),
@@ -247,6 +258,25 @@ TABLES: dict[str, TableSpec] = {
             ),
         ),
     ),
+    "steps": TableSpec(
+        "steps",
+        STEPS_SCHEMA,
+        frozenset({"partition_date", "trace_id", "step_index", "n_contexts", "run_id"}),
+        partition_index="brin",
+    ),
+    "step_scores": TableSpec(
+        "step_scores",
+        STEP_SCORES_SCHEMA,
+        frozenset({"partition_date", "trace_id", "step_index", "against"}) | _SCORED,
+        checks=(*_SCORE_CHECKS, _in("against", AGAINST)),
+        partition_index="brin",
+    ),
+    "conversation_scores": TableSpec(
+        "conversation_scores",
+        CONVERSATION_SCORES_SCHEMA,
+        frozenset({"partition_date", "conversation_id", "n_turns"}) | _SCORED,
+        checks=_SCORE_CHECKS,
+    ),
 }
 
 # The schema version table of SQL backends: one row per version applied.
@@ -281,6 +311,13 @@ MIGRATIONS: tuple[Migration, ...] = (
     # v9: how far to trust the judge: its agreement with human labels, and prediction-powered estimates.
     AddTable(9, "calibrations"),
     AddTable(9, "estimates"),
+    # v10: agents (issue 31): each turn's conversation, its retrieval steps and their scores, conversations' scores,
+    # and the views that roll steps up to turns and turns up to conversations.
+    AddColumn(10, "traces", "conversation_id"),
+    AddTable(10, "steps"),
+    AddTable(10, "step_scores"),
+    AddTable(10, "conversation_scores"),
+    DefineViews(10),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 # Columns stored as JSON where the database has the type, whatever version created the table.
@@ -336,7 +373,7 @@ def conform_rows(spec: TableSpec, rows: RowSource, day: dt.date) -> RowSource:
         if produced != rows.num_rows:
             raise WarehouseError(f"{spec.key}: the rows were announced as {rows.num_rows} but {produced} came")
 
-    return RowSource(spec.incoming, rows.num_rows, produce)
+    return RowSource(spec.incoming, lambda: rows.num_rows, produce)
 
 
 def conform_partition(tables: dict[str, pa.Table], day: dt.date) -> dict[str, pa.Table]:

@@ -43,7 +43,7 @@ from ragpulse.tasks.warehouse._schema import (
     pending_migrations,
 )
 from ragpulse.tasks.warehouse._views import ViewDialect, view_definitions
-from ragpulse.tasks.warehouse.protocol import Publication, TableNames
+from ragpulse.tasks.warehouse.protocol import STREAMED, Publication, TableNames
 from ragpulse.tasks.warehouse.rows import RowSource
 
 __all__ = ["SqlWarehouse"]
@@ -153,18 +153,18 @@ class SqlWarehouse(abc.ABC):
     def publish(self, publication: Publication) -> None:
         """COPY into staging, then under the partition's locks delete and insert, all in one transaction.
 
-        Scores and traces are read from their row sources batch by batch while they are copied, so only a batch is
-        in memory; a publish that is tried again reads its sources again."""
+        Scores, traces, steps and step scores are read from their row sources batch by batch while they are
+        copied, so only a batch is in memory; a publish that is tried again reads its sources again."""
         day = publication.partition_date
         run = conform(TABLES["runs"], publication.run)
+        conversations = conform_partition({"conversation_scores": publication.conversation_scores}, day)
         rows = {
-            "scores": conform_rows(TABLES["scores"], publication.scores, day),
+            **{key: conform_rows(TABLES[key], getattr(publication, key), day) for key in STREAMED},
             "quarantine": RowSource.of(conform(TABLES["quarantine"], publication.quarantine)),
-            "traces": conform_rows(TABLES["traces"], publication.traces, day),
+            "conversation_scores": RowSource.of(conversations["conversation_scores"]),
             "runs": RowSource.of(run),
             "validations": RowSource.of(conform(TABLES["validations"], publication.validations)),
         }
-        scores, quarantine, traces = self._tables["scores"], self._tables["quarantine"], self._tables["traces"]
         run_ids = sorted(set(run["run_id"].to_pylist()))
         action = f"publishing dt={day}"
         with self._errors(action):
@@ -175,13 +175,17 @@ class SqlWarehouse(abc.ABC):
                     session = self._session(conn)
                     # The slow part, the bulk load, runs before the lock: publishers overlap there.
                     staged = {key: self._stage(conn, key, source) for key, source in rows.items()}
-                    # Traces are replaced with quarantine, under its lock.
+                    # Traces and steps are replaced with quarantine, the step and conversation scores with the
+                    # scores, under their locks.
                     self._lock(conn, self._partition_keys(day), action)
-                    conn.execute(
-                        scores.delete().where(scores.c.partition_date == day, scores.c.metric.in_(publication.metrics))
-                    )
-                    conn.execute(quarantine.delete().where(quarantine.c.partition_date == day))
-                    conn.execute(traces.delete().where(traces.c.partition_date == day))
+                    for key in ("scores", "step_scores", "conversation_scores"):
+                        table = self._tables[key]
+                        conn.execute(
+                            table.delete().where(table.c.partition_date == day, table.c.metric.in_(publication.metrics))
+                        )
+                    for key in ("quarantine", "traces", "steps"):
+                        table = self._tables[key]
+                        conn.execute(table.delete().where(table.c.partition_date == day))
                     for key, stage in staged.items():
                         self._insert(conn, key, stage)
                     # Set last: an error from here on is the COMMIT's, and the commit may have happened.

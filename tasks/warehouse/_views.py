@@ -68,6 +68,7 @@ def view_definitions(names: TableNames, dialect: ViewDialect, schema: str | None
     gives, in ``schema`` if any; the names were checked by ``TableNames`` (the schema by the backend), the rest
     are constants."""
     scores, traces = qualified(names.scores, schema), qualified(names.traces, schema)
+    step_scores = qualified(names.step_scores, schema)
     drift, alerts = qualified(names.drift, schema), qualified(names.alerts, schema)
     score = "s.partition_date, s.metric, s.value, s.status, s.judge_model, s.prompt_version"
     joined = f"{scores} AS s JOIN {traces} AS t ON t.partition_date = s.partition_date AND t.trace_id = s.trace_id"
@@ -135,5 +136,42 @@ def view_definitions(names: TableNames, dialect: ViewDialect, schema: str | None
             FROM {scores} AS s
             LEFT JOIN {traces} AS t ON t.partition_date = s.partition_date AND t.trace_id = s.trace_id
             WHERE s.status = 'ok'
+        """,
+        # A turn's steps rolled up, per metric and what the steps were scored against: the worst is the lowest
+        # value (the highest for a lower-is-better metric), over the ok steps as the mean is.
+        "turn_steps": f"""
+            SELECT partition_date, trace_id, metric, against,
+                count(*) AS n_steps,
+                CASE WHEN metric IN ({_listed(LOWER_IS_BETTER)}) THEN max(value) ELSE min(value) END AS worst_value,
+                avg(value) AS mean_value,
+                count(*) FILTER (WHERE status = 'ok') AS n_ok,
+                count(*) FILTER (WHERE status = 'not_applicable') AS n_not_applicable,
+                count(*) FILTER (WHERE status = 'failed') AS n_failed,
+                bool_or(status = 'failed') AS any_failed,
+                judge_model, prompt_version
+            FROM {step_scores}
+            GROUP BY partition_date, trace_id, metric, against, judge_model, prompt_version
+        """,
+        # A partition's turns of each conversation, in the order they happened (ties by trace id).
+        "conversations": f"""
+            SELECT partition_date, conversation_id,
+                count(*) AS n_turns,
+                min(timestamp) AS first_timestamp,
+                max(timestamp) AS last_timestamp,
+                array_agg(trace_id ORDER BY timestamp NULLS LAST, trace_id) AS trace_ids
+            FROM {traces}
+            WHERE conversation_id IS NOT NULL
+            GROUP BY partition_date, conversation_id
+        """,
+        # Each turn's place in its conversation, counted over every published partition: a conversation that goes
+        # on past midnight continues its numbering on the next day.
+        "conversation_turns": f"""
+            SELECT partition_date, conversation_id, trace_id,
+                row_number() OVER (
+                    PARTITION BY conversation_id ORDER BY timestamp NULLS LAST, trace_id
+                ) AS turn_number,
+                timestamp, question, answer, language, source_file, source_line, run_id
+            FROM {traces}
+            WHERE conversation_id IS NOT NULL
         """,
     }

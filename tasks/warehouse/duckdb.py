@@ -39,7 +39,7 @@ from ragpulse.tasks.warehouse._schema import (
     pending_migrations,
 )
 from ragpulse.tasks.warehouse._views import DUCKDB, view_definitions
-from ragpulse.tasks.warehouse.protocol import Publication, TableNames
+from ragpulse.tasks.warehouse.protocol import STREAMED, Publication, TableNames
 from ragpulse.tasks.warehouse.rows import RowSource
 
 __all__ = ["DEFAULT_LOCK_TIMEOUT", "PUBLISH_MEMORY_LIMIT", "DuckDBWarehouse", "duckdb_path"]
@@ -65,7 +65,10 @@ def _quote(name: str) -> str:
 # Long text stored with zstd instead of DuckDB's choice among dictionary and FSST, which it makes by trying them at
 # every checkpoint: 100k traces' excerpts took 6.45 CPU s to insert, commit and checkpoint that way, 2.26 with zstd,
 # in a smaller file (bench/README.md, "Long text in DuckDB"). Short repeated strings keep DuckDB's choice.
-_ZSTD_COLUMNS: dict[str, frozenset[str]] = {"traces": frozenset({"question", "answer", "contexts", "metadata"})}
+_ZSTD_COLUMNS: dict[str, frozenset[str]] = {
+    "traces": frozenset({"question", "answer", "contexts", "metadata"}),
+    "steps": frozenset({"query", "contexts"}),
+}
 _ZSTD = "USING COMPRESSION ZSTD"
 
 
@@ -192,7 +195,8 @@ class DuckDBWarehouse:
             return connection
 
     def publish(self, publication: Publication) -> None:
-        """Replace the partition's rows for the run's metrics, its quarantine rows and traces, in one transaction."""
+        """Replace the partition's rows for the run's metrics, its quarantine rows, traces and steps, in one
+        transaction."""
         with _WRITE_LOCK:
             con = self.connect()
             try:
@@ -382,22 +386,25 @@ class DuckDBWarehouse:
         time, and under PUBLISH_MEMORY_LIMIT DuckDB writes out or spills what it inserted instead of caching it,
         so neither side holds the day. A source that fails mid-way fails its INSERT, and all of it rolls back."""
         day = publication.partition_date
-        scores, quarantine, traces = self._table("scores"), self._table("quarantine"), self._table("traces")
-        streamed = {key: conform_rows(TABLES[key], getattr(publication, key), day) for key in ("scores", "traces")}
+        streamed = {key: conform_rows(TABLES[key], getattr(publication, key), day) for key in STREAMED}
+        conversations = conform_partition({"conversation_scores": publication.conversation_scores}, day)
         con.register("incoming_quarantine", publication.quarantine)
         con.register("incoming_run", publication.run)
         con.register("incoming_validations", publication.validations)
+        con.register("incoming_conversation_scores", conversations["conversation_scores"])
         con.execute("BEGIN TRANSACTION")
         try:
-            con.execute(
-                f"DELETE FROM {scores} WHERE partition_date = ? AND list_contains(?, metric)",
-                [day, publication.metrics],
-            )
-            self._insert_streamed(con, "scores", streamed["scores"])
-            con.execute(f"DELETE FROM {quarantine} WHERE partition_date = ?", [day])
-            con.execute(f"INSERT INTO {quarantine} BY NAME SELECT * FROM incoming_quarantine")
-            con.execute(f"DELETE FROM {traces} WHERE partition_date = ?", [day])
-            self._insert_streamed(con, "traces", streamed["traces"])
+            for key in ("scores", "step_scores", "conversation_scores"):
+                con.execute(
+                    f"DELETE FROM {self._table(key)} WHERE partition_date = ? AND list_contains(?, metric)",
+                    [day, publication.metrics],
+                )
+            for key in ("quarantine", "traces", "steps"):
+                con.execute(f"DELETE FROM {self._table(key)} WHERE partition_date = ?", [day])
+            for key in STREAMED:
+                self._insert_streamed(con, key, streamed[key])
+            for key in ("quarantine", "conversation_scores"):
+                con.execute(f"INSERT INTO {self._table(key)} BY NAME SELECT * FROM incoming_{key}")
             con.execute(
                 f"INSERT INTO {self._table('runs')} BY NAME SELECT *, now() AS {PUBLISHED_AT} FROM incoming_run"
             )

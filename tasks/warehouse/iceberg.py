@@ -77,7 +77,7 @@ from ragpulse.tasks.warehouse._schema import (
     violation,
 )
 from ragpulse.tasks.warehouse.lake_url import LakeUrl
-from ragpulse.tasks.warehouse.protocol import Publication, TableNames
+from ragpulse.tasks.warehouse.protocol import STREAMED, Publication, TableNames
 
 __all__ = ["IcebergLake", "schema_version_property"]
 
@@ -103,6 +103,9 @@ _TABLE_PROPERTIES = {
     "commit.retry.min-wait-ms": "20",
     "commit.retry.max-wait-ms": "2000",
 }
+# The tables a publish replaces the date's rows of: those of scores only for the publication's metrics.
+_BY_METRIC = ("scores", "step_scores", "conversation_scores")
+_REPLACED = (*_BY_METRIC, "quarantine", "traces", "steps")
 # Arrow bytes gathered into one row group: a whole table would be the whole day in memory.
 _ROW_GROUP_BYTES = 64 * 2**20
 
@@ -134,20 +137,24 @@ class IcebergLake:
     # -- the Warehouse interface ---------------------------------------------------------------------------
 
     def publish(self, publication: Publication) -> None:
-        """Replace the date's scores of the publication's metrics, its quarantine and its traces, and append its
-        run and validations: every file written and checked first, then one commit per table, ``runs`` last."""
+        """Replace the date's scores, step scores and conversation scores of the publication's metrics, its
+        quarantine, traces and steps, and append its run and validations: every file written and checked first, then
+        one commit per table, ``runs`` last."""
         day = publication.partition_date
         publish_id = uuid.uuid4().hex
         with self._errors(f"publishing dt={day}"), self._date_lock(day) as tables:
             with self._uncommitted() as written:
                 sources = {
-                    "scores": conform_rows(TABLES["scores"], publication.scores, day).batches(),
+                    **{key: conform_rows(TABLES[key], getattr(publication, key), day).batches() for key in STREAMED},
                     "quarantine": conform(TABLES["quarantine"], publication.quarantine).to_batches(),
-                    "traces": conform_rows(TABLES["traces"], publication.traces, day).batches(),
+                    "conversation_scores": conform(
+                        TABLES["conversation_scores"], publication.conversation_scores
+                    ).to_batches(),
                     "validations": conform(TABLES["validations"], publication.validations).to_batches(),
                 }
                 new = {key: self._write(tables[key], day, rows, written) for key, rows in sources.items()}
-                kept = self._carry_over(tables["scores"], day, publication.metrics, written)
+                for key in _BY_METRIC:
+                    new[key] += self._carry_over(tables[key], day, publication.metrics, written)
                 run = conform(TABLES["runs"], publication.run)
                 # Stamped under the date's lock, just before the commits: orders the date's publishes by commit.
                 now = pa.array([dt.datetime.now(dt.UTC)] * run.num_rows, pa.timestamp("us", tz="UTC"))
@@ -156,9 +163,7 @@ class IcebergLake:
                 day,
                 publish_id,
                 [
-                    _Change(tables["scores"], new["scores"] + kept, replace=True),
-                    _Change(tables["quarantine"], new["quarantine"], replace=True),
-                    _Change(tables["traces"], new["traces"], replace=True),
+                    *(_Change(tables[key], new[key], replace=True) for key in _REPLACED),
                     _Change(tables["validations"], new["validations"], replace=False),
                     _Change(tables["runs"], runs, replace=False),
                 ],
@@ -293,8 +298,8 @@ class IcebergLake:
         return [_data_file(table, url, footer[0], size)]
 
     def _carry_over(self, scores: Table, day: dt.date, replaced: Sequence[str], written: list[str]) -> list[DataFile]:
-        """The date's score rows of metrics this publish does not replace, in a new file: a date's scores are
-        replaced file by file."""
+        """The date's rows of a table of scores (``_BY_METRIC``) of metrics this publish does not replace, in a new
+        file: a date's scores are replaced file by file."""
         present = scores.scan(row_filter=_on(day), selected_fields=("metric",))
         kept = sorted(set(pc.unique(present.to_arrow()["metric"]).to_pylist()) - set(replaced))
         if not kept:

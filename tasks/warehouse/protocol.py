@@ -13,17 +13,28 @@ import pyarrow as pa
 
 from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.warehouse.rows import RowSource
-from ragpulse.tasks.warehouse.tables import TRACES_SCHEMA, VALIDATIONS_SCHEMA
+from ragpulse.tasks.warehouse.tables import (
+    CONVERSATION_SCORES_SCHEMA,
+    STEP_SCORES_SCHEMA,
+    STEPS_SCHEMA,
+    TRACES_SCHEMA,
+    VALIDATIONS_SCHEMA,
+)
 
-__all__ = ["IDENTIFIER", "Publication", "TableNames", "Warehouse"]
+__all__ = ["IDENTIFIER", "STREAMED", "Publication", "TableNames", "Warehouse"]
+
+STREAMED = ("scores", "traces", "steps", "step_scores")
+"""The tables of a publication given as row sources: those that grow with the day."""
 
 
 @dataclass(frozen=True)
 class Publication:
     """Everything one run publishes for one partition; tables follow the schemas of ``tables``.
 
-    The two tables that grow with the day, ``scores`` and ``traces``, are row sources that a warehouse reads a
-    batch at a time within its transaction; an in-memory table given for either is wrapped as one.
+    The tables that grow with the day, ``scores``, ``traces``, ``steps`` and ``step_scores``, are row sources that
+    a warehouse reads a batch at a time within its transaction; an in-memory table given for one is wrapped as one.
+    ``metrics`` are the metrics whose rows the publish replaces in ``scores``, ``step_scores`` and
+    ``conversation_scores``; the other tables' rows are replaced for the whole partition.
     """
 
     partition_date: dt.date
@@ -33,9 +44,12 @@ class Publication:
     run: pa.Table
     validations: pa.Table = field(default_factory=VALIDATIONS_SCHEMA.empty_table)
     traces: RowSource = field(default_factory=lambda: RowSource.empty(TRACES_SCHEMA))
+    steps: RowSource = field(default_factory=lambda: RowSource.empty(STEPS_SCHEMA))
+    step_scores: RowSource = field(default_factory=lambda: RowSource.empty(STEP_SCORES_SCHEMA))
+    conversation_scores: pa.Table = field(default_factory=CONVERSATION_SCORES_SCHEMA.empty_table)
 
     def __post_init__(self) -> None:
-        for name in ("scores", "traces"):
+        for name in STREAMED:
             if isinstance(rows := getattr(self, name), pa.Table):
                 object.__setattr__(self, name, RowSource.of(rows))
 
@@ -44,9 +58,10 @@ class Warehouse(Protocol):
     """A score-table destination.
 
     ``publish`` is atomic and idempotent per (partition, metric): it replaces the partition's
-    scores for the publication's metrics, its quarantine rows and its traces, and appends the run
-    and its validation results. ``record_validations`` appends validation results of a run that
-    published nothing (its output failed validation), leaving every other table untouched.
+    scores, step scores and conversation scores for the publication's metrics, its quarantine rows,
+    traces and steps, and appends the run and its validation results. ``record_validations``
+    appends validation results of a run that published nothing (its output failed validation),
+    leaving every other table untouched.
     ``publish_drift`` replaces a partition's drift rows as a whole, atomically; ``record_alerts``
     appends to the alert ledger; ``publish_calibration`` replaces a partition's calibrations and estimates
     together, atomically (the lake: table by table, restored on failure). ``read`` returns a table's rows with
@@ -87,7 +102,7 @@ IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
 class TableNames:
     """Physical table and view names (SQL tables, or the lake's Iceberg tables), checked so SQL is never built
     from an unchecked string. ``meta`` holds the schema version (in the lake, it names the publish locks).
-    The last four are the views of SQL warehouses (``_views``); the lake has none.
+    The last seven are the views of SQL warehouses (``_views``); the lake has none.
     """
 
     scores: str = "scores"
@@ -99,11 +114,17 @@ class TableNames:
     alerts: str = "alerts"
     calibrations: str = "calibrations"
     estimates: str = "estimates"
+    steps: str = "steps"
+    step_scores: str = "step_scores"
+    conversation_scores: str = "conversation_scores"
     meta: str = "ragpulse_schema"
     daily_scores: str = "daily_scores"
     drift_segments: str = "drift_segments"
     latest_alerts: str = "latest_alerts"
     worst_traces: str = "worst_traces"
+    turn_steps: str = "turn_steps"
+    conversations: str = "conversations"
+    conversation_turns: str = "conversation_turns"
 
     def __post_init__(self) -> None:
         for item in fields(self):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -15,14 +16,20 @@ class RowSource:
     """The rows of one table, produced on demand as record batches of ``schema``.
 
     ``batches()`` can be called again (a publish that retries reads the rows again); each call yields the same
-    rows in the same order. ``num_rows`` is known before any batch is produced, for logs and row-count checks.
+    rows in the same order. ``num_rows`` is known before any batch is produced, for logs and row-count checks:
+    ``size`` gives it, or a function that counts the rows when first asked (the steps of the staged traces are
+    counted from their files, which a publication built but not yet published should not read).
     """
 
     schema: pa.Schema
-    num_rows: int
+    size: int | Callable[[], int]
     produce: Callable[[], Iterable[pa.RecordBatch]]
     compact: Callable[[Sequence[str]], pa.Table] | None = None
     """Where the producer can give whole columns cheaply (see ``columns``)."""
+
+    @functools.cached_property
+    def num_rows(self) -> int:
+        return self.size if isinstance(self.size, int) else self.size()
 
     @classmethod
     def of(cls, table: pa.Table) -> RowSource:

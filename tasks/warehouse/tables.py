@@ -1,4 +1,4 @@
-"""The Arrow schemas of the nine published tables: the columns a ``Publication`` carries and ``Warehouse.read``
+"""The Arrow schemas of the twelve published tables: the columns a ``Publication`` carries and ``Warehouse.read``
 returns, whichever backend stores them. How they are stored (keys, constraints, migrations) is ``_schema``'s."""
 
 from __future__ import annotations
@@ -10,11 +10,14 @@ from ragpulse.tasks.core.types import TRACE_ROWS_SCHEMA
 __all__ = [
     "ALERTS_SCHEMA",
     "CALIBRATIONS_SCHEMA",
+    "CONVERSATION_SCORES_SCHEMA",
     "DRIFT_SCHEMA",
     "ESTIMATES_SCHEMA",
     "QUARANTINE_SCHEMA",
     "RUNS_SCHEMA",
     "SCORES_SCHEMA",
+    "STEPS_SCHEMA",
+    "STEP_SCORES_SCHEMA",
     "TRACES_SCHEMA",
     "VALIDATIONS_SCHEMA",
 ]
@@ -107,6 +110,68 @@ TRACES_SCHEMA = pa.schema(
         TRACE_ROWS_SCHEMA.field("trace_id"),
         ("run_id", pa.string()),
         *TRACE_ROWS_SCHEMA.remove(TRACE_ROWS_SCHEMA.get_field_index("trace_id")),
+    ]
+)
+
+# One row per retrieval step of a published trace (docs/traces.md, "Retrieval steps, turns and conversations"), cut
+# to excerpts as traces are: step_index is the step's position in the trace's steps, parent_index the step whose
+# documents it reorders (a reranker's retrieval), contexts the step's own ranked documents as JSON text.
+STEPS_SCHEMA = pa.schema(
+    [
+        ("partition_date", pa.date32()),
+        ("trace_id", pa.string()),
+        ("step_index", pa.int64()),
+        ("step_id", pa.string()),
+        ("parent_index", pa.int64()),
+        ("name", pa.string()),
+        ("kind", pa.string()),
+        ("query", pa.string()),
+        ("contexts", pa.string()),  # JSON list of {"id", "text", "score"}, as traces.contexts
+        ("n_contexts", pa.int64()),
+        ("error", pa.string()),
+        ("run_id", pa.string()),
+    ]
+)
+
+# One row per (retrieval step, metric, against): a step-level metric on one step, scored against the step's own
+# query (against = step_query) or its turn's question (against = question).
+STEP_SCORES_SCHEMA = pa.schema(
+    [
+        ("partition_date", pa.date32()),
+        ("trace_id", pa.string()),
+        ("step_index", pa.int64()),
+        ("step_id", pa.string()),
+        ("metric", pa.string()),
+        ("against", pa.string()),
+        ("value", pa.float64()),
+        ("status", pa.string()),
+        ("reason", pa.string()),
+        ("metric_version", pa.string()),
+        ("run_id", pa.string()),
+        ("computed_at", pa.timestamp("us", tz="UTC")),
+        ("judge_model", pa.string()),
+        ("prompt_version", pa.string()),
+    ]
+)
+
+# One row per (conversation of the partition, metric): a conversation-level metric over the day's turns of one
+# conversation id, with how many turns it saw and the first and last of them.
+CONVERSATION_SCORES_SCHEMA = pa.schema(
+    [
+        ("partition_date", pa.date32()),
+        ("conversation_id", pa.string()),
+        ("metric", pa.string()),
+        ("value", pa.float64()),
+        ("status", pa.string()),
+        ("reason", pa.string()),
+        ("n_turns", pa.int64()),
+        ("first_trace_id", pa.string()),
+        ("last_trace_id", pa.string()),
+        ("metric_version", pa.string()),
+        ("run_id", pa.string()),
+        ("computed_at", pa.timestamp("us", tz="UTC")),
+        ("judge_model", pa.string()),
+        ("prompt_version", pa.string()),
     ]
 )
 

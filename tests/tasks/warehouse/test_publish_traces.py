@@ -1,5 +1,5 @@
-"""The traces table: excerpts of exactly the traces a partition keeps, read from the staged batches a batch at a
-time as they are published."""
+"""The traces and steps tables: excerpts of exactly the traces a partition keeps and of their retrieval steps, read
+from the staged batches a batch at a time as they are published."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse
 from ragpulse.tasks.warehouse.publication import (
     CONTEXT_EXCERPT_CHARS,
     EXCERPT_CHARS,
+    STEP_ROWS_SCHEMA,
     build_publication,
+    retrieval_steps,
     trace_excerpts,
 )
 
@@ -152,3 +154,93 @@ def test_the_publication_carries_the_traces_and_the_warehouse_returns_them(
     assert warehouse.read("traces").to_pylist() == traces.to_pylist()
     scored = warehouse.read("scores", columns=["trace_id"])["trace_id"].to_pylist()
     assert sorted(scored) == sorted(warehouse.read("traces", columns=["trace_id"])["trace_id"].to_pylist())
+
+
+def _step(query: str | None, *contexts: tuple[str, str], kind: str = "retriever", **fields: Any) -> dict[str, Any]:
+    return {
+        "id": f"span-{query}",
+        "name": "search",
+        "kind": kind,
+        "query": query,
+        "contexts": [{"id": doc, "text": text, "score": 1.0 / (rank + 1)} for rank, (doc, text) in enumerate(contexts)],
+        **fields,
+    }
+
+
+@pytest.fixture
+def agent_staged(tmp_path: Path) -> StagedPartition:
+    """Agent turns in batches of two: a Japanese two-hop turn with a reranker, a Chinese one-hop turn repeated (the
+    repeat is dropped), a turn that did not retrieve, and an older-style trace without steps."""
+    hops = [
+        _step("富士山の高さ" + "は" * 1200, ("d1", "富士山は標高3776メートル。" * 30), ("d2", "日本一の山")),
+        _step("富士山 登山 季節", ("d3", "7月から9月")),
+        _step(None, ("d3", "7月から9月"), ("d1", "富士山"), kind="reranker", parent=0, error="timeout"),
+    ]
+    return _stage(
+        tmp_path,
+        [
+            json.dumps(_trace("t1", steps=hops, conversation_id="c-ja")),
+            json.dumps(_trace("t2", steps=[_step("长城有多长", ("z1", "长城全长两万多公里"))], conversation_id="c-zh")),
+            json.dumps(_trace("t2", steps=[_step("repeated", ("x", "y"))], conversation_id="c-zh")),
+            json.dumps(_trace("t3", steps=[], conversation_id="c-ja")),
+            json.dumps(_trace("t4")),
+        ],
+    )
+
+
+def test_steps_are_those_of_the_kept_traces_cut_like_the_excerpts(agent_staged: StagedPartition) -> None:
+    scores = build_partition_scores(agent_staged, _scored(agent_staged), [], [])
+    assert list(scores.trace_ids) == ["t1", "t2", "t3", "t4"]
+    source = retrieval_steps(scores)
+    assert source.num_rows == 4
+    steps = source.to_table()
+    assert steps.schema == STEP_ROWS_SCHEMA
+    rows = [{k: v for k, v in row.items() if k != "contexts"} for row in steps.to_pylist()]
+    assert [(r["trace_id"], r["step_index"], r["parent_index"], r["kind"], r["n_contexts"]) for r in rows] == [
+        ("t1", 0, None, "retriever", 2),
+        ("t1", 1, None, "retriever", 1),
+        ("t1", 2, 0, "reranker", 2),
+        ("t2", 0, None, "retriever", 1),  # the repeated t2 (line 3) is dropped with its step
+    ]
+    assert rows[0]["query"] == "富士山の高さ" + "は" * (EXCERPT_CHARS - 6)
+    assert rows[0]["step_id"] == "span-富士山の高さ" + "は" * 1200  # ids are never cut
+    assert rows[2]["query"] is None and rows[2]["error"] == "timeout" and rows[1]["error"] is None
+    assert rows[3]["query"] == "长城有多长" and rows[3]["step_id"] == "span-长城有多长"
+    first = json.loads(steps["contexts"][0].as_py())
+    assert first[0] == {"id": "d1", "text": ("富士山は標高3776メートル。" * 30)[:CONTEXT_EXCERPT_CHARS], "score": 1.0}
+    assert first[1] == {"id": "d2", "text": "日本一の山", "score": 0.5}
+    traces = trace_excerpts(scores).to_table()
+    assert traces["conversation_id"].to_pylist() == ["c-ja", "c-zh", "c-ja", None]
+
+
+def test_steps_are_read_only_when_published_and_a_rerun_replaces_them(
+    agent_staged: StagedPartition, tmp_path: Path
+) -> None:
+    scores = build_partition_scores(agent_staged, _scored(agent_staged), [], [])
+    run = RunInfo("r1", "file:///traces", "cfg", {}, dt.datetime(2026, 11, 2, tzinfo=dt.UTC))
+    moved = {ref.url: Path(ref.url).rename(f"{ref.url}.away") for ref in agent_staged.batches}
+    publication = build_publication(scores, run, ["m"], n_batches_cached=0)  # reads no staged batch
+    for url, away in moved.items():
+        away.rename(url)
+    warehouse = DuckDBWarehouse(f"duckdb:///{tmp_path}/w.duckdb")
+    warehouse.publish(publication)
+    warehouse.publish(build_publication(scores, dataclasses.replace(run, run_id="r2"), ["m"], n_batches_cached=0))
+    steps = warehouse.read("steps")
+    assert steps.num_rows == 4 and set(steps["run_id"].to_pylist()) == {"r2"}
+    assert sorted(steps["query"].to_pylist(), key=str)[-1] == "长城有多长"
+    traces = warehouse.read("traces", columns=["trace_id", "conversation_id"]).to_pylist()
+    assert sorted((t["trace_id"], t["conversation_id"]) for t in traces) == [
+        ("t1", "c-ja"), ("t2", "c-zh"), ("t3", "c-ja"), ("t4", None),
+    ]  # fmt: skip
+
+
+def test_batches_staged_before_steps_existed_have_no_steps_and_no_conversation(
+    agent_staged: StagedPartition, tmp_path: Path
+) -> None:
+    """A staged batch written before schema v10 (without the agent columns) still publishes its traces."""
+    for ref in agent_staged.batches:
+        table = pq.read_table(ref.url)
+        pq.write_table(table.drop_columns(["steps", "conversation_id", "history", "tool_calls"]), ref.url)
+    scores = build_partition_scores(agent_staged, _scored(agent_staged), [], [])
+    assert retrieval_steps(scores).num_rows == 0 and retrieval_steps(scores).to_table().num_rows == 0
+    assert trace_excerpts(scores).to_table()["conversation_id"].null_count == 4

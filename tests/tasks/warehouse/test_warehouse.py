@@ -384,12 +384,15 @@ def test_a_traces_table_from_before_zstd_is_rebuilt_once_with_its_rows(tmp_path:
         assert sorted(name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()) == [
             "alerts",
             "calibrations",
+            "conversation_scores",
             "drift",
             "estimates",
             "quarantine",
             "ragpulse_schema",
             "runs",
             "scores",
+            "step_scores",
+            "steps",
             "traces",
             "validations",
         ]
@@ -402,6 +405,9 @@ def test_table_names_can_carry_a_prefix(tmp_path: Path) -> None:
     assert tables == [
         ("rp_alerts", "BASE TABLE"),
         ("rp_calibrations", "BASE TABLE"),
+        ("rp_conversation_scores", "BASE TABLE"),
+        ("rp_conversation_turns", "VIEW"),
+        ("rp_conversations", "VIEW"),
         ("rp_daily_scores", "VIEW"),
         ("rp_drift", "BASE TABLE"),
         ("rp_drift_segments", "VIEW"),
@@ -411,7 +417,10 @@ def test_table_names_can_carry_a_prefix(tmp_path: Path) -> None:
         ("rp_ragpulse_schema", "BASE TABLE"),
         ("rp_runs", "BASE TABLE"),
         ("rp_scores", "BASE TABLE"),
+        ("rp_step_scores", "BASE TABLE"),
+        ("rp_steps", "BASE TABLE"),
         ("rp_traces", "BASE TABLE"),
+        ("rp_turn_steps", "VIEW"),
         ("rp_validations", "BASE TABLE"),
         ("rp_worst_traces", "VIEW"),
     ]
