@@ -5,13 +5,24 @@ NaN with a status and a reason where the metric does not apply.
 """
 
 from ragpulse.metrics._spec import MetricResult, MetricSpec, Status
-from ragpulse.metrics.batch import RelevanceLabels, TraceBatch
+from ragpulse.metrics.batch import RelevanceLabels, Step, StepRows, ToolCall, TraceBatch
 from ragpulse.metrics.errors import InvalidRecordError, RagpulseError, ShapeError, UnknownMetricError
-from ragpulse.metrics.registry import DEFAULT_METRICS, REGISTRY, MetricDefinition, MetricRequest, compute, parse_metrics
+from ragpulse.metrics.registry import (
+    CONVERSATION_FAMILIES,
+    DEFAULT_METRICS,
+    REGISTRY,
+    STEP_FAMILIES,
+    MetricDefinition,
+    MetricRequest,
+    compute,
+    parse_metrics,
+)
 
 __all__ = [
+    "CONVERSATION_FAMILIES",
     "DEFAULT_METRICS",
     "REGISTRY",
+    "STEP_FAMILIES",
     "InvalidRecordError",
     "MetricDefinition",
     "MetricRequest",
@@ -21,6 +32,9 @@ __all__ = [
     "RelevanceLabels",
     "ShapeError",
     "Status",
+    "Step",
+    "StepRows",
+    "ToolCall",
     "TraceBatch",
     "UnknownMetricError",
     "compute",

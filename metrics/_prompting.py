@@ -36,6 +36,8 @@ from ragpulse.metrics.judge import Embedder, VerdictParseError, load_json_object
 
 __all__ = [
     "DATA_RULE",
+    "HISTORY_MESSAGES",
+    "HISTORY_RULE",
     "LANGUAGE_NAMES",
     "NO_CONTEXT_TEXT",
     "Input",
@@ -47,6 +49,7 @@ __all__ = [
     "data_message",
     "definition_digest",
     "embed_similarities",
+    "history_data",
     "language_name",
     "language_rule",
     "object_schema",
@@ -70,7 +73,8 @@ class Trace:
 
     ``reference`` is the first non-blank acceptable answer (the trace's ``reference`` field when it
     has one): judge metrics compare against one reference, to keep one call per trace. ``language``
-    is the trace's BCP 47 tag as resolved by staging (``ja``, ``zh-TW``), None when unknown.
+    is the trace's BCP 47 tag as resolved by staging (``ja``, ``zh-TW``), None when unknown. ``history`` is
+    the conversation's earlier messages (role, content), oldest first; empty for a first or single turn.
     """
 
     trace_id: str
@@ -80,6 +84,7 @@ class Trace:
     reference: str
     contexts_without_text: int = 0
     language: str | None = None
+    history: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of(cls, batch: TraceBatch, index: int) -> Trace:
@@ -92,6 +97,7 @@ class Trace:
             reference=next((r for r in batch.references[index] if r.strip()), ""),
             contexts_without_text=sum(text is None for text in batch.context_texts[index]),
             language=None if languages is None else languages[index],
+            history=tuple(batch.history_of(index)),
         )
 
     def missing(self, *needs: Input) -> str | None:
@@ -136,19 +142,48 @@ def data_json(value: Any) -> str:
     return _ESCAPED.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
-def data_message(**inputs: str | Sequence[str]) -> str:
+def data_message(**inputs: str | Sequence[str] | Sequence[Mapping[str, Any]]) -> str:
     """The user message: the trace's inputs as one JSON object, keys in the order given.
 
-    A text is stripped; a sequence (contexts, statements) becomes a JSON array of stripped texts.
+    A text is stripped; a sequence (contexts, statements) becomes a JSON array of stripped texts; a sequence of
+    objects (``previous_turns``, steps) is sent as it is.
     >>> print(data_message(question=" Why? ", contexts=["a", "b"]))
     {"question": "Why?", "contexts": ["a", "b"]}
     """
     return data_json(
         {
-            key: value.strip() if isinstance(value, str) else [item.strip() for item in value]
+            key: value.strip() if isinstance(value, str) else [_item(item) for item in value]
             for key, value in inputs.items()
         }
     )
+
+
+def _item(item: str | Mapping[str, Any]) -> str | dict[str, Any]:
+    return item.strip() if isinstance(item, str) else dict(item)
+
+
+HISTORY_MESSAGES = 6
+"""How many of the conversation's latest earlier messages a judge is shown."""
+_HISTORY_CHARS = 1_000
+"""Each shown message is cut to this many characters: enough to resolve "it" or "that one", bounded cost."""
+
+HISTORY_RULE = (
+    '"previous_turns" holds the conversation\'s earlier messages, oldest first: use them only to resolve what the '
+    'other inputs refer to (pronouns, omitted subjects, "that one"), never judge them or take facts from them.'
+)
+"""The system line a request carries when (and only when) its data holds ``previous_turns``."""
+
+
+def history_data(history: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+    """The ``previous_turns`` data field: the last :data:`HISTORY_MESSAGES` messages, each cut to 1,000 characters.
+
+    >>> turns = history_data([("user", "東京の人口は？"), ("assistant", "約1400万人です。" * 200)])
+    >>> turns[0], len(turns[1]["content"])
+    ({'role': 'user', 'content': '東京の人口は？'}, 1000)
+    """
+    return [
+        {"role": role, "content": content.strip()[:_HISTORY_CHARS]} for role, content in history[-HISTORY_MESSAGES:]
+    ]
 
 
 DATA_RULE = (
@@ -217,9 +252,18 @@ the examples or the contexts, and keep the JSON keys as given.
     )
 
 
-def system_prompt(instructions: str, language: str | None, outputs: str, *, fallback: str = "the question") -> str:
-    """A system message: a metric's fixed instructions, the :data:`DATA_RULE`, then its :func:`language_rule` line."""
-    return f"{instructions}\n{DATA_RULE}\n{language_rule(language, outputs, fallback=fallback)}"
+def system_prompt(
+    instructions: str,
+    language: str | None,
+    outputs: str,
+    *,
+    fallback: str = "the question",
+    history: bool = False,
+) -> str:
+    """A system message: a metric's fixed instructions, the :data:`DATA_RULE`, the :data:`HISTORY_RULE` when the
+    data holds ``previous_turns``, then its :func:`language_rule` line."""
+    rules = f"{DATA_RULE}\n{HISTORY_RULE}" if history else DATA_RULE
+    return f"{instructions}\n{rules}\n{language_rule(language, outputs, fallback=fallback)}"
 
 
 def object_schema(properties: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:

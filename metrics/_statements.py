@@ -13,18 +13,22 @@ split or joined).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ragpulse.metrics._prompting import (
     ReplyReader,
     Trace,
     array_schema,
     data_json,
     data_message,
+    history_data,
     object_schema,
     system_prompt,
 )
 from ragpulse.metrics.judge import JudgeClient, JudgeRequest, ask
 
 __all__ = [
+    "PLAIN_PROMPT_VERSION",
     "PROMPT_VERSION",
     "SCHEMA",
     "STATEMENTS_INSTRUCTIONS",
@@ -36,9 +40,13 @@ __all__ = [
 ]
 
 STATEMENTS_METRIC = "answer_statements"
-PROMPT_VERSION = "answer_statements/3"
+PROMPT_VERSION = "answer_statements/4"
 """2: adds the Japanese example, implicit subjects and the language line; 3: the inputs (and the
-examples) are one JSON object and the system prompt says they are data, not instructions."""
+examples) are one JSON object and the system prompt says they are data, not instructions; 4: a turn of a
+conversation also sends its earlier messages (``previous_turns``) to resolve references, for faithfulness."""
+PLAIN_PROMPT_VERSION = "answer_statements/3"
+"""What a request without ``previous_turns`` carries: it is byte for byte the request of version 3, so the
+replies cached for it still serve."""
 STEP = "statements"
 
 _JA_ANSWER = "ブラム・ストーカーです。1897年に出版しました。"
@@ -66,16 +74,24 @@ adapt; one fixed CJK example serves every trace without translating prompts per 
 SCHEMA = object_schema({"statements": array_schema({"type": "string"})})
 
 
-def build_statements_request(question: str, answer: str, language: str | None = None) -> JudgeRequest:
-    """The statement-extraction request for one (question, answer) in ``language`` (a BCP 47 tag or None);
-    identical inputs, identical request."""
+def build_statements_request(
+    question: str, answer: str, language: str | None = None, history: Sequence[tuple[str, str]] = ()
+) -> JudgeRequest:
+    """The statement-extraction request for one (question, answer) in ``language`` (a BCP 47 tag or None), with
+    the conversation's earlier messages when ``history`` has any; identical inputs, identical request."""
+    turns = {"previous_turns": history_data(history)} if history else {}
     return JudgeRequest(
         metric=STATEMENTS_METRIC,
-        prompt_version=PROMPT_VERSION,
+        prompt_version=PROMPT_VERSION if history else PLAIN_PROMPT_VERSION,
         step=STEP,
         messages=(
-            ("system", system_prompt(STATEMENTS_INSTRUCTIONS, language, "the statements", fallback="the answer")),
-            ("user", data_message(question=question, answer=answer)),
+            (
+                "system",
+                system_prompt(
+                    STATEMENTS_INSTRUCTIONS, language, "the statements", fallback="the answer", history=bool(history)
+                ),
+            ),
+            ("user", data_message(**turns, question=question, answer=answer)),
         ),
         schema=SCHEMA,
     )
@@ -97,11 +113,12 @@ def parse_statements(raw: str, record_id: str) -> list[str]:
     return [" ".join(s.split()) for s in reader.texts(reader.root(), "statements")]
 
 
-async def answer_statements(judge: JudgeClient, trace: Trace) -> list[str]:
-    """The answer's statements, asked with the one request both metrics share."""
+async def answer_statements(judge: JudgeClient, trace: Trace, *, with_history: bool = False) -> list[str]:
+    """The answer's statements, asked with the one request both metrics share; ``with_history`` (faithfulness)
+    adds the trace's earlier messages, so a turn with history no longer shares it with answer correctness."""
     (statements,) = await ask(
         judge,
-        build_statements_request(trace.question, trace.answer, trace.language),
+        build_statements_request(trace.question, trace.answer, trace.language, trace.history if with_history else ()),
         lambda raw: parse_statements(raw, trace.trace_id),
     )
     return statements

@@ -12,6 +12,7 @@ from ragpulse.metrics._prompting import (
     Trace,
     data_message,
     embed_similarities,
+    history_data,
     object_schema,
     system_prompt,
 )
@@ -24,6 +25,7 @@ from ragpulse.metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
 __all__ = [
     "DEFAULT_GENERATIONS",
     "INSTRUCTIONS",
+    "PLAIN_PROMPT_VERSION",
     "PROMPT_VERSION",
     "SCHEMA",
     "SPEC",
@@ -41,9 +43,12 @@ SPEC = MetricSpec(
     summary="Mean cosine similarity of the question to questions an LLM judge generates from the answer; "
     "0 when every generation finds the answer noncommittal.",
 )
-PROMPT_VERSION = "answer_relevancy/3"
+PROMPT_VERSION = "answer_relevancy/4"
 """2: the generated question is asked for in the trace's language; 3: the answer is sent as JSON data,
-never as instructions."""
+never as instructions; 4: a turn of a conversation also sends its earlier messages (``previous_turns``), so the
+question is written as the user asked it there (a follow-up's "and its population?")."""
+PLAIN_PROMPT_VERSION = "answer_relevancy/3"
+"""What a request without ``previous_turns`` carries: byte for byte version 3's, so its cached replies serve."""
 DEFAULT_GENERATIONS = 3
 
 INSTRUCTIONS = """\
@@ -58,18 +63,28 @@ Generation = tuple[str, int]
 """A generated question and its noncommittal flag (0 or 1)."""
 
 
-def build_request(answer: str, generations: int = DEFAULT_GENERATIONS, language: str | None = None) -> JudgeRequest:
-    """One request for ``generations`` sampled completions; only the answer is shown, never the question.
+def build_request(
+    answer: str,
+    generations: int = DEFAULT_GENERATIONS,
+    language: str | None = None,
+    history: Sequence[tuple[str, str]] = (),
+) -> JudgeRequest:
+    """One request for ``generations`` sampled completions; only the answer (and the conversation's earlier
+    messages, when there are any) is shown, never the question.
 
     The question must come back in the trace's language: one in another language is compared with
     the real question by embedding, and lands far from it even when it means the same."""
+    turns = {"previous_turns": history_data(history)} if history else {}
     return JudgeRequest(
         metric=SPEC.name,
-        prompt_version=PROMPT_VERSION,
+        prompt_version=PROMPT_VERSION if history else PLAIN_PROMPT_VERSION,
         step="questions",
         messages=(
-            ("system", system_prompt(INSTRUCTIONS, language, "the question", fallback="the answer")),
-            ("user", data_message(answer=answer)),
+            (
+                "system",
+                system_prompt(INSTRUCTIONS, language, "the question", fallback="the answer", history=bool(history)),
+            ),
+            ("user", data_message(**turns, answer=answer)),
         ),
         schema=SCHEMA,
         n=generations,
@@ -133,7 +148,7 @@ class AnswerRelevancy:
             return Outcome.not_applicable("no_embedder")
         generations = await ask(
             context.judge,
-            build_request(trace.answer, self.generations, trace.language),
+            build_request(trace.answer, self.generations, trace.language, trace.history),
             lambda raw: parse_generation(raw, trace.trace_id),
         )
         kept = [(question, flag) for question, flag in generations if question]

@@ -11,6 +11,7 @@ from ragpulse.metrics._prompting import (
     Trace,
     array_schema,
     data_message,
+    history_data,
     object_schema,
     system_prompt,
 )
@@ -21,6 +22,7 @@ from ragpulse.metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
 
 __all__ = [
     "INSTRUCTIONS_TEMPLATE",
+    "PLAIN_PROMPT_VERSION",
     "PROMPT_VERSION",
     "WITHOUT_REFERENCE",
     "WITH_REFERENCE",
@@ -42,9 +44,12 @@ WITHOUT_REFERENCE = MetricSpec(
     version="2.0.0",
     summary="Average precision of the contexts an LLM judge finds useful for reaching the generated answer.",
 )
-PROMPT_VERSION = "context_precision/3"
+PROMPT_VERSION = "context_precision/4"
 """2: the reasons are asked for in the trace's language; 3: the inputs are sent as one JSON object of
-data, never as instructions."""
+data, never as instructions; 4: a turn of a conversation also sends its earlier messages (``previous_turns``)
+so that a follow-up question is understood."""
+PLAIN_PROMPT_VERSION = "context_precision/3"
+"""What a request without ``previous_turns`` carries: byte for byte version 3's, so its cached replies serve."""
 
 INSTRUCTIONS_TEMPLATE = """\
 Judge each of the "contexts" retrieved for the "question": "useful" is 1 if the context helped to \
@@ -58,21 +63,34 @@ _TARGETS = {True: ("reference answer", "reference"), False: ("answer", "answer")
 
 
 def build_request(
-    question: str, target: str, contexts: Sequence[str], *, with_reference: bool, language: str | None = None
+    question: str,
+    target: str,
+    contexts: Sequence[str],
+    *,
+    with_reference: bool,
+    language: str | None = None,
+    history: Sequence[tuple[str, str]] = (),
 ) -> JudgeRequest:
-    """One request judging every context of the trace against ``target`` (the reference, or the answer)."""
+    """One request judging every context of the trace against ``target`` (the reference, or the answer), with the
+    conversation's earlier messages when ``history`` has any."""
     word, key = _TARGETS[with_reference]
     spec = WITH_REFERENCE if with_reference else WITHOUT_REFERENCE
+    turns = {"previous_turns": history_data(history)} if history else {}
     return JudgeRequest(
         metric=spec.name,
-        prompt_version=PROMPT_VERSION,
+        prompt_version=PROMPT_VERSION if history else PLAIN_PROMPT_VERSION,
         step="verdicts",
         messages=(
             (
                 "system",
-                system_prompt(INSTRUCTIONS_TEMPLATE.format(target=word, key=key), language, "the reasons"),
+                system_prompt(
+                    INSTRUCTIONS_TEMPLATE.format(target=word, key=key),
+                    language,
+                    "the reasons",
+                    history=bool(history),
+                ),
             ),
-            ("user", data_message(question=question, **{key: target}, contexts=contexts)),
+            ("user", data_message(**turns, question=question, **{key: target}, contexts=contexts)),
         ),
         schema=object_schema({"verdicts": array_schema(_VERDICT, len(contexts))}),
     )
@@ -142,6 +160,7 @@ class ContextPrecision:
             trace.contexts,
             with_reference=self.with_reference,
             language=trace.language,
+            history=trace.history,
         )
         (useful,) = await ask(
             context.judge, request, lambda raw: parse_verdicts(raw, trace.trace_id, expected=len(trace.contexts))

@@ -20,6 +20,7 @@ from ragpulse.metrics.batch import TraceBatch
 from ragpulse.metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
 
 __all__ = [
+    "PLAIN_PROMPT_VERSION",
     "PROMPT_VERSION",
     "SPEC",
     "VERDICTS_INSTRUCTIONS",
@@ -35,10 +36,14 @@ SPEC = MetricSpec(
     version="2.0.0",
     summary="Share of the answer's atomic statements that the retrieved contexts support (LLM judge).",
 )
-PROMPT_VERSION = "faithfulness/3"
-"""Covers both steps: the shared statement prompt (``answer_statements/3``) and the verdict prompt;
+PROMPT_VERSION = "faithfulness/4"
+"""Covers both steps: the shared statement prompt (``answer_statements/4``) and the verdict prompt;
 2 names the trace's language in both; 3 sends the inputs, and the statements of step 1 (they derive
-from the answer), as one JSON object of data, never as instructions."""
+from the answer), as one JSON object of data, never as instructions; 4 sends a conversation's earlier
+messages to the statement step (``previous_turns``), so that "it" in a follow-up answer becomes what it names."""
+PLAIN_PROMPT_VERSION = "faithfulness/3"
+"""What the verdict request carries: its prompt is unchanged since 3 (the statements it checks already stand on
+their own), so the replies cached for it still serve."""
 
 VERDICTS_INSTRUCTIONS = """\
 Check each of the "statements" against the "contexts". "supported" is true only if the \
@@ -58,7 +63,7 @@ def build_verdicts_request(
     """One request verifying every statement against all contexts; the reasons in ``language``."""
     return JudgeRequest(
         metric=SPEC.name,
-        prompt_version=PROMPT_VERSION,
+        prompt_version=PLAIN_PROMPT_VERSION,
         step="verdicts",
         messages=(
             ("system", system_prompt(VERDICTS_INSTRUCTIONS, language, "the reasons", fallback="the statements")),
@@ -117,7 +122,7 @@ class Faithfulness:
         trace = Trace.of(batch, index)
         if (reason := trace.missing("question", "answer", "contexts")) is not None:
             return Outcome.not_applicable(reason)
-        statements = await answer_statements(context.judge, trace)
+        statements = await answer_statements(context.judge, trace, with_history=True)
         if not statements:
             return Outcome.not_applicable("no_statements")
         (supported,) = await ask(

@@ -12,13 +12,13 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ragpulse.metrics._spec import MetricResult, MetricSpec, Status
-from ragpulse.metrics.batch import TraceBatch
+from ragpulse.metrics.batch import StepAgainst, TraceBatch
 from ragpulse.metrics.errors import RagpulseError
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "JudgeMetric",
     "JudgeRequest",
     "Outcome",
+    "StepJudgeMetric",
     "VerdictParseError",
     "ask",
     "judge_batch",
@@ -199,6 +200,17 @@ class JudgeMetric(Protocol):
     uses_llm: bool
 
     async def score(self, batch: TraceBatch, index: int, context: JudgeContext) -> Outcome: ...
+
+
+@runtime_checkable
+class StepJudgeMetric(JudgeMetric, Protocol):
+    """A judge metric that scores all retrieval steps of one turn together (fewer calls than one per step row of
+    ``TraceBatch.step_batch``): one outcome per step of trace ``index``, in step order, none when it has no steps.
+    Failures come back as failed outcomes, never as exceptions."""
+
+    async def score_steps(
+        self, batch: TraceBatch, index: int, context: JudgeContext, *, against: StepAgainst = "step_query"
+    ) -> list[Outcome]: ...
 
 
 async def _guarded(metric: JudgeMetric, batch: TraceBatch, index: int, context: JudgeContext) -> Outcome:

@@ -6,6 +6,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
+import ragpulse.metrics.agent_goal_accuracy as agent_goal_accuracy
+import ragpulse.metrics.agent_steps as agent_steps
 import ragpulse.metrics.answer_correctness as answer_correctness
 import ragpulse.metrics.answer_relevancy as answer_relevancy
 import ragpulse.metrics.aspect_critique as aspect_critique
@@ -22,22 +24,30 @@ import ragpulse.metrics.precision as precision
 import ragpulse.metrics.recall as recall
 import ragpulse.metrics.reciprocal_rank as reciprocal_rank
 import ragpulse.metrics.semantic_similarity as semantic_similarity
+import ragpulse.metrics.tool_calls as tool_calls
 from ragpulse.metrics._arrays import RankingArrays, ranking_arrays
 from ragpulse.metrics._request import MetricName, split_metric_name
 from ragpulse.metrics._spec import MetricResult, MetricSpec
+from ragpulse.metrics.agent_goal_accuracy import ConversationMetric
 from ragpulse.metrics.batch import TraceBatch
 from ragpulse.metrics.errors import ShapeError, UnknownMetricError
 from ragpulse.metrics.judge import JudgeMetric
 
 __all__ = [
+    "CONVERSATION_FAMILIES",
     "DEFAULT_METRICS",
     "REGISTRY",
+    "STEP_FAMILIES",
+    "AgentScorer",
     "AnswerScorer",
+    "ConversationFactory",
     "JudgeFactory",
     "MetricDefinition",
     "MetricRequest",
     "Needs",
     "RankingScorer",
+    "Scorer",
+    "build_conversation_metrics",
     "build_judge_metrics",
     "compute",
     "parse_metrics",
@@ -46,9 +56,14 @@ __all__ = [
 
 RankingScorer = Callable[[RankingArrays, int | None], MetricResult]
 AnswerScorer = Callable[[TraceBatch, int | None], MetricResult]
+AgentScorer = Callable[[TraceBatch], MetricResult]
+"""Counts and compares what an agent did (steps, tool calls) from the batch alone."""
 JudgeFactory = Callable[["MetricRequest", Mapping[str, Any]], JudgeMetric]
 """Builds a judge metric from its request (variant) and the run's judge options (rubrics, weights...)."""
-Needs = Literal["ranking", "answers", "judge", "embeddings"]
+ConversationFactory = Callable[["MetricRequest", Mapping[str, Any]], ConversationMetric]
+"""Builds a judge metric whose unit is a conversation (:data:`CONVERSATION_FAMILIES`)."""
+Scorer = RankingScorer | AnswerScorer | AgentScorer | JudgeFactory | ConversationFactory
+Needs = Literal["ranking", "answers", "agent", "judge", "embeddings"]
 _JUDGED: frozenset[Needs] = frozenset({"judge", "embeddings"})
 """Run by ``judge_batch``: the LLM judge's metrics, and answer_semantic_similarity, which asks an offline embedding
 (or cross-encoder) model instead and so runs without a judge configured."""
@@ -56,15 +71,16 @@ _JUDGED: frozenset[Needs] = frozenset({"judge", "embeddings"})
 
 @dataclass(frozen=True)
 class MetricDefinition:
-    """How to compute a family: from ranking arrays, from answers, by asking the judge, or with embeddings."""
+    """How to compute a family: from ranking arrays, from answers, from an agent's steps and tool calls, by asking
+    the judge, or with embeddings."""
 
     spec: MetricSpec
     needs: Needs
-    scorer: RankingScorer | AnswerScorer | JudgeFactory
+    scorer: Scorer
 
 
 def _definitions() -> dict[str, MetricDefinition]:
-    entries: list[tuple[MetricSpec, Needs, RankingScorer | AnswerScorer | JudgeFactory]] = [
+    entries: list[tuple[MetricSpec, Needs, Scorer]] = [
         (average_precision.SPEC, "ranking", average_precision.score),
         (reciprocal_rank.SPEC, "ranking", reciprocal_rank.score),
         (ndcg.SPEC, "ranking", ndcg.score),
@@ -76,6 +92,11 @@ def _definitions() -> dict[str, MetricDefinition]:
         (exact_match.EXACT, "answers", exact_match.score_exact),
         (exact_match.NORMALIZED, "answers", exact_match.score_normalized),
         (f1.SPEC, "answers", f1.score),
+        (agent_steps.RETRIEVAL_STEPS, "agent", agent_steps.score_retrieval_steps),
+        (agent_steps.REPEATED_QUERIES, "agent", agent_steps.score_repeated_queries),
+        (agent_steps.TOOL_ERRORS, "agent", agent_steps.score_tool_errors),
+        (tool_calls.TOOL_CALL_ACCURACY, "agent", tool_calls.score_accuracy),
+        (tool_calls.TOOL_CALL_F1, "agent", tool_calls.score_f1),
         # Judge metrics: the scorer is a JudgeFactory; run them with ragpulse.metrics.judge.judge_batch.
         (faithfulness.SPEC, "judge", faithfulness.create),
         (answer_relevancy.SPEC, "judge", answer_relevancy.create),
@@ -87,11 +108,29 @@ def _definitions() -> dict[str, MetricDefinition]:
         (aspect_critique.SPEC, "judge", aspect_critique.create),
         (llm_judge.SPEC, "judge", llm_judge.create),
         (semantic_similarity.SPEC, "embeddings", semantic_similarity.create),
+        # A conversation's metric: run by agent_goal_accuracy.judge_conversations, never per trace.
+        (agent_goal_accuracy.SPEC, "judge", agent_goal_accuracy.create),
     ]
     return {spec.name: MetricDefinition(spec, needs, scorer) for spec, needs, scorer in entries}
 
 
 REGISTRY: Mapping[str, MetricDefinition] = _definitions()
+
+STEP_FAMILIES: frozenset[str] = frozenset(
+    {
+        *(name for name, definition in REGISTRY.items() if definition.needs == "ranking"),
+        context_relevance.SPEC.name,
+        context_precision.WITH_REFERENCE.name,
+        context_precision.WITHOUT_REFERENCE.name,
+        context_recall.SPEC.name,
+    }
+)
+"""Families also computed per retrieval step of an agent's turn, on ``TraceBatch.step_batch``: the ranking
+metrics and the context judges, whose inputs a step has (a query and the documents it returned)."""
+
+CONVERSATION_FAMILIES: frozenset[str] = frozenset({agent_goal_accuracy.SPEC.name})
+"""Families whose unit is a conversation: the turn judge skips them (:func:`build_judge_metrics`);
+:func:`build_conversation_metrics` builds them."""
 
 DEFAULT_METRICS: tuple[str, ...] = (
     "document_map",
@@ -112,6 +151,16 @@ DEFAULT_METRICS: tuple[str, ...] = (
 @dataclass(frozen=True)
 class MetricRequest(MetricName):
     """One metric to compute: a :class:`MetricName` whose family is registered and takes its cutoff or variant."""
+
+    @property
+    def per_step(self) -> bool:
+        """Whether it is also computed per retrieval step (:data:`STEP_FAMILIES`)."""
+        return self.family in STEP_FAMILIES
+
+    @property
+    def is_conversation(self) -> bool:
+        """Whether its unit is a conversation (:data:`CONVERSATION_FAMILIES`), not a turn."""
+        return self.family in CONVERSATION_FAMILIES
 
     @property
     def is_judge(self) -> bool:
@@ -173,15 +222,32 @@ def compute(batch: TraceBatch, requests: Iterable[MetricRequest]) -> dict[str, M
             raise ShapeError(
                 request.name, "a metric that needs no judge (use ragpulse.metrics.judge.judge_batch)", "judge"
             )
-        # A definition's needs say which of the three kinds of scorer it holds.
+        # A definition's needs say which kind of scorer it holds.
         if definition.needs == "ranking":
             arrays = arrays if arrays is not None else ranking_arrays(batch)
             results[request.name] = cast(RankingScorer, definition.scorer)(arrays, request.k)
+        elif definition.needs == "agent":
+            results[request.name] = cast(AgentScorer, definition.scorer)(batch)
         else:
             results[request.name] = cast(AnswerScorer, definition.scorer)(batch, request.k)
     return results
 
 
 def build_judge_metrics(requests: Iterable[MetricRequest], options: Mapping[str, Any]) -> list[JudgeMetric]:
-    """Instantiate the judge metrics among ``requests`` with the run's judge options."""
-    return [cast(JudgeFactory, request.definition.scorer)(request, options) for request in requests if request.is_judge]
+    """Instantiate the judge metrics among ``requests`` that score turns (traces) with the run's judge options."""
+    return [
+        cast(JudgeFactory, request.definition.scorer)(request, options)
+        for request in requests
+        if request.is_judge and not request.is_conversation
+    ]
+
+
+def build_conversation_metrics(
+    requests: Iterable[MetricRequest], options: Mapping[str, Any]
+) -> list[ConversationMetric]:
+    """Instantiate the conversation metrics among ``requests`` (:data:`CONVERSATION_FAMILIES`)."""
+    return [
+        cast(ConversationFactory, request.definition.scorer)(request, options)
+        for request in requests
+        if request.is_conversation
+    ]

@@ -112,7 +112,7 @@ def test_help_shows_flags_as_flags(command: list[str]) -> None:
     [
         (
             ["--date", "2026-11-01", "--source", "x", "--metrics", "ndcg"],
-            "unknown metric 'ndcg'; known metrics: answer",
+            "unknown metric 'ndcg'; known metrics: agent_goal_accuracy, answer",
         ),
         (["--date", "2026-11-01", "--source", "x", "--metrics", "precision"], "expected a cutoff, e.g. precision@5"),
         (["--date", "2026-11-01", "--source", "x", "--batch-size", "0"], "batch_size: Input should be greater"),

@@ -36,6 +36,7 @@ FAMILIES = [
     "answer_exact_match_normalized",
     "answer_f1",
 ]
+AGENT_FAMILIES = ["retrieval_steps", "repeated_queries", "tool_errors", "tool_call_accuracy", "tool_call_f1"]
 JUDGE_FAMILIES = [
     "faithfulness",
     "answer_relevancy",
@@ -47,14 +48,17 @@ JUDGE_FAMILIES = [
     "aspect_critique",
     "llm_judge",
     "answer_semantic_similarity",
+    "agent_goal_accuracy",
 ]
 
 
 def test_registry_holds_every_family_keyed_by_spec_name() -> None:
-    assert list(REGISTRY) == FAMILIES + JUDGE_FAMILIES
+    assert list(REGISTRY) == FAMILIES + AGENT_FAMILIES + JUDGE_FAMILIES
     for name, definition in REGISTRY.items():
         assert definition.spec.name == name
-        if name in JUDGE_FAMILIES:
+        if name in AGENT_FAMILIES:
+            assert definition.needs == "agent"
+        elif name in JUDGE_FAMILIES:
             assert definition.needs == ("embeddings" if name == "answer_semantic_similarity" else "judge")
         else:
             assert definition.needs == ("answers" if name.startswith("answer_") else "ranking")
