@@ -19,10 +19,10 @@ from ragpulse.tasks.config import (
     ScoringConfig,
     SourceConfig,
 )
-from ragpulse.tasks.core.types import ScoredBatch
+from ragpulse.tasks.core.types import ConversationScores, ScoredBatch
 from ragpulse.tasks.core.workdir import local_docs_dir, lock_directory, result_storage, run_dir, staged_dir
 from ragpulse.tasks.ingest.tasks import list_partition, stage_day
-from ragpulse.tasks.judge.tasks import judge_score_batch
+from ragpulse.tasks.judge.tasks import judge_conversations, judge_score_batch
 from ragpulse.tasks.judge.usage import fresh_usage
 from ragpulse.tasks.planning.run import check_config, checked_run, describe_run
 from ragpulse.tasks.quality.tasks import (
@@ -88,7 +88,10 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
     )
     scored = score_batch.with_options(
         cache_policy=score_cache_policy(lock_directory(output.work_dir)), result_storage=storage
-    ).map(staged.batches, metric_names=unmapped(plan.plain), work_storage_options=unmapped(work_options))
+    ).map(
+        staged.batches, metric_names=unmapped(plan.plain), work_storage_options=unmapped(work_options),
+        step_against=unmapped(list(scoring.step_against)),
+    )  # fmt: skip
     judging = judge_score_batch.with_options(result_storage=storage)
     if scoring.rescore == "all":  # skip the batch cache here and the call cache in the task
         judging = judging.with_options(refresh_cache=True)
@@ -96,14 +99,23 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
         plan.batches(staged), metric_names=unmapped(plan.judged), judge=unmapped(planned.judge),
         options=unmapped(planned.options), scoring=unmapped(scoring), work_storage_options=unmapped(work_options),
     )  # fmt: skip
-    n_cached = count_cached(scored, judged)
     excluded = traces_checked.result().excluded
+    # Once per day, beside the batches: a conversation's turns may lie in several of them.
+    conversations = (
+        judge_conversations.submit(
+            staged, plan.conversations, planned.judge, planned.options, scoring, excluded, work_options
+        )
+        if plan.conversations
+        else None
+    )
+    n_cached = count_cached(scored, judged)
     # Prefect hands the task the futures' results; passing the futures keeps the upstream edges in the run's graph.
     scored_batches, judged_batches = cast(list[ScoredBatch], scored), cast(list[ScoredBatch], judged)
     scores = assemble_scores(
-        staged, scored_batches, judged_batches, excluded, f"{outputs}/quarantine.jsonl", work_options
-    )
-    usage = fresh_usage(judged)
+        staged, scored_batches, judged_batches, excluded, f"{outputs}/quarantine.jsonl", work_options,
+        cast(ConversationScores | None, conversations),
+    )  # fmt: skip
+    usage = fresh_usage([*judged, *([conversations] if conversations is not None else [])])
     key, standing = standing_publication(output.warehouse, scores, run, plan.names, quality)
     if standing is not None and not output.republish:
         get_run_logger().info("dt=%s is unchanged since run %s published it: nothing to publish", date, standing)

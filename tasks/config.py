@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from pydantic.fields import FieldInfo
 
 from ragpulse.metrics import parse_metrics
+from ragpulse.metrics.registry import STEP_FAMILIES
 from ragpulse.tasks.calibration.config import CalibrationConfig
 from ragpulse.tasks.core.config_base import (
     ENV_PREFIX,
@@ -196,11 +197,16 @@ class RunConfig(BaseModel):
 
     def fingerprint(self) -> str:
         """Hash of what can change scores: metric names and versions, the judge's sample rate (it decides which
-        traces get judge scores), and for an adapter format the format and its options (they decide which
-        question, answer and contexts a trace gets). Defaults add nothing, so older hashes stay valid."""
-        versions: list[Any] = sorted((request.name, request.version) for request in parse_metrics(self.scoring.metrics))
+        traces get judge scores), what retrieval steps are scored against (when a metric is scored per step), and
+        for an adapter format the format and its options (they decide which question, answer and contexts a trace
+        gets). Defaults add nothing, so older hashes stay valid."""
+        requests = parse_metrics(self.scoring.metrics)
+        versions: list[Any] = sorted((request.name, request.version) for request in requests)
         if self.scoring.sample_rate != 1.0:
             versions.append(["sample_rate", self.scoring.sample_rate])
+        steps = any(request.family in STEP_FAMILIES for request in requests)
+        if steps and self.scoring.step_against != ScoringConfig.model_fields["step_against"].default:
+            versions.append(["step_against", list(self.scoring.step_against)])
         if self.source.format != CANONICAL_FORMAT:
             options = parse_options(self.source.format, self.source.format_options).to_dict()
             versions.append(["trace_format", self.source.format, options])

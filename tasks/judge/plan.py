@@ -7,7 +7,7 @@ import hashlib
 import json
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,8 +15,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ragpulse.metrics import MetricResult, Status, TraceBatch
+from ragpulse.metrics.agent_goal_accuracy import ConversationMetric
 from ragpulse.metrics.judge import JudgeMetric
-from ragpulse.metrics.registry import build_judge_metrics, parse_metrics
+from ragpulse.metrics.registry import build_conversation_metrics, build_judge_metrics, parse_metrics
 from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.types import BatchRef, StagedPartition
 
@@ -44,13 +45,15 @@ NOT_SAMPLED = "not_sampled"
 @dataclass(frozen=True)
 class JudgePlan:
     """How the requested metrics run: ``plain`` (no model), ``judged`` (judge or embedding model),
-    ``skipped`` (LLM metrics while no judge is configured). ``names`` is what gets published."""
+    ``skipped`` (LLM metrics while no judge is configured), ``conversations`` (judged per conversation, not per
+    trace). ``names`` is what gets published per trace."""
 
     plain: list[str]
     judged: list[str]
     skipped: list[str]
     judge_model: str | None
     prompt_versions: dict[str, str]
+    conversations: list[str] = field(default_factory=list)
 
     @property
     def names(self) -> list[str]:
@@ -84,12 +87,17 @@ def plan_judging(metric_names: Sequence[str], judge_model: str | None, options: 
     requests = parse_metrics(metric_names)
     built = build_judge_metrics(requests, options)
     judged = [m.name for m in built if judge_model or not m.uses_llm]
+    conversational = build_conversation_metrics(requests, options)
+    conversations = [m.name for m in conversational if judge_model or not m.uses_llm]
+    prompt_versions = scorer_prompt_versions(built, options) | {m.name: m.prompt_version for m in conversational}
+    every: list[JudgeMetric | ConversationMetric] = [*built, *conversational]
     return JudgePlan(
         plain=[r.name for r in requests if not r.is_judge],
         judged=judged,
-        skipped=[m.name for m in built if m.uses_llm and not judge_model],
-        judge_model=judge_model if any(m.uses_llm for m in built) else None,
-        prompt_versions={name: v for name, v in scorer_prompt_versions(built, options).items() if name in judged},
+        skipped=[m.name for m in every if m.uses_llm and not judge_model],
+        judge_model=judge_model if any(m.uses_llm for m in every) else None,
+        prompt_versions={name: v for name, v in prompt_versions.items() if name in {*judged, *conversations}},
+        conversations=conversations,
     )
 
 
@@ -112,11 +120,15 @@ def sample_batch(batch: TraceBatch, mask: NDArray[np.bool_]) -> TraceBatch:
     def pick(seq: Sequence[Any]) -> list[Any]:
         return [seq[i] for i in keep]
 
+    def optional(seq: Sequence[Any] | None) -> list[Any] | None:
+        return None if seq is None else pick(seq)
+
     return TraceBatch(
         pick(batch.trace_ids), pick(batch.context_ids), pick(batch.context_texts), pick(batch.relevant_ids),
         pick(batch.relevant_texts), pick(batch.answers), pick(batch.references),
-        questions=None if batch.questions is None else pick(batch.questions),
-        languages=None if batch.languages is None else pick(batch.languages),
+        questions=optional(batch.questions), languages=optional(batch.languages), steps=optional(batch.steps),
+        tool_calls=optional(batch.tool_calls), reference_tool_calls=optional(batch.reference_tool_calls),
+        histories=optional(batch.histories), conversation_ids=optional(batch.conversation_ids),
     )  # fmt: skip
 
 

@@ -18,22 +18,25 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from prefect import get_run_logger, task
-from prefect.cache_policies import CacheKeyFnPolicy
+from prefect.cache_policies import NO_CACHE, CacheKeyFnPolicy
 from prefect.context import TaskRunContext
 from prefect.transactions import get_transaction
 
 from ragpulse import metrics
-from ragpulse.metrics import MetricResult, Status
+from ragpulse.metrics import STEP_FAMILIES, MetricResult, Status
+from ragpulse.metrics.agent_goal_accuracy import judge_conversations as judge_each_conversation
 from ragpulse.metrics.batch import TraceBatch
 from ragpulse.metrics.judge import JudgeContext, JudgeMetric, judge_batch
-from ragpulse.metrics.registry import build_judge_metrics, parse_metrics
+from ragpulse.metrics.registry import build_conversation_metrics, build_judge_metrics, parse_metrics
 from ragpulse.tasks.core import types as run_types
 from ragpulse.tasks.core.fingerprint import code_fingerprint, digest
-from ragpulse.tasks.core.types import BatchRef, ScoredBatch
+from ragpulse.tasks.core.types import BatchRef, ConversationScores, QuarantinedRecord, ScoredBatch, StagedPartition
 from ragpulse.tasks.ingest import batches
-from ragpulse.tasks.ingest.batches import read_staged, read_trace_batch
+from ragpulse.tasks.ingest.batches import judging_columns, read_staged, read_trace_batch
 from ragpulse.tasks.judge import plan as judge_plan
+from ragpulse.tasks.judge import step_judge
 from ragpulse.tasks.judge.config import JudgeConfig
+from ragpulse.tasks.judge.conversations import read_conversations
 from ragpulse.tasks.judge.plan import (
     embedder_for,
     expand_sample,
@@ -42,12 +45,14 @@ from ragpulse.tasks.judge.plan import (
     sampled,
     scorer_prompt_versions,
 )
+from ragpulse.tasks.judge.step_judge import judge_steps
+from ragpulse.tasks.scoring import step_scores
 from ragpulse.tasks.scoring.config import ScoringConfig
 
 if TYPE_CHECKING:
     from prefect.types import DateTime
 
-__all__ = ["judge_score_batch"]
+__all__ = ["judge_conversations", "judge_score_batch"]
 
 
 def _judge_key(context: TaskRunContext, params: dict[str, Any]) -> str:
@@ -55,14 +60,18 @@ def _judge_key(context: TaskRunContext, params: dict[str, Any]) -> str:
     options = params["options"]
     built = build_judge_metrics(requests, options)
     prompt_versions = scorer_prompt_versions(built, options)
+    scoring = params["scoring"]
+    # What the steps are scored against only where a metric is scored per step: other keys stay as they were.
+    per_step = [list(scoring.step_against)] if any(r.per_step for r in requests if r.is_judge) else []
     return "judge-batch-" + digest(
         params["batch"].content_hash,
         sorted((m.name, m.spec.version, prompt_versions[m.name]) for m in built),
         params["judge"].model,
         params["judge"].endpoint,
         json.dumps(options, sort_keys=True, default=str),
-        params["scoring"].sample_rate,
-        code_fingerprint(metrics, sys.modules[__name__], judge_plan, batches, run_types),
+        scoring.sample_rate,
+        *per_step,
+        code_fingerprint(metrics, sys.modules[__name__], judge_plan, step_judge, step_scores, batches, run_types),
     )
 
 
@@ -76,13 +85,16 @@ async def judge_score_batch(
     work_storage_options: dict[str, Any] | None = None,
 ) -> ScoredBatch:
     """Judge one staged batch with ``judge`` (resolved in the run's environment) on the sample of
-    ``scoring.sample_rate``. A failed call is a NaN with a reason on that score, never a failed task; the batch is
-    then kept out of the task cache. ``scoring.rescore="all"`` bypasses the call cache (not part of the key)."""
+    ``scoring.sample_rate``, and the retrieval steps of the sampled traces with the metrics of ``STEP_FAMILIES``,
+    against each of ``scoring.step_against`` (after the turns: a step asking what its turn asked takes its outcome).
+    A failed call is a NaN with a reason on that score, never a failed task; the batch is then kept out of the task
+    cache. ``scoring.rescore="all"`` bypasses the call cache (not part of the key)."""
     from ragpulse.tasks.judge.client import OpenAIJudge
 
-    table = read_staged(batch, work_storage_options)
-    traces = read_trace_batch(table)
     judge_metrics = build_judge_metrics(parse_metrics(metric_names), options)
+    per_step = [m for m in judge_metrics if m.spec.name in STEP_FAMILIES]
+    table = read_staged(batch, work_storage_options, columns=judging_columns(steps=bool(per_step)))
+    traces = read_trace_batch(table)
     mask = sampled(traces.trace_ids, scoring.sample_rate)
     uses_llm = any(m.uses_llm for m in judge_metrics)
     client = OpenAIJudge(judge, refresh_cache=scoring.rescore == "all") if uses_llm else None
@@ -96,8 +108,11 @@ async def judge_score_batch(
         else None
     )
     context = JudgeContext(judge=client, embedder=embedder, options=judge_context_options(options))  # type: ignore[arg-type]
+    prompt_versions = scorer_prompt_versions(judge_metrics, options)
     try:
         raw = await judge_batch(subset, judge_metrics, context)
+        results = {name: expand_sample(result, mask) for name, result in raw.items()}
+        steps = await judge_steps(traces, mask, per_step, results, context, scoring.step_against, prompt_versions)
         if prefetch is not None:
             await prefetch
     finally:
@@ -105,16 +120,15 @@ async def judge_score_batch(
             prefetch.cancel()
         if client is not None:
             await client.aclose()
-    results = {name: expand_sample(result, mask) for name, result in raw.items()}
     usage = client.usage.snapshot() if client is not None else {}
     logger = get_run_logger()
     logger.info(
-        "judged %d of %d traces x %d metrics: %d calls asked of the judge (new, failed before or rescored), "
-        "%d answered by the call cache",
-        int(mask.sum()), len(traces), len(judge_metrics),
+        "judged %d of %d traces x %d metrics and %d retrieval steps: %d calls asked of the judge (new, failed "
+        "before or rescored), %d answered by the call cache",
+        int(mask.sum()), len(traces), len(judge_metrics), len(steps[0].trace_ids) if steps else 0,
         sum(u["http_calls"] for u in usage.values()), sum(u["cache_hits"] for u in usage.values()),
     )  # fmt: skip
-    if failures := _failure_reasons(results):
+    if failures := _failure_reasons([results, *(s.results for s in steps)]):
         await _keep_out_of_task_cache()
         logger.warning(
             "%d judge score(s) failed (%s): batch not cached, a re-run re-asks those calls",
@@ -126,8 +140,58 @@ async def judge_score_batch(
         source_lines=table.column("source_line").to_numpy().astype(np.int64),
         results=results,
         versions={m.name: m.spec.version for m in judge_metrics},
-        prompt_versions=scorer_prompt_versions(judge_metrics, options),
+        prompt_versions=prompt_versions,
         judge_model=client.model if client is not None else None,
+        usage=usage,
+        steps=steps,
+    )
+
+
+@task(name="judge-conversations", cache_policy=NO_CACHE, persist_result=False)
+async def judge_conversations(
+    staged: StagedPartition,
+    metric_names: list[str],
+    judge: JudgeConfig,
+    options: dict[str, Any],
+    scoring: ScoringConfig,
+    excluded: list[QuarantinedRecord],
+    work_storage_options: dict[str, Any] | None = None,
+) -> ConversationScores:
+    """Judge the day's conversations (its kept traces grouped by conversation id: ``read_conversations``) with the
+    conversation metrics among ``metric_names``, on the sample of ``scoring.sample_rate`` chosen by conversation id.
+    Not task-cached: a day's conversations span its batches, and the call cache answers every call asked before.
+    A failed call is a NaN with a reason on that conversation's score."""
+    from ragpulse.tasks.judge.client import OpenAIJudge
+
+    conversation_metrics = build_conversation_metrics(parse_metrics(metric_names), options)
+    day = read_conversations(staged.batches, excluded, work_storage_options)
+    ids = [c.conversation_id for c in day.conversations]
+    mask = sampled(ids, scoring.sample_rate)
+    chosen = [c for c, keep in zip(day.conversations, mask.tolist(), strict=True) if keep]
+    client = OpenAIJudge(judge, refresh_cache=scoring.rescore == "all") if chosen else None
+    context = JudgeContext(judge=client, options=judge_context_options(options))  # type: ignore[arg-type]
+    try:
+        raw = await judge_each_conversation(chosen, conversation_metrics, context)  # none chosen: none asked
+    finally:
+        if client is not None:
+            await client.aclose()
+    results = {name: expand_sample(result, mask) for name, result in raw.items()}
+    usage = client.usage.snapshot() if client is not None else {}
+    get_run_logger().info(
+        "judged %d of %d conversations (%d turns) x %d metrics: %d calls asked of the judge, %d answered by the "
+        "call cache",
+        len(chosen), len(ids), sum(day.n_turns), len(conversation_metrics),
+        sum(u["http_calls"] for u in usage.values()), sum(u["cache_hits"] for u in usage.values()),
+    )  # fmt: skip
+    return ConversationScores(
+        conversation_ids=np.asarray(ids, dtype=object),
+        n_turns=np.asarray(day.n_turns, dtype=np.int64),
+        first_trace_ids=np.asarray(day.first_trace_ids, dtype=object),
+        last_trace_ids=np.asarray(day.last_trace_ids, dtype=object),
+        results=results,
+        versions={m.name: m.spec.version for m in conversation_metrics},
+        prompt_versions={m.name: m.prompt_version for m in conversation_metrics},
+        judge_model=client.model if client is not None else judge.model,
         usage=usage,
     )
 
@@ -164,10 +228,10 @@ async def _keep_out_of_task_cache() -> None:
         await transaction.store.awrite(None, key=transaction.key, expiration=cast("DateTime", expired))
 
 
-def _failure_reasons(results: dict[str, MetricResult]) -> dict[str, int]:
+def _failure_reasons(results: Sequence[dict[str, MetricResult]]) -> dict[str, int]:
     """How many scores failed, by reason (not-applicable scores are final and do not count)."""
     counts: dict[str, int] = {}
-    for result in results.values():
+    for result in (result for by_metric in results for result in by_metric.values()):
         for reason in result.reasons[result.status == Status.FAILED]:
             counts[str(reason)] = counts.get(str(reason), 0) + 1
     return counts

@@ -9,18 +9,29 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ragpulse.tasks.core.types import PartitionScores, QuarantinedRecord, ScoredBatch, StagedPartition
+from ragpulse.tasks.core.types import (
+    ConversationScores,
+    PartitionScores,
+    QuarantinedRecord,
+    ScoredBatch,
+    StagedPartition,
+)
 from ragpulse.tasks.ingest.quarantine import write_quarantine_copy
+from ragpulse.tasks.scoring.step_scores import keep_steps
 
 __all__ = ["assemble_partition", "build_partition_scores"]
 
 
 def assemble_partition(
-    staged: StagedPartition, scored: Sequence[ScoredBatch], excluded: Sequence[QuarantinedRecord] = ()
+    staged: StagedPartition,
+    scored: Sequence[ScoredBatch],
+    excluded: Sequence[QuarantinedRecord] = (),
+    conversations: ConversationScores | None = None,
 ) -> PartitionScores:
     """Join the batches in source order, dropping ``excluded`` rows (failed the input suite).
 
-    A repeated trace_id keeps its first record; the rest are quarantined.
+    A repeated trace_id keeps its first record; the rest are quarantined. The retrieval steps of a trace not kept
+    are dropped with it.
     """
     trace_ids = _concat([b.trace_ids for b in scored], object)
     files = _concat([b.source_files for b in scored], object)
@@ -44,6 +55,10 @@ def assemble_partition(
         )
         for i in np.flatnonzero(~keep & allowed)
     ]
+    position = np.cumsum(keep) - 1  # a kept trace's row among the kept ones
+    kept_rows = np.where(keep, position, -1).astype(np.int64)
+    starts = np.cumsum([0, *(len(b.trace_ids) for b in scored)])
+    steps = keep_steps([(b.steps, kept_rows[a:z]) for b, a, z in zip(scored, starts, starts[1:], strict=False)])
     names = list(scored[0].results) if scored else []
     versions = scored[0].versions if scored else {}
     prompt_versions = scored[0].prompt_versions if scored else {}
@@ -59,9 +74,12 @@ def assemble_partition(
         n_files=len(staged.files),
         n_batches=len(staged.batches),
         prompt_versions=prompt_versions,
-        judge_model=next((b.judge_model for b in scored if b.judge_model), None),
+        judge_model=next((b.judge_model for b in scored if b.judge_model), None)
+        or (conversations.judge_model if conversations is not None else None),
         staged_batches=list(staged.batches) if scored else [],  # nothing scored, nothing to excerpt
         staging=staged.counts,
+        steps=steps,
+        conversations=conversations,
     )
 
 
@@ -72,11 +90,12 @@ def build_partition_scores(
     excluded: Sequence[QuarantinedRecord],
     quarantine_copy_url: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    conversations: ConversationScores | None = None,
 ) -> PartitionScores:
-    """Join retrieval and judge results per batch, de-duplicate, drop excluded rows, copy the quarantine (the body
-    of the ``assemble_scores`` task)."""
+    """Join retrieval and judge results per batch, de-duplicate, drop excluded rows, copy the quarantine, add the
+    day's conversation scores (the body of the ``assemble_scores`` task)."""
     batches = [plain.merged(judge) for plain, judge in zip(scored, judged, strict=True)] if judged else scored
-    scores = assemble_partition(staged, batches, excluded)
+    scores = assemble_partition(staged, batches, excluded, conversations)
     if quarantine_copy_url is not None:
         write_quarantine_copy(quarantine_copy_url, scores.quarantined, storage_options)
     return scores

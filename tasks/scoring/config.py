@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from ragpulse.metrics import DEFAULT_METRICS, parse_metrics
+from ragpulse.metrics.batch import StepAgainst
 from ragpulse.metrics.errors import RagpulseError
 from ragpulse.tasks.core.config_base import ConfigGroup, split_list
 
@@ -26,11 +27,21 @@ class ScoringConfig(ConfigGroup):
         default="failed",
         description="Judge metrics: failed re-asks only failed calls; all re-asks every call, skipping both caches.",
     )
+    step_against: tuple[StepAgainst, ...] = Field(
+        default=("step_query",),
+        min_length=1,
+        description="What an agent's retrieval steps are scored against: step_query (its own), question (the user's).",
+    )
 
-    @field_validator("metrics", mode="before")
+    @field_validator("metrics", "step_against", mode="before")
     @classmethod
-    def _split_metrics(cls, value: Any) -> Any:
+    def _split_lists(cls, value: Any) -> Any:
         return split_list(value)
+
+    @field_validator("step_against")
+    @classmethod
+    def _once_each(cls, value: tuple[StepAgainst, ...]) -> tuple[StepAgainst, ...]:
+        return tuple(dict.fromkeys(value))
 
     @field_validator("metrics")
     @classmethod

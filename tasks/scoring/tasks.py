@@ -16,12 +16,22 @@ from prefect.transactions import IsolationLevel
 
 from ragpulse import metrics
 from ragpulse.metrics import MetricRequest, compute
+from ragpulse.metrics.batch import StepAgainst
 from ragpulse.tasks.core import types as run_types
 from ragpulse.tasks.core.fingerprint import code_fingerprint, digest
-from ragpulse.tasks.core.types import BatchRef, PartitionScores, QuarantinedRecord, ScoredBatch, StagedPartition
+from ragpulse.tasks.core.types import (
+    BatchRef,
+    ConversationScores,
+    PartitionScores,
+    QuarantinedRecord,
+    ScoredBatch,
+    StagedPartition,
+)
 from ragpulse.tasks.ingest import batches
 from ragpulse.tasks.ingest.batches import read_scoring_table, read_trace_batch, shared_strings
+from ragpulse.tasks.scoring import step_scores
 from ragpulse.tasks.scoring.assemble import build_partition_scores
+from ragpulse.tasks.scoring.step_scores import rank_steps
 
 __all__ = [
     "assemble_scores",
@@ -34,14 +44,19 @@ __all__ = [
 
 def scoring_fingerprint() -> str:
     """Hash of every module whose code can change a score."""
-    return code_fingerprint(metrics, sys.modules[__name__], batches, run_types)
+    return code_fingerprint(metrics, sys.modules[__name__], batches, step_scores, run_types)
 
 
 def _score_key(context: TaskRunContext, params: dict[str, Any]) -> str:
     requests = [MetricRequest.parse(name) for name in params["metric_names"]]
+    # What the steps are scored against only where a metric is scored per step: other keys stay as they were.
+    per_step = [list(params.get("step_against", _STEP_QUERY))] if any(r.per_step for r in requests) else []
     return "score-batch-" + digest(
-        params["batch"].content_hash, sorted((r.name, r.version) for r in requests), scoring_fingerprint()
+        params["batch"].content_hash, sorted((r.name, r.version) for r in requests), *per_step, scoring_fingerprint()
     )
+
+
+_STEP_QUERY: tuple[StepAgainst, ...] = ("step_query",)
 
 
 def score_cache_policy(lock_dir: Any | None) -> CacheKeyFnPolicy:
@@ -59,20 +74,29 @@ def score_cache_policy(lock_dir: Any | None) -> CacheKeyFnPolicy:
 
 @task(name="score-batch", cache_policy=score_cache_policy(None), persist_result=True)
 def score_batch(
-    batch: BatchRef, metric_names: Sequence[str], work_storage_options: dict[str, Any] | None = None
+    batch: BatchRef,
+    metric_names: Sequence[str],
+    work_storage_options: dict[str, Any] | None = None,
+    step_against: Sequence[StepAgainst] = _STEP_QUERY,
 ) -> ScoredBatch:
-    """Compute the requested metrics for one staged batch. Pure scoring: never retried."""
+    """Compute the requested metrics for one staged batch, and those of ``STEP_FAMILIES`` per retrieval step too,
+    against each of ``step_against``. Pure scoring: never retried."""
     requests = [MetricRequest.parse(name) for name in metric_names]  # may be none: judge metrics only
     table = read_scoring_table(batch, requests, work_storage_options)
     traces = read_trace_batch(table)
     results = compute(traces, requests)
-    get_run_logger().info("scored %d traces x %d metrics", len(traces), len(results))
+    steps = rank_steps(traces, requests, step_against)
+    get_run_logger().info(
+        "scored %d traces x %d metrics, %d retrieval steps", len(traces), len(results),
+        len(steps[0].trace_ids) if steps else 0,
+    )  # fmt: skip
     return ScoredBatch(
         trace_ids=np.asarray(traces.trace_ids, dtype=object),
         source_files=shared_strings(table.column("source_file")),
         source_lines=table.column("source_line").to_numpy().astype(np.int64),
         results=results,
         versions={r.name: r.version for r in requests},
+        steps=steps,
     )
 
 
@@ -84,9 +108,11 @@ def assemble_scores(
     excluded: list[QuarantinedRecord],
     quarantine_copy_url: str | None = None,
     storage_options: dict[str, Any] | None = None,
+    conversations: ConversationScores | None = None,
 ) -> PartitionScores:
-    """Join retrieval and judge results per batch, de-duplicate, drop excluded rows, copy the quarantine."""
-    return build_partition_scores(staged, scored, judged, excluded, quarantine_copy_url, storage_options)
+    """Join retrieval and judge results per batch (their steps' too), de-duplicate, drop excluded rows (and their
+    steps), copy the quarantine, add the day's conversation scores."""
+    return build_partition_scores(staged, scored, judged, excluded, quarantine_copy_url, storage_options, conversations)
 
 
 def count_cached(*per_batch: Sequence[Any]) -> int:
