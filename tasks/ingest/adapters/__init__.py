@@ -33,7 +33,8 @@ __all__ = [
 ]
 
 CANONICAL_FORMAT: Final = "ragpulse"
-_COMMON_OPTIONS = frozenset({"question_keys", "answer_keys", "retriever_names"})
+_LIST_OPTIONS = frozenset({"question_keys", "answer_keys", "retriever_names"})
+_COMMON_OPTIONS = _LIST_OPTIONS | {"tool_documents_path"}
 _DOCUMENT_KEYS = frozenset({"id_key", "text_key", "score_key"})
 _DOCUMENT_OPTIONS = _DOCUMENT_KEYS | {"documents_path"}
 
@@ -106,7 +107,7 @@ def parse_options(trace_format: str, options: Mapping[str, Any] | None) -> Adapt
         )
     values: dict[str, Any] = {}
     for key, value in given.items():
-        if key in _COMMON_OPTIONS:
+        if key in _LIST_OPTIONS:
             items = [value] if isinstance(value, str) else value
             if not isinstance(items, list | tuple) or not all(isinstance(i, str) and i for i in items):
                 raise ConfigError(f"format_options.{key} must be a list of non-empty strings, got {value!r}")

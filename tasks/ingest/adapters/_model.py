@@ -1,10 +1,12 @@
 """The shape every adapter maps its source records into, and the one assembly of spans into a canonical trace.
 
 Sources differ in how they log a request (spans, runs, observations) but agree on its structure: a
-root that holds the question and the answer, retriever steps that return ranked documents, maybe a
-reranker that reorders them, and LLM calls. Each adapter projects its records to :class:`Span`;
-:func:`assemble` turns the spans of one trace into a raw canonical trace (docs/traces.md) that then
-goes through ``parse_record`` like any JSONL line.
+root that holds the user's message and the answer, retrieval steps (retrievers, and tools that return
+documents) each with its own query and ranked documents, maybe a reranker that reorders them, tool calls, and
+LLM calls whose input holds what the model saw. Each adapter projects its records to :class:`Span`;
+:func:`assemble` turns the spans of one trace (one turn of a conversation) into a raw canonical trace
+(docs/traces.md, "Retrieval steps, turns and conversations") that then goes through ``parse_record`` like any
+JSONL line.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ragpulse.tasks.ingest import limits
 from ragpulse.tasks.ingest.language import normalize_language_tag
 
 __all__ = [
+    "CONVERSATION_KEYS",
     "DEFAULT_ANSWER_KEYS",
     "DEFAULT_QUESTION_KEYS",
     "DOCUMENT_ID_KEYS",
@@ -28,16 +31,27 @@ __all__ = [
     "AdapterOptions",
     "Document",
     "Kind",
+    "Message",
     "Span",
     "assemble",
+    "chat_messages",
     "dig",
     "document_from",
     "parse_time",
     "text_of",
+    "tool_documents",
 ]
 
-Kind = Literal["trace", "chain", "retriever", "reranker", "llm", "other"]
+Kind = Literal["trace", "chain", "retriever", "reranker", "llm", "tool", "other"]
 """What a span does; ``trace`` is a trace-level record (Langfuse's traces table), preferred as the root."""
+
+Message = tuple[str, str]
+"""A chat message as (role, text): role ``user``, ``assistant``, ``system`` or ``tool``, whatever the source
+called it."""
+
+CONVERSATION_KEYS = ("session_id", "thread_id", "conversation_id")
+"""Metadata keys applications set to name a conversation (LangGraph copies its ``thread_id`` into every run's
+metadata; LangSmith groups threads by these three), read when the source has no session field of its own."""
 
 DEFAULT_QUESTION_KEYS = ("question", "query", "input", "user_input", "prompt", "messages", "text")
 _QUESTION_SOURCES = {
@@ -67,6 +81,7 @@ class AdapterOptions:
     id_key: str | None = None
     text_key: str | None = None
     score_key: str | None = None
+    tool_documents_path: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -77,6 +92,7 @@ class AdapterOptions:
             "id_key": self.id_key,
             "text_key": self.text_key,
             "score_key": self.score_key,
+            "tool_documents_path": self.tool_documents_path,
         }
 
 
@@ -92,7 +108,15 @@ class Document:
 
 @dataclass(frozen=True)
 class Span:
-    """One span, run or observation of a source trace, projected to what assembly reads."""
+    """One span, run or observation of a source trace, projected to what assembly reads.
+
+    - ``question``: a root's or chain's input as text when it is not in message form (``{"question": ...}``);
+    - ``messages``: a root's, chain's or LLM call's input in message form, every message as logged (an LLM call's
+      input holds the tool outputs it was given, so assembly can tell which documents reached the answer);
+    - ``query``: a retriever's or tool's query (its input), never taken for the user's question;
+    - ``documents``: a retriever's, reranker's or document-returning tool's output, in rank order;
+    - ``arguments`` / ``error``: a tool call's input and the error it ended with.
+    """
 
     trace_id: str
     span_id: str
@@ -106,48 +130,67 @@ class Span:
     model: str | None = None
     tokens: Mapping[str, int] = field(default_factory=dict)
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    messages: tuple[Message, ...] | None = None
+    query: str | None = None
+    arguments: Any = None
+    error: str | None = None
+    session_id: str | None = None
 
 
 def assemble(trace_id: str, spans: Sequence[Span], *, source_format: str, options: AdapterOptions) -> dict[str, Any]:
-    """The spans of one trace as a raw canonical trace; InvalidRecordError names the source trace and field.
+    """The spans of one trace (one turn) as a raw canonical trace; InvalidRecordError names the source trace and
+    field. The rules, with each tool's spans, are in docs/traces.md ("Retrieval steps, turns and conversations"):
 
-    - root: the trace-level record if there is one, else the earliest span without a parent in the trace;
-    - question/answer: the root's, else the first question (retrieval query, chat input) and the last
-      answer (final LLM output) among the spans in start order;
-    - contexts: the last reranker's output documents if the trace has a reranker, else the documents of
-      every retriever (``retriever_names`` selects some by name) concatenated in start order;
-    - metadata: ``source`` = {format, trace_id, root_span_id, retriever_span_ids}, plus model and token
-      counts of the LLM spans and the root's own metadata.
+    - root: the trace-level record if there is one, else the earliest span without a parent; in a sub-tree export
+      (every top span's parent missing) the earliest top span, flagged ``source.partial_tree``;
+    - question: the user's last message in the root's input, else in the first chain or agent span's input, else
+      in the first LLM call's input; a retrieval's query only when nothing else names one (flagged);
+    - steps: retrievers not nested in another retrieval, tools whose output is a list of documents, and rerankers
+      (``parent``: the retrieval they reorder), in start order;
+    - contexts: the documents of the steps that reached the final LLM call's input, de-duplicated; without that
+      input, the last reranker's output, else every step's documents de-duplicated (``source.contexts_from``);
+    - history: the turn's earlier user and assistant messages, as the agent's LLM call received them;
+    - conversation_id: the session or thread id the source logged;
+    - metadata: ``source`` = {format, trace_id, root_span_id, retriever_span_ids, ...}, the LLM calls' models and
+      token counts, and the root's own metadata.
     """
     ordered = sorted(spans, key=lambda s: (s.start is None, s.start or dt.datetime.min.replace(tzinfo=dt.UTC)))
     ids = {span.span_id for span in ordered}
+    parents = {s.span_id: s.parent_id for s in ordered}
     roots = [s for s in ordered if s.parent_id is None or s.parent_id not in ids]
     root = next((s for s in roots if s.kind == "trace"), None) or next((s for s in roots if s.parent_id is None), None)
+    partial = root is None and bool(roots)
     if root is None:
-        parents = sorted({s.parent_id for s in roots if s.parent_id is not None})
-        raise InvalidRecordError(
-            trace_id, "root span", f"{source_format} trace has no root span (parent {parents[0]!r} was not exported)"
-        )
-    question = root.question or next((s.question for s in ordered if s.question), None)
+        if not roots:
+            raise InvalidRecordError(trace_id, "root span", f"{source_format} trace has no span without a parent")
+        root = roots[0]
+    llms = [s for s in ordered if s.kind == "llm"]
+    steps, step_spans = _steps(ordered, parents, options)
+    heads = [head for _, docs in steps for doc in docs if isinstance(doc.text, str) and (head := _head(doc.text))]
+    llm_inputs = llms if source_format in _QUESTION_IN_LLM_CALLS else ()
+    question, question_from, turn_messages = _user_question(root, ordered, llm_inputs, heads)
     if question is None:
         where = _QUESTION_SOURCES.get(source_format, "the root span's input")
-        raise InvalidRecordError(trace_id, "question", f"no question in the {source_format} trace (looked in {where})")
+        reason = f"no question in the {source_format} trace (looked in {where})"
+        if partial:
+            reason += f"; it is a sub-tree: the parent {root.parent_id!r} of its top span was not exported"
+        raise InvalidRecordError(trace_id, "question", reason)
     answer = root.answer or next((s.answer for s in reversed(ordered) if s.answer and s.kind == "llm"), None)
-    retrievers = [s for s in ordered if s.kind == "retriever" and s.documents is not None]
-    if options.retriever_names:
-        retrievers = [s for s in retrievers if s.name in options.retriever_names]
-    retrievers = _outermost(retrievers, {s.span_id: s.parent_id for s in ordered})
-    rerankers = [s for s in ordered if s.kind == "reranker" and s.documents is not None]
-    chosen = rerankers[-1:] if rerankers else retrievers
-    contexts = [_context(trace_id, doc) for span in chosen for doc in span.documents or ()]
-    llms = [s for s in ordered if s.kind == "llm"]
+    final = next((s for s in reversed(llms) if s.answer), llms[-1] if llms else None)
+    contexts, contexts_from, used = _generator_contexts(trace_id, steps, final)
     source: dict[str, Any] = {
         "format": source_format,
         "trace_id": trace_id,
         "root_span_id": root.span_id,
-        "retriever_span_ids": [s.span_id for s in chosen],
+        "retriever_span_ids": [span.span_id for i, span in enumerate(step_spans) if i in used],
+        "contexts_from": contexts_from,
     }
+    if partial:
+        source["partial_tree"] = True
+    if question_from != "root":
+        source["question_from"] = question_from
     metadata: dict[str, Any] = {**root.metadata, "source": source}
+    reference_tool_calls = metadata.pop("reference_tool_calls", None)
     models = list(dict.fromkeys(s.model for s in llms if s.model))
     if models:
         metadata["model"] = models[-1] if len(models) == 1 else models
@@ -158,6 +201,9 @@ def assemble(trace_id: str, spans: Sequence[Span], *, source_format: str, option
     if tokens:
         metadata["token_counts"] = tokens
     start = root.start or next((s.start for s in ordered if s.start is not None), None)
+    conversation = root.session_id or next((s.session_id for s in ordered if s.session_id), None)
+    if conversation is None:
+        conversation = next((str(root.metadata[k]) for k in CONVERSATION_KEYS if root.metadata.get(k)), None)
     return {
         "trace_id": trace_id,
         "timestamp": start.isoformat() if start is not None else None,
@@ -166,7 +212,172 @@ def assemble(trace_id: str, spans: Sequence[Span], *, source_format: str, option
         "contexts": contexts,
         "metadata": metadata,
         "language": _language_tag(root.metadata.get("language")),
+        "steps": [{**step, "contexts": [_context(trace_id, doc) for doc in docs]} for step, docs in steps],
+        "conversation_id": conversation,
+        "history": _history(turn_messages),
+        "tool_calls": _tool_calls(ordered, step_spans, parents),
+        "reference_tool_calls": reference_tool_calls,
     }
+
+
+_QUESTION_IN_LLM_CALLS = frozenset({"otel-genai", "langfuse"})
+"""Formats whose user message may sit on the model calls only (the GenAI conventions log content there, OpenLLMetry's
+agent root has no input); elsewhere a root or chain input names the question, and an LLM call's user message is the
+app's prompt, which may be internal."""
+
+_HISTORY_MESSAGES = 20
+"""Earlier messages of a conversation kept with a turn: judges read the last few (docs/metrics.md), the traces
+table keeps what they could read."""
+
+
+def _user_question(
+    root: Span, ordered: Sequence[Span], llms: Sequence[Span], heads: Sequence[str]
+) -> tuple[str | None, str, tuple[Message, ...]]:
+    """The user's message of the turn, where it was found, and the message list it ends (its history before it).
+
+    Sub-queries (a retriever's or tool's input) and internal prompts are not the user's: the root's input wins,
+    then the first chain span's input in message form (an agent graph's state; a chain's plain text input may be
+    anything, a text splitter's included), then (formats that log content only on model calls) the
+    first LLM call's whose user message quotes no retrieved document (a RAG prompt or a grader's quotes them); a
+    retrieval's query only when none of these has one (a RAG app that logs only its retriever and its prompt)."""
+    candidates = [("root", root), *(("chain", s) for s in ordered if s.kind == "chain"), *(("llm", s) for s in llms)]
+    for where, span in candidates:
+        found = _last_user(span.messages) or (span.question if where == "root" else None)
+        if found is None:
+            continue
+        if where == "llm" and any(head in _squashed(found) for head in heads):
+            continue
+        return found, where, _with_history(span, found, llms)
+    query = next((s.query for s in ordered if s.query and s.kind in ("retriever", "tool")), None)
+    return query, "retrieval_query", ()
+
+
+def _last_user(messages: Sequence[Message] | None) -> str | None:
+    return next((text for role, text in reversed(messages or ()) if role == "user" and text.strip()), None)
+
+
+def _with_history(span: Span, question: str, llms: Sequence[Span]) -> tuple[Message, ...]:
+    """The messages up to the question: the span's own, or the first LLM call's that ends with the same user
+    message (an agent with memory loads its history from a checkpoint, so only its model calls see it)."""
+    for messages in (span.messages, *(s.messages for s in llms)):
+        if messages and _last_user(messages) == question:
+            last = max(i for i, (role, text) in enumerate(messages) if role == "user" and text == question)
+            return tuple(messages[:last])
+    return ()
+
+
+def _history(messages: Sequence[Message]) -> list[dict[str, str]] | None:
+    """Earlier user and assistant messages with text (tool messages and calls without text are dropped)."""
+    kept = [
+        {"role": role, "content": text} for role, text in messages if role in ("user", "assistant") and text.strip()
+    ]
+    return kept[-_HISTORY_MESSAGES:] or None
+
+
+StepFields = dict[str, Any]
+
+
+def _steps(
+    ordered: Sequence[Span], parents: Mapping[str, str | None], options: AdapterOptions
+) -> tuple[list[tuple[StepFields, tuple[Document, ...]]], list[Span]]:
+    """The turn's retrieval steps (fields and documents) in start order, and their spans."""
+    retrievals = [s for s in ordered if s.kind in ("retriever", "tool") and s.documents is not None]
+    if options.retriever_names:
+        named = [s for s in retrievals if s.name in options.retriever_names]
+        retrievals = named or [s for s in retrievals if s.kind == "retriever"]
+    retrievals = _outermost(retrievals, parents)
+    chosen = [s for s in ordered if s in retrievals or (s.kind == "reranker" and s.documents is not None)]
+    steps: list[tuple[StepFields, tuple[Document, ...]]] = []
+    last_retrieval: int | None = None
+    for span in chosen:
+        query = span.query if span.kind != "reranker" else None
+        parent = last_retrieval if span.kind == "reranker" else None
+        if span.kind != "reranker":
+            last_retrieval = len(steps)
+        fields = {"id": span.span_id, "name": span.name or None, "kind": span.kind, "query": query,
+                  "parent": parent, "error": span.error}  # fmt: skip
+        steps.append((fields, span.documents or ()))
+    return steps, chosen
+
+
+def _generator_contexts(
+    trace_id: str, steps: Sequence[tuple[StepFields, tuple[Document, ...]]], final: Span | None
+) -> tuple[list[dict[str, Any]], str, set[int]]:
+    """The documents the answer was generated from, de-duplicated by id (else text), how they were chosen, and the
+    steps they came from.
+
+    A document reached the final LLM call when the start of its text is in that call's input (tools return their
+    documents into the conversation; a RAG prompt quotes them). An input that quotes none of them (an app that
+    rewrites documents before prompting) is not taken as "none seen": the fallbacks apply."""
+    seen_text = _squashed(" ".join(text for _, text in final.messages)) if final and final.messages else ""
+    rerankers = [i for i, (fields, _) in enumerate(steps) if fields["kind"] == "reranker"]
+    candidates = [(i, doc) for i, (_, docs) in enumerate(steps) for doc in docs]
+    reached = [
+        (i, doc)
+        for i, doc in candidates
+        if isinstance(doc.text, str) and (head := _head(doc.text)) and head in seen_text
+    ]
+    if reached:
+        chosen, how = reached, "final_llm_input"
+    elif rerankers:
+        chosen, how = [(rerankers[-1], doc) for doc in steps[rerankers[-1]][1]], "last_reranker"
+    else:
+        chosen, how = candidates, "all_steps"
+    contexts, keys = [], set()
+    for _, doc in chosen:
+        context = _context(trace_id, doc)
+        key = ("id", context["id"]) if context["id"] is not None else ("text", context["text"])
+        if key not in keys:
+            keys.add(key)
+            contexts.append(context)
+    used = {i for i, _ in chosen}
+    return contexts, how if steps else "no_retrieval", used
+
+
+_QUOTE_CHARS = 80
+"""How much of a document's start (whitespace squashed) must appear in the final LLM input to count as seen:
+enough to tell passages apart, short enough to survive a prompt that cuts documents."""
+
+
+def _squashed(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _head(text: str) -> str:
+    """The start of a document's text that a prompt quoting it holds (whitespace squashed)."""
+    return _squashed(text)[:_QUOTE_CHARS]
+
+
+def _tool_calls(
+    ordered: Sequence[Span], step_spans: Sequence[Span], parents: Mapping[str, str | None]
+) -> list[dict[str, Any]] | None:
+    """Every tool call of the turn in start order; ``step`` is the retrieval step it made (the tool's own documents
+    or a retriever run inside it). None when the source logged no tool spans at all."""
+    tools = [s for s in ordered if s.kind == "tool"]
+    if not tools:
+        return None
+    step_of = {span.span_id: i for i, span in enumerate(step_spans)}
+
+    def step(tool: Span) -> int | None:
+        if tool.span_id in step_of:
+            return step_of[tool.span_id]
+        inside = [i for span_id, i in step_of.items() if _descends(span_id, tool.span_id, parents)]
+        return inside[0] if inside else None
+
+    return [
+        {"name": tool.name or "tool", "arguments": tool.arguments, "error": tool.error, "step": step(tool)}
+        for tool in tools
+    ]
+
+
+def _descends(span_id: str, ancestor: str, parents: Mapping[str, str | None]) -> bool:
+    seen, parent = set(), parents.get(span_id)
+    while parent is not None and parent not in seen:
+        if parent == ancestor:
+            return True
+        seen.add(parent)
+        parent = parents.get(parent)
+    return False
 
 
 def _language_tag(value: Any) -> str | None:
@@ -223,12 +434,13 @@ def _context(trace_id: str, doc: Document) -> dict[str, Any]:
     return {"id": doc_id, "text": text, "score": score}
 
 
-DOCUMENT_ID_KEYS = ("id", "metadata.id", "metadata.document_id", "metadata.doc_id", "id_")
-DOCUMENT_TEXT_KEYS = ("page_content", "content", "text")
+DOCUMENT_ID_KEYS = ("id", "metadata.id", "metadata.document_id", "metadata.doc_id", "id_", "url")
+DOCUMENT_TEXT_KEYS = ("page_content", "content", "text", "snippet")
 DOCUMENT_SCORE_KEYS = ("score", "metadata.score", "metadata.relevance_score", "metadata._score")
 """Where frameworks put a retrieved document's id, text and score, looked up in this order when
 ``format_options`` does not name a key: LangChain's ``Document`` (top-level ``id`` since langchain-core
-0.2.11, else ``metadata``), LlamaIndex nodes (``id_``, ``text``), Haystack (``id``, ``content``, ``score``)."""
+0.2.11, else ``metadata``), LlamaIndex nodes (``id_``, ``text``), Haystack (``id``, ``content``, ``score``),
+web search results (``url``, ``content`` or ``snippet``)."""
 
 
 def document_from(doc: Any, options: AdapterOptions, where: str) -> Document:
@@ -280,12 +492,13 @@ def _decoded(value: Any) -> Any:
 
 def text_of(value: Any, keys: Sequence[str], *, role: str | None = None) -> str | None:
     """The text a source logged as an input or output: a plain string, the first of ``keys`` in an object,
-    or in a list of chat messages the last one of ``role`` (any role when None)."""
+    or in a list of chat messages (any form :func:`chat_messages` reads) the last one of ``role`` (any role when
+    None, or when no message has that role)."""
     value = _decoded(value)
     if isinstance(value, str):
         return value if value.strip() else None
     if isinstance(value, Mapping):
-        if "role" in value or "parts" in value or ("content" in value and "type" not in value):
+        if _looks_like_message(value):
             return _message_text(value)
         for key in keys:
             found = text_of(value.get(key), keys, role=role)
@@ -293,37 +506,152 @@ def text_of(value: Any, keys: Sequence[str], *, role: str | None = None) -> str 
                 return found
         return None
     if isinstance(value, list | tuple):
-        messages = [m for m in value if isinstance(m, Mapping)]
-        if role is not None:
-            messages = [m for m in messages if m.get("role") in (role, _ROLE_ALIASES.get(role))] or messages
-        for message in reversed(messages):
-            found = _message_text(message)
-            if found is not None:
-                return found
+        messages = chat_messages(value) or ()
+        wanted = [m for m in messages if m[0] == role] if role is not None else list(messages)
+        for _, text in reversed(wanted or messages):
+            if text.strip():
+                return text
     return None
 
 
-_ROLE_ALIASES = {"user": "human", "assistant": "ai"}
+_ROLES = {
+    "user": "user", "human": "user", "humanmessage": "user", "humanmessagechunk": "user",
+    "assistant": "assistant", "ai": "assistant", "model": "assistant", "aimessage": "assistant",
+    "aimessagechunk": "assistant", "system": "system", "developer": "system", "systemmessage": "system",
+    "tool": "tool", "function": "tool", "ipython": "tool", "toolmessage": "tool", "functionmessage": "tool",
+}  # fmt: skip
+"""Role names of OpenAI, OTel GenAI, LangChain (message types and class names) and Gemini, as the four roles."""
 
 
-def _message_text(message: Mapping[str, Any]) -> str | None:
-    """Text of a chat message: ``content`` as a string or text parts (OpenAI, OTel GenAI ``parts``, LangChain)."""
-    content = message.get("content", message.get("parts"))
-    if content is None and isinstance(message.get("kwargs"), Mapping):  # LangChain's serialised messages
-        content = message["kwargs"].get("content")
+def chat_messages(value: Any) -> tuple[Message, ...] | None:
+    """A chat input in any form the tracing tools log, as (role, text) messages; None when ``value`` is not one.
+
+    Read: OpenAI ``{"role", "content"}`` (text or parts), OTel GenAI ``{"role", "parts"}``, LangChain/LangGraph
+    ``("user", "text")`` tuples and bare strings, messages as LangChain serialises them (``{"lc": 1, ...,
+    "kwargs"}``, ``{"type": "human", "data": {...}}``, ``{"type": "human", "content"}``), a LangGraph state
+    ``{"messages": [...]}``, and a chat model's batch of message lists (the first list)."""
+    value = _decoded(value)
+    in_state = False
+    if isinstance(value, Mapping) and not _looks_like_message(value):
+        value, in_state = _decoded(value.get("messages")), True
+    elif isinstance(value, Mapping):
+        value = [value]
+    if not isinstance(value, list | tuple) or not value:
+        return None
+    if all(isinstance(item, list) for item in value) and not any(_is_pair(item) for item in value):
+        value = value[0]  # a chat model run's batch of prompts
+    if not in_state and any(isinstance(item, str) for item in value):
+        return None  # a list of texts (documents to index) is not a conversation
+    found = tuple(m for m in map(_message, value) if m is not None)
+    return found or None
+
+
+def _is_pair(item: Any) -> bool:
+    return (
+        isinstance(item, list | tuple)
+        and len(item) == 2
+        and isinstance(item[0], str)
+        and item[0].lower() in _ROLES
+        and isinstance(item[1], str | list)
+    )
+
+
+def _looks_like_message(value: Mapping[str, Any]) -> bool:
+    kind = value.get("type")
+    typed = isinstance(kind, str) and kind.lower() in _ROLES
+    serialised = value.get("lc") is not None and isinstance(value.get("kwargs"), Mapping)
+    return typed or serialised or "role" in value or "parts" in value or ("content" in value and "type" not in value)
+
+
+def _message(item: Any) -> Message | None:
+    """One message of a chat input, or None for anything else in the list."""
+    item = _decoded(item)
+    if isinstance(item, str):
+        return ("user", item)  # LangChain takes a bare string in a message list as the user's
+    if _is_pair(item):
+        return (_ROLES[item[0].lower()], _content_text(item[1]) or "")
+    if not isinstance(item, Mapping):
+        return None
+    role: Any = item.get("role")
+    body: Mapping[str, Any] = item
+    if item.get("lc") is not None and isinstance(item.get("kwargs"), Mapping):
+        body = item["kwargs"]
+        ids = item.get("id")
+        role = body.get("type") or (ids[-1] if isinstance(ids, list) and ids else None)
+    elif isinstance(item.get("data"), Mapping) and isinstance(item.get("type"), str):
+        body, role = item["data"], item["type"]
+    elif role is None:
+        role = item.get("type")
+    if isinstance(body.get("role"), str) and str(role).lower() not in _ROLES:
+        role = body["role"]  # LangChain's ChatMessage (type "chat") carries its own role
+    name = _ROLES.get(str(role).lower()) if role is not None else ""  # a bare {"content"}: role unknown
+    if name is None:
+        return None
+    return (name, _content_text(body.get("content", body.get("parts"))) or "")
+
+
+def _content_text(content: Any) -> str | None:
+    """A message's text: ``content`` as a string, or its text parts joined (OpenAI, OTel GenAI, LangChain)."""
     if isinstance(content, str):
-        return content if content.strip() else None
+        return content
     if isinstance(content, list):
-        texts = [
+        return "".join(
             str(part.get("content", part.get("text")))
             for part in content
             if isinstance(part, Mapping)
             and part.get("type", "text") == "text"
             and isinstance(part.get("content", part.get("text")), str)
-        ]
-        joined = "".join(texts)
-        return joined if joined.strip() else None
+        )
     return None
+
+
+def _message_text(message: Mapping[str, Any]) -> str | None:
+    """Text of a chat message, None when blank."""
+    found = _message(message)
+    return found[1] if found is not None and found[1].strip() else None
+
+
+_TOOL_DOCUMENT_PATHS = ("documents", "results", "output")
+"""Where a tool's output object holds its list of documents when ``tool_documents_path`` is not set: a
+retriever's ``documents``, a search API's ``results`` (Tavily's, Brave's shape), a wrapper's ``output``."""
+
+
+def tool_documents(
+    output: Any, options: AdapterOptions, where: str, *, named: bool = False
+) -> tuple[Document, ...] | None:
+    """A tool's output as retrieved documents, or None when it is not a retrieval (docs/traces.md, "Tools").
+
+    The output is read through the ToolMessage that carries it (LangChain's serialised or plain ``{"type": "tool",
+    "content"}``, OpenAI's ``{"role": "tool", "content"}``), JSON text decoded; documents are a list of objects each
+    with a text (LangChain ``Document``, LlamaIndex node, ``{url, title, content}`` search results) at the top or
+    at ``tool_documents_path`` (else the first list among ``documents``, ``results``, ``output``). A tool named in
+    ``retriever_names`` whose output is plain text is one document of that text."""
+    value = _tool_content(_decoded(output))
+    if options.tool_documents_path is not None:
+        value = dig(value, options.tool_documents_path)
+    elif isinstance(value, Mapping):
+        value = next((found for path in _TOOL_DOCUMENT_PATHS if isinstance(found := dig(value, path), list)), value)
+    if isinstance(value, list) and value and all(_is_document(item) for item in value):
+        return tuple(document_from(item, options, f"{where}.{index}") for index, item in enumerate(value))
+    if named and isinstance(value, str) and value.strip():
+        return (Document(id=None, text=value, score=None, where=where),)
+    return None
+
+
+def _tool_content(value: Any) -> Any:
+    """The content of the ToolMessage carrying a tool's output, or the output itself."""
+    if isinstance(value, Mapping):
+        message = value["kwargs"] if value.get("lc") is not None and isinstance(value.get("kwargs"), Mapping) else value
+        if "tool_call_id" in message or message.get("type") == "tool" or message.get("role") == "tool":
+            return _decoded(message.get("content"))
+    return value
+
+
+def _is_document(item: Any) -> bool:
+    item = _decoded(item)
+    if isinstance(item, Mapping) and item.get("lc") is not None and isinstance(item.get("kwargs"), Mapping):
+        item = item["kwargs"]
+    return isinstance(item, Mapping) and any(isinstance(item.get(key), str) for key in DOCUMENT_TEXT_KEYS)
 
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)

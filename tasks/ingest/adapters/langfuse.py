@@ -30,10 +30,12 @@ from ragpulse.tasks.ingest.adapters._model import (
     Document,
     Kind,
     Span,
+    chat_messages,
     dig,
     document_from,
     parse_time,
     text_of,
+    tool_documents,
 )
 
 __all__ = [
@@ -44,7 +46,11 @@ __all__ = [
 ]
 
 MANIFEST_DIR = "manifests"
-_KINDS: dict[str, Kind] = {"GENERATION": "llm", "RETRIEVER": "retriever"}
+_KINDS: dict[str, Kind] = {
+    "GENERATION": "llm", "RETRIEVER": "retriever", "TOOL": "tool", "AGENT": "chain", "CHAIN": "chain",
+}  # fmt: skip
+_QUERY_KEYS = ("query", "q", "search_query", "input")
+"""Where a retriever's or tool's input names its query, before ``question_keys``."""
 DOCUMENTS_PATH = "documents"
 """Where a retriever observation's documents sit when its output is not the list itself (LangChain's callback
 logs the list; an object holding it under ``documents`` is the common custom shape)."""
@@ -83,7 +89,13 @@ def _trace_row(record: Mapping[str, Any], options: AdapterOptions) -> Span:
         question=text_of(record.get("input"), options.question_keys, role="user"),
         answer=text_of(record.get("output"), options.answer_keys, role="assistant"),
         metadata={**_metadata(record), **extra},
+        messages=chat_messages(record.get("input")),
+        session_id=_session(record.get("session_id")),
     )
+
+
+def _session(value: Any) -> str | None:
+    return str(value) if isinstance(value, str | int) and not isinstance(value, bool) and value != "" else None
 
 
 def _observation(record: Mapping[str, Any], options: AdapterOptions) -> Span:
@@ -95,12 +107,24 @@ def _observation(record: Mapping[str, Any], options: AdapterOptions) -> Span:
     name = str(record.get("name") or "")
     parent = record.get("parent_observation_id") or None  # observations_v2 writes "" for a root
     kind: Kind = _KINDS.get(str(record.get("type")).upper(), "chain" if parent is None else "other")
-    if name in options.retriever_names:
+    if name in options.retriever_names and kind != "tool":
         kind = "retriever"
     inputs, output = dig(record.get("input"), ""), dig(record.get("output"), "")  # JSON text decoded once
-    question = None
-    if parent is None or kind in ("retriever", "llm"):
-        question = text_of(inputs, options.question_keys, role="user")
+    question = messages = query = documents = None
+    if parent is None or kind == "chain":
+        question, messages = text_of(inputs, options.question_keys, role="user"), chat_messages(inputs)
+    elif kind == "llm":
+        messages = chat_messages(inputs)
+    if kind in ("retriever", "tool"):
+        query = text_of(inputs, (*_QUERY_KEYS, *options.question_keys), role="user")
+    if kind == "retriever":
+        documents = _documents(output, observation_id, trace_id, options)
+    elif kind == "tool":
+        where = f"observation {observation_id} output"
+        documents = tool_documents(output, options, where, named=name in options.retriever_names)
+    error = None
+    if str(record.get("level") or "").upper() == "ERROR":
+        error = str(record.get("status_message") or "error")
     return Span(
         trace_id=trace_id,
         span_id=observation_id,
@@ -110,10 +134,15 @@ def _observation(record: Mapping[str, Any], options: AdapterOptions) -> Span:
         start=parse_time(record.get("start_time"), trace_id=trace_id, field=f"observation {observation_id} start_time"),
         question=question,
         answer=text_of(output, options.answer_keys, role="assistant") if parent is None or kind == "llm" else None,
-        documents=_documents(output, observation_id, trace_id, options) if kind == "retriever" else None,
+        documents=documents,
         model=_model(record) if kind == "llm" else None,
         tokens=_tokens(record) if kind == "llm" else {},
         metadata=_trace_context(record) if parent is None else {},
+        messages=messages,
+        query=query,
+        arguments=inputs if kind == "tool" else None,
+        error=error,
+        session_id=_session(record.get("session_id")),
     )
 
 

@@ -21,10 +21,12 @@ from ragpulse.tasks.ingest.adapters._model import (
     Document,
     Kind,
     Span,
+    chat_messages,
     dig,
     document_from,
     parse_time,
     text_of,
+    tool_documents,
 )
 
 __all__ = [
@@ -35,7 +37,9 @@ __all__ = [
     "spans",
 ]
 
-_KINDS: dict[str, Kind] = {"retriever": "retriever", "llm": "llm", "chain": "chain"}
+_KINDS: dict[str, Kind] = {"retriever": "retriever", "llm": "llm", "chain": "chain", "tool": "tool"}
+_QUERY_KEYS = ("query", "q", "search_query", "input")
+"""Where a retriever's or tool's inputs name its query, before ``question_keys``."""
 
 ANSWER_PATHS = (
     "outputs",  # a JS @traceable function's returned string
@@ -78,11 +82,25 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
     parent = _id(record.get("parent_run_id"))
     name = str(record.get("name") or "")
     kind = _KINDS.get(str(record.get("run_type")), "other")
-    if name in options.retriever_names:
+    if name in options.retriever_names and kind != "tool":
         kind = "retriever"
     # Bulk exports hold inputs, outputs and extra as JSON text: decoded once here, not by every look-up below.
     run = {**record, **{key: dig(record.get(key), "") for key in ("inputs", "outputs", "extra")}}
     inputs, outputs = run["inputs"], run["outputs"]
+    question = messages = query = documents = None
+    if parent is None or kind == "chain":
+        question, messages = _question(inputs, options), chat_messages(inputs)
+    elif kind == "llm":
+        messages = chat_messages(inputs)
+    if kind in ("retriever", "tool"):
+        query = text_of(inputs, (*_QUERY_KEYS, *options.question_keys), role="user")
+    if kind == "retriever":
+        documents = _documents(outputs, run_id, trace_id, options)
+    elif kind == "tool":
+        output = dig(outputs, "output") if isinstance(outputs, Mapping) and "output" in outputs else outputs
+        where = f"run {run_id} outputs.output"
+        documents = tool_documents(output, options, where, named=name in options.retriever_names)
+    error = record.get("error")
     yield Span(
         trace_id=trace_id,
         span_id=run_id,
@@ -90,13 +108,24 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
         kind=kind,
         name=name,
         start=parse_time(record.get("start_time"), trace_id=trace_id, field=f"run {run_id} start_time"),
-        question=_question(inputs, options) if parent is None or kind == "retriever" else None,
+        question=question,
         answer=_answer(outputs, options) if parent is None or kind == "llm" else None,
-        documents=_documents(outputs, run_id, trace_id, options) if kind == "retriever" else None,
+        documents=documents,
         model=_model(run["extra"]) if kind == "llm" else None,
         tokens=_tokens(run) if kind == "llm" else {},
         metadata=_root_metadata(run) if parent is None else {},
+        messages=messages,
+        query=query,
+        arguments=_tool_arguments(inputs) if kind == "tool" else None,
+        error=str(error) if isinstance(error, str) and error else None,
     )
+
+
+def _tool_arguments(inputs: Any) -> Any:
+    """A tool run's arguments: LangChain logs the call's input under ``input`` (JSON text or a string)."""
+    if isinstance(inputs, Mapping) and set(inputs) == {"input"}:
+        return dig(inputs["input"], "")
+    return inputs
 
 
 def _id(value: Any) -> str | None:
@@ -195,7 +224,11 @@ def _root_metadata(record: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(metadata, Mapping)
         else {}
     )
-    for key in ("name", "session_id", "tags"):
+    for key in ("name", "tags"):
         if record.get(key) not in (None, "", []):
             out.setdefault(key, record[key])
+    # A run's ``session_id`` is its tracing project, not a conversation: threads are named in metadata
+    # (CONVERSATION_KEYS), which assembly reads.
+    if record.get("session_id") not in (None, ""):
+        out.setdefault("project_id", str(record["session_id"]))
     return out

@@ -19,11 +19,25 @@ from typing import Any
 
 from ragpulse.metrics.errors import InvalidRecordError
 from ragpulse.tasks.ingest import limits
-from ragpulse.tasks.ingest.adapters._model import AdapterOptions, Document, Kind, Span, dig, parse_time, text_of
+from ragpulse.tasks.ingest.adapters._model import (
+    AdapterOptions,
+    Document,
+    Kind,
+    Message,
+    Span,
+    chat_messages,
+    dig,
+    parse_time,
+    text_of,
+    tool_documents,
+)
 
 __all__ = ["flatten_attributes", "spans"]
 
-_KINDS: dict[str, Kind] = {"CHAIN": "chain", "RETRIEVER": "retriever", "RERANKER": "reranker", "LLM": "llm"}
+_KINDS: dict[str, Kind] = {
+    "CHAIN": "chain", "AGENT": "chain", "RETRIEVER": "retriever", "RERANKER": "reranker", "LLM": "llm", "TOOL": "tool",
+}  # fmt: skip
+_MESSAGE = re.compile(r"^llm\.input_messages\.(?P<i>\d+)\.message\.(?P<field>role|content)$")
 _DOCUMENT = re.compile(r"^(?P<i>\d+)\.document\.(?P<field>.+)$")
 _METADATA_ID_KEYS = ("id", "document_id", "doc_id")
 _METADATA_SCORE_KEYS = ("score", "relevance_score", "_score")
@@ -46,19 +60,35 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
     kind = _KINDS.get(str(raw_kind).upper(), "other")
     parent = record.get("parent_id", record.get("parent_span_id"))
     is_root = not parent
+    name = (
+        str(attributes.get("tool.name") or record.get("name") or "")
+        if kind == "tool"
+        else str(record.get("name") or "")
+    )
+    if kind == "tool" and name in options.retriever_names:
+        kind = "retriever" if _documents(attributes, "retrieval.documents", span_id) else kind
+    inputs, output = attributes.get("input.value"), attributes.get("output.value")
     documents = None
     if kind == "retriever":
         documents = _documents(attributes, "retrieval.documents", span_id)
     elif kind == "reranker":
         documents = _documents(attributes, "reranker.output_documents", span_id)
+    elif kind == "tool":
+        named = name in options.retriever_names
+        documents = tool_documents(output, options, f"span {span_id} output.value", named=named)
     if kind == "retriever" and documents and any(doc.id is None for doc in documents):
-        documents = _with_output_ids(documents, attributes.get("output.value"))
-    question = None
-    if is_root or kind == "retriever":
-        question = text_of(attributes.get("input.value"), options.question_keys, role="user")
+        documents = _with_output_ids(documents, output)
+    question = messages = query = None
+    if is_root or kind == "chain":
+        question = text_of(inputs, options.question_keys, role="user")
+        messages = chat_messages(inputs)
+    elif kind == "llm":
+        messages = _input_messages(attributes) or chat_messages(inputs)
+    elif kind in ("retriever", "tool"):
+        query = text_of(inputs, (*_QUERY_KEYS, *options.question_keys), role="user")
     answer = None
     if is_root or kind == "llm":
-        answer = text_of(attributes.get("output.value"), options.answer_keys, role="assistant")
+        answer = text_of(output, options.answer_keys, role="assistant")
         if answer is None and kind == "llm":
             answer = _last_output_message(attributes)
     tokens = {
@@ -66,12 +96,16 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
         for name in ("prompt", "completion", "total")
         if isinstance(count := attributes.get(f"llm.token_count.{name}"), int | float) and math.isfinite(count)
     }  # Phoenix's server dataframe holds the counts as floats, NaN where a span has none
+    error = None
+    if str(record.get("status_code") or "").upper() == "ERROR":
+        error = str(record.get("status_message") or "error")
+    session = attributes.get("session.id")
     yield Span(
         trace_id=trace_id,
         span_id=span_id,
         parent_id=str(parent) if parent else None,
         kind=kind,
-        name=str(record.get("name") or ""),
+        name=name,
         start=parse_time(record.get("start_time"), trace_id=trace_id, field="start_time"),
         question=question,
         answer=answer,
@@ -79,7 +113,26 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
         model=attributes.get("llm.model_name") if kind == "llm" else None,
         tokens=tokens,
         metadata=_root_metadata(attributes) if is_root else {},
+        messages=messages,
+        query=query,
+        arguments=dig(inputs, "") if kind == "tool" else None,
+        error=error,
+        session_id=str(session) if isinstance(session, str | int) and session != "" else None,
     )
+
+
+_QUERY_KEYS = ("query", "q", "search_query", "input")
+"""Where a retriever's or tool's input names its query, before ``question_keys``."""
+
+
+def _input_messages(attributes: Mapping[str, Any]) -> tuple[Message, ...] | None:
+    """An LLM span's ``llm.input_messages.<i>.message.{role,content}`` as messages (tool outputs included)."""
+    found: dict[int, dict[str, Any]] = {}
+    for key, value in attributes.items():
+        if match := _MESSAGE.match(key):
+            found.setdefault(int(match["i"]), {})[match["field"]] = value
+    listed = [{"role": m.get("role"), "content": m.get("content") or ""} for _, m in sorted(found.items())]
+    return chat_messages(listed) if listed else None
 
 
 def flatten_attributes(record: Mapping[str, Any]) -> dict[str, Any]:

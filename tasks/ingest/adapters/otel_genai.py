@@ -25,19 +25,29 @@ from typing import Any
 
 from ragpulse.metrics.errors import InvalidRecordError
 from ragpulse.tasks.ingest.adapters._model import (
+    CONVERSATION_KEYS,
     AdapterOptions,
     Document,
     Kind,
+    Message,
     Span,
+    chat_messages,
     dig,
     document_from,
     parse_time,
     text_of,
+    tool_documents,
 )
 
 __all__ = ["any_value", "spans"]
 
 _LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+_RETRIEVAL_OPERATIONS = frozenset({"retrieval", "vector_db_retrieve"})
+"""``retrieval`` (GenAI conventions); ``vector_db_retrieve``: OpenLLMetry's retriever spans."""
+_AGENT_OPERATIONS = frozenset({"invoke_agent", "create_agent", "invoke_workflow"})
+_TRACELOOP_KINDS: dict[str, Kind] = {"workflow": "chain", "agent": "chain", "task": "chain", "tool": "tool"}
+"""OpenLLMetry's ``traceloop.span.kind`` (its entity spans carry ``traceloop.entity.input``/``output``)."""
+_QUERY_KEYS = ("query", "q", "search_query", "input")
 _OTHER_SIGNALS = ("resourceMetrics", "resourceProfiles")
 _DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 _INDEXED = re.compile(r"^gen_ai\.(prompt|completion)\.(\d+)\.(content|role)$")
@@ -75,18 +85,51 @@ def _span(span: Mapping[str, Any], resource: Mapping[str, Any], where: str, opti
     attributes = _attributes(span.get("attributes"))
     operation = attributes.get("gen_ai.operation.name")
     parent = _hex_id(span.get("parentSpanId"), 8)
+    name = str(span.get("name") or "")
+    traceloop_kind = _TRACELOOP_KINDS.get(str(attributes.get("traceloop.span.kind")))
     kind: Kind = (
-        "retriever" if operation == "retrieval" or "gen_ai.retrieval.documents" in attributes
-        else "llm" if operation in _LLM_OPERATIONS else "chain" if not parent else "other"
+        "retriever" if operation in _RETRIEVAL_OPERATIONS or "gen_ai.retrieval.documents" in attributes
+        else "llm" if operation in _LLM_OPERATIONS
+        else "tool" if operation == "execute_tool" or traceloop_kind == "tool"
+        else "chain" if operation in _AGENT_OPERATIONS or traceloop_kind is not None or not parent
+        else "other"
     )  # fmt: skip
+    entity_input = dig(attributes.get("traceloop.entity.input"), "")
+    entity_output = dig(attributes.get("traceloop.entity.output"), "")
+    if isinstance(entity_input, Mapping) and "inputs" in entity_input:
+        entity_input = dig(entity_input, "inputs")  # OpenLLMetry's LangChain spans wrap a run's inputs
+    if isinstance(entity_output, Mapping) and "outputs" in entity_output:
+        entity_output = dig(entity_output, "outputs")
+    tool_name = attributes.get("gen_ai.tool.name")
+    if kind == "tool" and isinstance(tool_name, str) and tool_name:
+        name = tool_name
     documents = None
     if kind == "retriever":
         documents = _documents(attributes, trace_id, span_id, options)
-    question, answer = _content(attributes, None, None, options)
+        if not documents and entity_output is not None:
+            documents = tool_documents(entity_output, options, f"span {span_id} traceloop.entity.output")
+        documents = documents or ()
+    elif kind == "tool":
+        result = attributes.get("gen_ai.tool.call.result", entity_output)
+        documents = tool_documents(
+            result, options, f"span {span_id} tool result", named=name in options.retriever_names
+        )
+    question, answer, messages = _content(attributes, None, None, options)
     for event in span.get("events") or []:
-        if isinstance(event, Mapping) and (question is None or answer is None):
+        if isinstance(event, Mapping) and (question is None or answer is None or messages is None):
             found = _content(_attributes(event.get("attributes")), event.get("name"), None, options)
-            question, answer = question or found[0], answer or found[1]
+            question, answer, messages = question or found[0], answer or found[1], messages or found[2]
+    query = None
+    if kind in ("retriever", "tool"):
+        query = question or text_of(
+            attributes.get("gen_ai.tool.call.arguments", entity_input), (*_QUERY_KEYS, *options.question_keys)
+        )
+        question = None
+    elif kind == "chain" and entity_input is not None:
+        question = question or text_of(entity_input, options.question_keys, role="user")
+        messages = messages or chat_messages(entity_input)
+    if kind == "chain" and answer is None and entity_output is not None and not parent:
+        answer = text_of(entity_output, options.answer_keys, role="assistant")
     tokens = {
         name: int(attributes[f"gen_ai.usage.{name}_tokens"])
         for name in ("input", "output")
@@ -94,34 +137,57 @@ def _span(span: Mapping[str, Any], resource: Mapping[str, Any], where: str, opti
     }
     metadata: dict[str, Any] = {}
     if not parent:
-        for key, name in (("service.name", "service_name"), ("deployment.environment", "environment")):
+        for key, label in (("service.name", "service_name"), ("deployment.environment", "environment")):
             if resource.get(key) is not None:
-                metadata[name] = resource[key]
-        if attributes.get("gen_ai.conversation.id") is not None:
-            metadata["conversation_id"] = attributes["gen_ai.conversation.id"]
+                metadata[label] = resource[key]
+    session = attributes.get("gen_ai.conversation.id") or attributes.get("session.id")
+    for key, value in attributes.items():
+        if (
+            session is None
+            and key.startswith("traceloop.association.properties.")
+            and key.rsplit(".", 1)[1] in (CONVERSATION_KEYS)
+        ):
+            session = value
+    if not parent and session is not None:
+        metadata["conversation_id"] = session
+    status = span.get("status") if isinstance(span.get("status"), Mapping) else {}
+    error = None
+    if status.get("code") in (2, "STATUS_CODE_ERROR", "ERROR"):
+        error = str(status.get("message") or attributes.get("error.type") or "error")
     model = attributes.get("gen_ai.response.model") or attributes.get("gen_ai.request.model")
     return Span(
         trace_id=trace_id,
         span_id=span_id,
         parent_id=parent,
         kind=kind,
-        name=str(span.get("name") or ""),
+        name=name,
         start=parse_time(span.get("startTimeUnixNano"), trace_id=trace_id, field=f"{where}.startTimeUnixNano"),
-        question=question,
+        question=question if kind != "llm" else None,
         answer=answer,
         documents=documents,
         model=model if kind == "llm" and isinstance(model, str) else None,
         tokens=tokens,
         metadata=metadata,
+        messages=messages,
+        query=query,
+        arguments=dig(attributes.get("gen_ai.tool.call.arguments", entity_input), "") if kind == "tool" else None,
+        error=error,
+        session_id=str(session) if isinstance(session, str | int) and session != "" else None,
     )
 
 
 def _content(
     attributes: Mapping[str, Any], event: Any, body: Any, options: AdapterOptions
-) -> tuple[str | None, str | None]:
-    """Question and answer of a span, span event or log event, each from the first place that has one:
-    current attributes, the deprecated ones, their indexed form, then the event body of the v1.28-1.36
-    log events (``gen_ai.user.message`` body ``{content}``, ``gen_ai.choice`` body ``{message: {content}}``)."""
+) -> tuple[str | None, str | None, tuple[Message, ...] | None]:
+    """Question (a retrieval's query text, else a user message), answer and input messages of a span, span event or
+    log event, each from the first place that has one: current attributes, the deprecated ones, their indexed form,
+    then the event body of the v1.28-1.36 log events (``gen_ai.user.message`` body ``{content}``, ``gen_ai.choice``
+    body ``{message: {content}}``)."""
+    messages = (
+        chat_messages(attributes.get("gen_ai.input.messages"))
+        or chat_messages(attributes.get("gen_ai.prompt"))
+        or _indexed_messages(attributes, "prompt")
+    )
     question = attributes.get("gen_ai.retrieval.query.text")
     if not isinstance(question, str) or not question.strip():
         question = (
@@ -130,13 +196,25 @@ def _content(
             or _indexed(attributes, "prompt", "user")
             or (text_of(body, options.question_keys) if event == "gen_ai.user.message" else None)
         )
+        if messages is None and event == "gen_ai.user.message" and question is not None:
+            messages = (("user", question),)
     answer = (
         text_of(attributes.get("gen_ai.output.messages"), options.answer_keys, role="assistant")
         or text_of(attributes.get("gen_ai.completion"), options.answer_keys, role="assistant")
         or _indexed(attributes, "completion", "assistant")
         or (text_of(dig(body, "message"), options.answer_keys) if event == "gen_ai.choice" else None)
     )
-    return question, answer
+    return question, answer, messages
+
+
+def _indexed_messages(attributes: Mapping[str, Any], kind: str) -> tuple[Message, ...] | None:
+    """``gen_ai.<kind>.<i>.{role,content}`` (OpenLLMetry) as messages, in index order."""
+    messages: dict[int, dict[str, Any]] = {}
+    for key, value in attributes.items():
+        if (match := _INDEXED.match(key)) and match[1] == kind:
+            messages.setdefault(int(match[2]), {})[match[3]] = value
+    listed = [{"role": m.get("role") or "user", "content": m.get("content") or ""} for _, m in sorted(messages.items())]
+    return chat_messages(listed) if listed else None
 
 
 def _indexed(attributes: Mapping[str, Any], kind: str, role: str) -> str | None:
@@ -205,16 +283,17 @@ def _log_spans(resource_logs: list[Any], options: AdapterOptions) -> Iterator[Sp
                 except InvalidRecordError as exc:
                     yield exc
                     continue
-                question, answer = _content(attributes, event, any_value(log.get("body")), options)
+                _, answer, messages = _content(attributes, event, any_value(log.get("body")), options)
                 yield Span(
                     trace_id=trace_id,
                     span_id=f"{span_id}:{event}@{time}",
                     parent_id=span_id,
-                    kind="llm" if answer else "other",
+                    kind="llm" if answer or messages else "other",
                     name=event,
                     start=start,
-                    question=question,
+                    question=None,
                     answer=answer,
+                    messages=messages,
                 )
 
 

@@ -83,6 +83,7 @@ def test_export_becomes_traces_deduplicated_across_windows(export: Path, stager:
     ]
     assert lf1["metadata"]["source"] == {
         "format": "langfuse", "trace_id": "lf-1", "root_span_id": "trace:lf-1", "retriever_span_ids": ["o-1r"],
+        "contexts_from": "all_steps",  # no LLM call logged its input
     }  # fmt: skip
     assert lf1["metadata"]["token_counts"] == {"input": 512, "output": 12, "total": 524}
     assert [c["id"] for c in rows["lf-2"]["contexts"]] == ["d-exp", "faq-exp"]  # two retrievers, one copy each
@@ -92,7 +93,7 @@ def test_export_becomes_traces_deduplicated_across_windows(export: Path, stager:
 
 def test_broken_traces_are_quarantined_naming_trace_and_field(export: Path, stager: Callable[..., Staged]) -> None:
     staged, _ = stager(export, "langfuse", partitioning="event-time")
-    assert quarantined(staged) == {("lf-5", "observation o-5r output.0.id"), ("lf-6", "root span")}
+    assert quarantined(staged) == {("lf-5", "observation o-5r output.0.id"), ("lf-6", "question")}
     reasons = {q.trace_id: q.reason for q in staged.quarantined}
     assert "neither" in reasons["lf-5"] and "o-6-missing-parent" in reasons["lf-6"]
 

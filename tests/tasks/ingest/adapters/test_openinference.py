@@ -27,6 +27,7 @@ def test_fixture_day_becomes_canonical_traces_with_source_ids(stager: Callable[.
     assert [(c["id"], c["score"]) for c in t1["contexts"]] == [("doc-fr", 0.91), ("doc-de", 0.42), ("17", 0.3)]
     assert t1["metadata"]["source"] == {
         "format": "openinference", "trace_id": "oi-t1", "root_span_id": "s1-root", "retriever_span_ids": ["s1-ret"],
+        "contexts_from": "all_steps",  # no LLM call logged its input
     }  # fmt: skip
     assert t1["metadata"]["model"] == "gpt-4o-mini"
     assert t1["metadata"]["token_counts"] == {"prompt": 412, "completion": 9, "total": 421}
