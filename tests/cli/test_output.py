@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -12,6 +13,7 @@ import typer
 from ragpulse.cli.output import (
     ExitCode,
     fail,
+    outcome_exit,
     print_alerts,
     print_drift,
     print_verdicts,
@@ -28,6 +30,7 @@ from ragpulse.tasks.core.exceptions import (
 )
 from ragpulse.tasks.core.storage import NoTraceFilesError
 from ragpulse.tasks.quality.tasks import OutputValidationError
+from ragpulse.tasks.reporting.run_summary import MetricSummary, RunSummary
 
 DAY = dt.date(2026, 6, 3)
 
@@ -57,6 +60,38 @@ def test_an_error_is_one_line_whatever_its_length_or_brackets(capsys: pytest.Cap
     assert isinstance(exit_, typer.Exit) and exit_.exit_code == 2
     lines = capsys.readouterr().err.splitlines()
     assert lines == [f"error: {message} second line"]
+
+
+def test_every_exit_code_is_in_the_documented_table() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
+    section = doc.split("## 8. Exit codes", 1)[1].split("\n## ", 1)[0]
+    assert [int(code) for code in re.findall(r"^\| (\d+) \|", section, re.M)] == [int(c) for c in ExitCode]
+
+
+def _run_summary(n_ok: int, gaps: list[str]) -> RunSummary:
+    metric = MetricSummary("answer_f1", "1.0.0", 4, n_ok, n_ok / 4, float("nan"), 0.0, 0.0, 0.0, {"no_reference": 4})
+    return RunSummary(
+        run_id="r", partition_date=DAY, warehouse="duckdb:///w", n_records=4, n_traces=4, n_quarantined=0,
+        n_batches=1, n_batches_cached=0, metrics=[metric], quarantine_reasons={}, gaps=gaps,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("n_ok", "gaps", "code", "warned"),
+    [
+        (0, ["no_references", "no_judge"], ExitCode.NOTHING_SCORED, "nothing scored: 0 ok scores of 4"),
+        (2, ["no_contexts"], None, "no trace of 4 has contexts"),  # scored something: warned, exit 0
+        (2, ["no_judge"], None, None),
+    ],
+)
+def test_a_day_that_scored_nothing_exits_4_and_warns(
+    capsys: pytest.CaptureFixture[str], n_ok: int, gaps: list[str], code: ExitCode | None, warned: str | None
+) -> None:
+    exit_ = outcome_exit(_run_summary(n_ok, gaps))
+    assert (exit_.exit_code if exit_ is not None else None) == code
+    err = " ".join(capsys.readouterr().err.split())
+    assert (warned in err) if warned else err == ""
+    assert err.startswith(f"warning: dt={DAY}: ") or not warned
 
 
 def _drift_warehouse(tmp_path: Path, **values: object) -> str:

@@ -262,7 +262,8 @@ def test_the_run_artifact_shows_every_value_as_stored(value: str) -> None:
     plain = render(run_markdown(_summary("plain"), _validations("plain")))
     assert page.tags == plain.tags
     assert page.text.replace(shown(value), "plain") == plain.text
-    assert page.cells.count(shown(value)) == 4  # the judge usage's metric; the check's suite, expectation, column
+    assert page.cells.count(shown(value)) == 5  # the metrics table's and the judge usage's metric; the check's suite,
+    # expectation, column
     assert f"question: {shown(value)}" in page.cells
 
 

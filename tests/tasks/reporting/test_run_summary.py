@@ -1,10 +1,21 @@
-"""How the run summary groups quarantine reasons: by kind, with the record's own details cut, and commas kept."""
+"""The run summary: quarantine reasons grouped by kind (the record's own details cut, commas kept), and the run's
+outcome, which tells a day that scored nothing from one that scored, naming why."""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
+import pickle
+
+import numpy as np
+import pyarrow as pa
 import pytest
 
-from ragpulse.tasks.reporting.run_summary import _reason_kind
+from ragpulse.metrics import REGISTRY, Status
+from ragpulse.metrics.errors import RagpulseError
+from ragpulse.tasks.core.types import PartitionScores, RunInfo
+from ragpulse.tasks.reporting.run_summary import NothingScoredError, _reason_kind, summarize
+from ragpulse.tasks.reporting.staged_facts import StagedFacts, facts_of
 
 LOOKED_IN = "no question in the langsmith trace (looked in the root run's inputs, or a retriever run's inputs)"
 
@@ -27,3 +38,130 @@ LOOKED_IN = "no question in the langsmith trace (looked in the root run's inputs
 )
 def test_reasons_are_grouped_by_kind(reason: str, kind: str) -> None:
     assert _reason_kind(reason) == kind
+
+
+# The run's outcome: a day whose traces gave no ok score is ``nothing_scored``, with why and what would apply.
+
+DAY = dt.date(2026, 3, 2)
+RANKING, ANSWERS = "document_mrr", "answer_f1"
+
+
+def _scores(per_metric: dict[str, list[str | None]]) -> PartitionScores:
+    """Scores of a day whose traces got, per metric, ``None`` (ok, value 0.5) or a not-ok reason."""
+    n = len(next(iter(per_metric.values())))
+    values, status, reasons = {}, {}, {}
+    for metric, given in per_metric.items():
+        ok = np.array([r is None for r in given])
+        values[metric] = np.where(ok, 0.5, np.nan)
+        status[metric] = np.where(ok, Status.OK, Status.NOT_APPLICABLE).astype(np.int8)
+        reasons[metric] = np.array(given, dtype=object)
+    return PartitionScores(
+        date=DAY, trace_ids=np.array([f"t{i}" for i in range(n)], dtype=object), values=values, status=status,
+        reasons=reasons, versions=dict.fromkeys(per_metric, "1.0.0"), quarantined=[], n_records=n, n_files=1,
+        n_batches=1,
+    )  # fmt: skip
+
+
+def _run(judge_model: str | None = None, skipped: list[str] | None = None) -> RunInfo:
+    judge = {"model": judge_model, "judge_model": judge_model, "skipped": skipped or []}
+    return RunInfo("run-1", "file:///t", "h", {"judge": judge}, dt.datetime(2026, 3, 3, tzinfo=dt.UTC))
+
+
+UNLABELLED = {RANKING: ["no_relevance_labels"] * 3, ANSWERS: ["no_reference"] * 3}
+NO_DATA = StagedFacts(n_traces=3, with_contexts=3, with_answers=3, with_labels=0, with_references=0)
+
+
+def test_no_ok_score_is_nothing_scored_with_why_and_what_would_apply() -> None:
+    summary = summarize(_scores(UNLABELLED), _run(skipped=["faithfulness"]), "duckdb:///w.duckdb", 0, staged=NO_DATA)
+    assert summary.outcome == "nothing_scored"
+    assert summary.gaps == ["no_labels", "no_references", "no_judge"]
+    assert summary.would_apply == ["context_relevance", "faithfulness", "answer_relevancy"]
+    assert [(m.metric, m.coverage) for m in summary.metrics] == [(RANKING, 0.0), (ANSWERS, 0.0)]
+    assert summary.warning == (
+        "dt=2026-03-02: nothing scored: 0 ok scores of 6 (2 metric(s) x 3 trace(s)); not ok: "
+        "no_relevance_labels (3), no_reference (3); skipped: faithfulness; why: no relevance labels, no reference "
+        "answers, no judge configured; would apply: context_relevance, faithfulness, answer_relevancy with a judge "
+        "configured (RAGPULSE_JUDGE_MODEL)."
+    )
+    data = summary.to_dict()
+    assert (data["outcome"], data["warning"], data["gaps"]) == ("nothing_scored", summary.warning, summary.gaps)
+    assert [m["coverage"] for m in data["metrics"]] == [0.0, 0.0]  # type: ignore[index]
+    # Published before with the same content: still a day that scored nothing, not a quiet "unchanged".
+    again = summarize(_scores(UNLABELLED), _run(), "duckdb:///w.duckdb", 1, unchanged_since="run-0", staged=NO_DATA)
+    assert again.outcome == "nothing_scored"
+
+
+def test_one_ok_score_is_scored_and_failed_scores_score_nothing() -> None:
+    partly = {RANKING: ["no_relevance_labels"] * 3, ANSWERS: ["no_reference", None, "no_reference"]}
+    summary = summarize(_scores(partly), _run("m"), "duckdb:///w.duckdb", 0, staged=NO_DATA)
+    assert (summary.outcome, summary.warning) == ("scored", None)
+    assert summary.metrics[1].coverage == pytest.approx(1 / 3)
+    # Judge calls that all failed: nothing scored, and the warning gives the reasons though no data is missing.
+    failed = summarize(_scores({"faithfulness": ["rate_limited_after_6_retries"] * 2}), _run("m"), "duckdb:///w", 0)
+    assert failed.outcome == "nothing_scored" and failed.gaps == []
+    assert failed.warning is not None and "not ok: rate_limited_after_6_retries (2)" in failed.warning
+    # Every metric requested was skipped (no judge): nothing was computed, so nothing scored.
+    none = dataclasses.replace(_scores(UNLABELLED), values={}, status={}, reasons={}, versions={})
+    skipped = summarize(none, _run(skipped=["faithfulness"]), "duckdb:///w.duckdb", 0, staged=NO_DATA)
+    assert skipped.outcome == "nothing_scored"
+    assert (
+        skipped.warning is not None and "0 ok scores of 0 (0 metric(s) x 3 trace(s)); skipped: faith" in skipped.warning
+    )
+
+
+def test_traces_without_contexts_warn_though_answers_scored() -> None:
+    answers_only = {RANKING: ["no_relevance_labels"] * 2, ANSWERS: [None, None]}
+    facts = StagedFacts(n_traces=2, with_contexts=0, with_answers=2, with_labels=0, with_references=2)
+    summary = summarize(_scores(answers_only), _run("m"), "duckdb:///w.duckdb", 0, staged=facts)
+    assert summary.outcome == "scored"
+    assert summary.gaps == ["no_labels", "no_contexts"]
+    assert summary.would_apply == ["answer_relevancy"]
+    assert summary.warning == (
+        "dt=2026-03-02: no trace of 2 has contexts: ranking and context metrics cannot score; why: no relevance "
+        "labels, no contexts (no retrieval spans recognised); would apply: answer_relevancy if asked for (--metrics)."
+    )
+
+
+def test_without_staged_counts_the_gaps_come_from_reasons_every_score_gives() -> None:
+    given = {RANKING: ["no_relevance_labels"] * 2, "faithfulness": ["no_contexts", "no_answer"]}
+    summary = summarize(_scores(given), _run("m"), "duckdb:///w.duckdb", 0)
+    assert summary.gaps == ["no_labels"]  # one trace lacks an answer: not every trace lacks contexts
+    assert summary.would_apply == []
+
+
+def test_agent_metrics_apply_to_traces_with_steps_once_registered() -> None:
+    facts = StagedFacts(3, 0, 3, 0, 0, with_steps=3, with_tool_calls=1)
+    summary = summarize(_scores(UNLABELLED), _run(), "duckdb:///w.duckdb", 0, staged=facts)
+    registered = [name for name in ("retrieval_steps", "repeated_queries", "tool_errors") if name in REGISTRY]
+    assert summary.would_apply == ["answer_relevancy", *registered]
+    none = summarize(_scores(UNLABELLED), _run(), "duckdb:///w", 0, staged=StagedFacts(3, 0, 3, 0, 0, 0, None))
+    assert none.would_apply == ["answer_relevancy"]
+
+
+def test_nothing_scored_error_carries_the_summary_through_pickling() -> None:
+    summary = summarize(_scores(UNLABELLED), _run(), "duckdb:///w.duckdb", 0, staged=NO_DATA)
+    error = pickle.loads(pickle.dumps(NothingScoredError(summary)))
+    assert isinstance(error, RagpulseError) and repr(error.summary) == repr(summary)  # NaN means: no ==
+    assert str(error) == summary.warning
+
+
+def test_staged_facts_count_each_scored_trace_once() -> None:
+    rows = [
+        {"trace_id": "a", "contexts": [{"id": "d1"}], "answer": "東京です。", "reference": None,
+         "reference_answers": None, "relevant_context_ids": None, "relevant_contexts": None, "steps": [],
+         "tool_calls": None},
+        # A repeated id: its first row is the one counted.
+        {"trace_id": "a", "contexts": [], "answer": None, "reference": "x", "reference_answers": None,
+         "relevant_context_ids": [], "relevant_contexts": None, "steps": None, "tool_calls": []},
+        {"trace_id": "b", "contexts": [], "answer": "", "reference": None, "reference_answers": ["北京"],
+         "relevant_context_ids": None, "relevant_contexts": [], "steps": None, "tool_calls": [{"name": "search"}]},
+        # Not scored (excluded by the input suite): not counted.
+        {"trace_id": "c", "contexts": [{"id": "d2"}], "answer": "a", "reference": "r", "reference_answers": None,
+         "relevant_context_ids": [{"key": "d2", "gain": 1.0}], "relevant_contexts": None, "steps": None,
+         "tool_calls": None},
+    ]  # fmt: skip
+    facts = facts_of(pa.Table.from_pylist(rows), ["a", "b"], ["steps", "tool_calls"])
+    assert facts == StagedFacts(
+        n_traces=2, with_contexts=1, with_answers=1, with_labels=1, with_references=1, with_steps=1, with_tool_calls=1
+    )
+    assert facts_of(pa.Table.from_pylist(rows), ["a"]).with_steps is None
