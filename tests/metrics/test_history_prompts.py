@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 from ragpulse.metrics import Status
 from ragpulse.metrics._prompting import DATA_RULE, HISTORY_RULE
+from ragpulse.metrics.agent_goal_accuracy import COMPARE_INSTRUCTIONS, GOAL_INSTRUCTIONS
 from ragpulse.metrics.answer_correctness import AnswerCorrectness
 from ragpulse.metrics.answer_relevancy import AnswerRelevancy
 from ragpulse.metrics.context_precision import ContextPrecision
-from ragpulse.metrics.context_relevance import ContextRelevance
+from ragpulse.metrics.context_relevance import STEPS_INSTRUCTIONS, ContextRelevance
 from ragpulse.metrics.faithfulness import Faithfulness
 from ragpulse.metrics.judge import JudgeCallError, JudgeMetric, JudgeRequest
 from tests.doubles.fake_judge import FakeEmbedder, FakeJudge, reply, run, traces
@@ -146,3 +148,9 @@ def test_answer_correctness_sends_no_history() -> None:
     assert (outcome.status, outcome.reason) == (Status.FAILED, "judge_unavailable")
     assert judge.steps() == [("answer_statements", "statements"), ("answer_correctness", "classify")]
     assert _digest(judge.requests[0]) == PINNED["answer_statements", "statements"]
+
+
+def test_docs_quote_the_new_prompts_verbatim() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text(encoding="utf-8")
+    for prompt in (HISTORY_RULE, STEPS_INSTRUCTIONS, GOAL_INSTRUCTIONS, COMPARE_INSTRUCTIONS):
+        assert f"```text\n{prompt}\n```" in text, prompt[:60]
