@@ -402,16 +402,18 @@ def check_scores(
 ) -> tuple[pa.Table, list[str]]:
     """Run the output suites; returns their result rows and a description of each failed expectation."""
     frame = _score_frame(publication.scores)
+    # The scores table holds the turn metrics; a conversation's are in conversation_scores, one row a conversation.
+    per_trace = [name for name in publication.metrics if not MetricRequest.parse(name).is_conversation]
     runs = [
         _run_suite(
             load_suite(suite_path or DEFAULT_SUITES["scores_out"]),
             frame,
             {
-                "expected_rows": n_traces * len(publication.metrics),
+                "expected_rows": n_traces * len(per_trace),
                 # A day without valid traces has no score rows, so no metric appears in them.
-                "requested_metrics": publication.metrics if n_traces else [],
+                "requested_metrics": per_trace if n_traces else [],
             },
-            extra_expectations=_range_expectations(publication.metrics),
+            extra_expectations=_range_expectations(per_trace),
             docs_dir=docs_dir / "scores_out" if docs_dir else None,
         ),
         _run_suite(

@@ -46,6 +46,7 @@ def reach_values(tmp_path: Path) -> dict[str, Any]:
         "batch_size": 77,
         "sample_rate": 0.5,
         "rescore": "all",
+        "step_against": ["question", "step_query"],
         "judge_model": "reach-judge",
         "judge_base_url": "http://127.0.0.1:9/v1",
         "judge_config": str(tmp_path / "judge.toml"),
