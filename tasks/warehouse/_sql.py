@@ -245,7 +245,8 @@ class SqlWarehouse(abc.ABC):
                 stored.c[f.name] if f.name in present else sa.null().cast(_TYPES[f.type]).label(f.name)
                 for f in query.schema
             ]
-            statement = sa.select(*selected)
+            # FROM named: a projection of columns not migrated yet reads none of the table's.
+            statement = sa.select(*selected).select_from(stored)
             if query.start is not None:
                 statement = statement.where(stored.c.partition_date >= query.start)
             if query.end is not None:

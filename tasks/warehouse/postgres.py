@@ -41,8 +41,9 @@ _DRIVERS = ("postgres", "postgresql", "postgresql+psycopg")
 _COPY_BATCH_ROWS = 100_000
 # pyarrow's CSV is what COPY's csv format reads: NULL unquoted and empty, every string quoted.
 _CSV = pacsv.WriteOptions(include_header=False)
-# And back: only an unquoted empty field is NULL ("" is an empty string, NaN a double), booleans are t/f.
-_CSV_PARSE = pacsv.ParseOptions(newlines_in_values=True)
+# And back: only an unquoted empty field is NULL ("" is an empty string, NaN a double), booleans are t/f. An empty
+# line is a row: one column, NULL (a column a migration has not added yet reads that way).
+_CSV_PARSE = pacsv.ParseOptions(newlines_in_values=True, ignore_empty_lines=False)
 # How long a publish waits for its date's lock (or the schema's) before giving up, by default: longer than any
 # healthy publish holds it (the delete + insert of 1M rows takes seconds), short enough to surface a stuck one.
 DEFAULT_LOCK_TIMEOUT = 300.0

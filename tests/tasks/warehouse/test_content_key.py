@@ -11,8 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragpulse.metrics import Status
-from ragpulse.tasks.core.types import BatchRef, PartitionScores, QuarantinedRecord, RunInfo
+from ragpulse.metrics import MetricResult, Status
+from ragpulse.tasks.core.types import (
+    BatchRef,
+    ConversationScores,
+    PartitionScores,
+    QuarantinedRecord,
+    RunInfo,
+    StepScores,
+)
 from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse
 from ragpulse.tasks.warehouse.publication import build_publication, content_key_of, published_run
 
@@ -33,8 +40,40 @@ def _scores(**changes: object) -> PartitionScores:
         n_files=1,
         n_batches=1,
         staged_batches=[BatchRef("file:///staged/abc.parquet", "abc", n)],
+        steps=(_steps(),),
+        conversations=_conversations(),
     )
     return dataclasses.replace(scores, **changes)
+
+
+def _result(*values: float) -> MetricResult:
+    return MetricResult.from_values(np.array(values))
+
+
+def _steps(**changes: object) -> StepScores:
+    """Three steps of t0 and t1, scored against their own queries."""
+    steps = StepScores(
+        trace_ids=np.array(["t0", "t0", "t1"], dtype=object),
+        step_index=np.array([0, 1, 0], dtype=np.int64),
+        step_ids=np.array(["s-a", "s-b", "s-c"], dtype=object),
+        against="step_query",
+        results={"m": _result(0.25, 0.5, 1.0)},
+        versions={"m": "1.0.0"},
+        prompt_versions={"m": "m/1"},
+    )
+    return dataclasses.replace(steps, **changes)
+
+
+def _conversations(**changes: object) -> ConversationScores:
+    conversations = ConversationScores(
+        conversation_ids=np.array(["会話-1"], dtype=object),
+        n_turns=np.array([2], dtype=np.int64),
+        first_trace_ids=np.array(["t0"], dtype=object),
+        last_trace_ids=np.array(["t1"], dtype=object),
+        results={"goal": _result(1.0)},
+        versions={"goal": "1.0.0"},
+    )
+    return dataclasses.replace(conversations, **changes)
 
 
 def _run(run_id: str, config_hash: str = "cfg") -> RunInfo:
@@ -58,8 +97,37 @@ def test_the_key_is_the_content_not_the_run() -> None:
         {"versions": {"m": "1.1.0"}},
         {"judge_model": "gpt-x"},
         {"staged_batches": [BatchRef("file:///staged/abd.parquet", "abd", 4)]},
+        {"steps": (_steps(results={"m": _result(0.25, 0.75, 1.0)}),)},
+        {"steps": (_steps(step_index=np.array([0, 2, 0], dtype=np.int64)),)},
+        {"steps": (_steps(step_ids=np.array(["s-a", "s-b", "s-d"], dtype=object)),)},
+        {"steps": (_steps(against="question"),)},
+        {"steps": (_steps(prompt_versions={"m": "m/2"}),)},
+        {"steps": ()},
+        {"conversations": _conversations(results={"goal": _result(0.0)})},
+        {"conversations": _conversations(n_turns=np.array([3], dtype=np.int64))},
+        {"conversations": _conversations(last_trace_ids=np.array(["t2"], dtype=object))},
+        {"conversations": None},
     ],
-    ids=["value", "status", "reason", "trace", "quarantine", "version", "judge", "staged batch"],
+    ids=[
+        "value",
+        "status",
+        "reason",
+        "trace",
+        "quarantine",
+        "version",
+        "judge",
+        "staged batch",
+        "step value",
+        "step index",
+        "step id",
+        "step against",
+        "step prompt",
+        "no steps",
+        "conversation value",
+        "conversation turns",
+        "conversation last turn",
+        "no conversations",
+    ],
 )
 def test_any_published_change_changes_the_key(change: dict[str, object]) -> None:
     assert content_key_of(_scores(**change), ["m"], _run("r1")) != content_key_of(_scores(), ["m"], _run("r1"))

@@ -29,14 +29,22 @@ from psycopg.rows import dict_row
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
-from ragpulse.metrics import Status
+from ragpulse.metrics import MetricResult, Status
 from ragpulse.tasks.core.exceptions import ConfigError, WarehouseError
-from ragpulse.tasks.core.types import PartitionScores, QuarantinedRecord, RunInfo, StagingCounts
+from ragpulse.tasks.core.types import (
+    ConversationScores,
+    PartitionScores,
+    QuarantinedRecord,
+    RunInfo,
+    StagingCounts,
+    StepScores,
+)
 from ragpulse.tasks.warehouse import (
     ALERTS_SCHEMA,
     CALIBRATIONS_SCHEMA,
     DRIFT_SCHEMA,
     ESTIMATES_SCHEMA,
+    STEPS_SCHEMA,
     TRACES_SCHEMA,
     VALIDATIONS_SCHEMA,
     Publication,
@@ -70,11 +78,15 @@ KEYS = tuple(TABLES)
 # The tables of schema version 3; version 4 added the rest.
 V3_KEYS = ("scores", "quarantine", "runs", "validations")
 V4_KEYS = ("traces", "drift", "alerts")
-# The tables of schema version 9.
+# The tables of schema versions 9 and 10.
 V9_KEYS = ("calibrations", "estimates")
-V8_KEYS = tuple(key for key in KEYS if key not in V9_KEYS)
-# The views of schema version 8, by TableNames field.
+V10_KEYS = ("steps", "step_scores", "conversation_scores")
+V8_KEYS = tuple(key for key in KEYS if key not in (*V9_KEYS, *V10_KEYS))
+# The views of schema version 8 and 10, by TableNames field.
 VIEW_KEYS = ("daily_scores", "drift_segments", "latest_alerts", "worst_traces")
+V10_VIEW_KEYS = ("turn_steps", "conversations", "conversation_turns")
+# A conversation-level metric the runs' metric lists do not name: its rows are replaced all the same.
+GOAL = "agent_goal_accuracy"
 
 
 def _added_run_columns(version: int) -> tuple[str, ...]:
@@ -100,6 +112,9 @@ def publication(
         status=status,
         reasons=reasons,
         versions=dict.fromkeys(metrics, "1.0.0"),
+        judge_model="judge-1",
+        steps=step_scores(n, metrics, rng),
+        conversations=conversation_scores(n, rng),
         quarantined=[
             QuarantinedRecord(f"s3://logs/dt={day}/a.jsonl", 3, None, "<record>", "invalid JSON", '{"q": "x,\n\\N ü'),
             QuarantinedRecord(f"s3://logs/dt={day}/a.jsonl", 9, "t9", "contexts", "not a list", ""),
@@ -114,7 +129,79 @@ def publication(
     )
     run = RunInfo(run_id, "s3://logs", "cfg", {"batch_size": 10}, dt.datetime(2026, 11, 2, tzinfo=dt.UTC))
     built = build_publication(scores, run, list(metrics), n_batches_cached=0)
-    return dataclasses.replace(built, traces=traces(day, run_id, n), validations=validations(day, run_id))
+    return dataclasses.replace(
+        built, traces=traces(day, run_id, n), steps=steps(day, run_id, n), validations=validations(day, run_id)
+    )
+
+
+def _result(n: int, rng: np.random.Generator, reason: str) -> MetricResult:
+    """``n`` random values, the first not applicable (``reason``) and the last failed."""
+    values, status = rng.random(n), np.zeros(n, dtype=np.int8)
+    reasons = np.full(n, None, dtype=object)
+    status[0], values[0], reasons[0] = Status.NOT_APPLICABLE, np.nan, reason
+    status[-1], values[-1], reasons[-1] = Status.FAILED, np.nan, "judge: HTTP 500"
+    return MetricResult(values, status, reasons)
+
+
+def step_scores(n: int, metrics: tuple[str, ...], rng: np.random.Generator) -> tuple[StepScores, ...]:
+    """The steps of ``steps`` scored against their own query by every metric (the last judged) and against the
+    question by the first."""
+    traces = np.array([f"t{i}" for i in range(0, n, 2) for _ in range(2)], dtype=object)
+    index = np.array([k for _ in range(0, n, 2) for k in range(2)], dtype=np.int64)
+    ids = np.array([f"span-{t}-{k}" for t, k in zip(traces, index, strict=True)], dtype=object)
+    return tuple(
+        StepScores(
+            traces,
+            index,
+            ids,
+            against,
+            results={m: _result(len(traces), rng, "no_labels") for m in judged},
+            versions=dict.fromkeys(judged, "2.0.0"),
+            prompt_versions={metrics[-1]: f"{metrics[-1]}/3"} if metrics[-1] in judged else {},
+        )
+        for against, judged in (("step_query", metrics), ("question", metrics[:1]))
+    )
+
+
+def conversation_scores(n: int, rng: np.random.Generator) -> ConversationScores:
+    """Two conversations, c0 (even traces) and c1 (odd ones), judged by GOAL."""
+    last = [f"t{n - 2 - (n % 2 == 1)}", f"t{n - 1 - (n % 2 == 1)}"]
+    return ConversationScores(
+        conversation_ids=np.array(["c0", "c1"], dtype=object),
+        n_turns=np.array([(n + 1) // 2, n // 2], dtype=np.int64),
+        first_trace_ids=np.array(["t0", "t1"], dtype=object),
+        last_trace_ids=np.array(last, dtype=object),
+        results={GOAL: MetricResult(rng.random(2).round(0), np.zeros(2, np.int8), np.full(2, None, dtype=object))},
+        versions={GOAL: "1.0.0"},
+        prompt_versions={GOAL: f"{GOAL}/1"},
+        judge_model="judge-c",
+    )
+
+
+def steps(day: dt.date, run_id: str, n: int) -> pa.Table:
+    """Two retrieval steps of every even trace, the second reranking the first, with Japanese and Chinese queries
+    and awkward text."""
+    return pa.Table.from_pylist(
+        [
+            {
+                "partition_date": day,
+                "trace_id": f"t{i}",
+                "step_index": k,
+                "step_id": f"span-t{i}-{k}",
+                "parent_index": 0 if k else None,
+                "name": "rerank" if k else "search_docs",
+                "kind": "reranker" if k else "retriever",
+                "query": None if k else ("富士山の高さは?" if i % 4 == 0 else "长城有多长?") + f' "{i}",\n\\N',
+                "contexts": json.dumps([{"id": f"d{i}", "text": '日本, "山"', "score": 0.5}], ensure_ascii=False),
+                "n_contexts": 1,
+                "error": "timeout" if k else None,
+                "run_id": run_id,
+            }
+            for i in range(0, n, 2)
+            for k in range(2)
+        ],
+        schema=STEPS_SCHEMA,
+    )
 
 
 def traces(day: dt.date, run_id: str, n: int) -> pa.Table:
@@ -132,6 +219,7 @@ def traces(day: dt.date, run_id: str, n: int) -> pa.Table:
                 "metadata": json.dumps({"app": "support-bot" if i % 2 else "search"}),
                 "source_file": f"s3://logs/dt={day}/a.jsonl",
                 "source_line": i + 1,
+                "conversation_id": f"c{i % 2}" if i < n - 1 or n < 3 else None,
             }
             for i in range(n)
         ],
@@ -251,6 +339,10 @@ def _duckdb(tmp_path: Path) -> Backend:
 
     def rewind(version: int) -> None:
         with duckdb.connect(str(path)) as con:
+            for key in (*V10_VIEW_KEYS, *V10_KEYS) if version < 10 else ():
+                con.execute(f"DROP {'VIEW' if key in V10_VIEW_KEYS else 'TABLE'} {key}")
+            if 4 <= version < 10:
+                con.execute("ALTER TABLE traces DROP COLUMN conversation_id")
             for key in V9_KEYS if version < 9 else ():
                 con.execute(f"DROP TABLE {key}")
             if version < 2:
@@ -302,6 +394,12 @@ def _postgres(schema: str) -> Backend:
 
     def rewind(version: int) -> None:
         with psycopg.connect(PG_DSN) as con:
+            for key in V10_VIEW_KEYS if version < 10 else ():
+                con.execute(sql.SQL("DROP VIEW {}").format(table(key)))
+            for key in V10_KEYS if version < 10 else ():
+                con.execute(sql.SQL("DROP TABLE {}").format(table(key)))
+            if 4 <= version < 10:
+                con.execute(sql.SQL("ALTER TABLE {} DROP COLUMN conversation_id").format(table("traces")))
             for key in V9_KEYS if version < 9 else ():
                 con.execute(sql.SQL("DROP TABLE {}").format(table(key)))
             if version < 8:
@@ -370,11 +468,18 @@ def _lake(url: str, fs: Any, root: str, catalog: Callable[[], Any]) -> Backend:
 
         if version < 2:
             drop_column("runs", "published_at")
+        if 4 <= version < 10:
+            drop_column("traces", "conversation_id")
         if 4 <= version < 5:
             drop_column("traces", "language")
         for column in _added_run_columns(version):
             drop_column("runs", column)
-        for key in (*(V4_KEYS if version < 4 else ()), *(V9_KEYS if version < 9 else ())):
+        gone = (
+            *(V4_KEYS if version < 4 else ()),
+            *(V9_KEYS if version < 9 else ()),
+            *(V10_KEYS if version < 10 else ()),
+        )
+        for key in gone:
             catalog().purge_table((namespace, key))
         catalog().update_namespace_properties(namespace, updates={version_property: str(version)})
 
@@ -484,12 +589,30 @@ def test_publishing_a_subset_of_metrics_keeps_the_others(backend: Backend) -> No
     assert backend.leftovers() == []
 
 
-@pytest.mark.parametrize("broken", ["scores", "traces", "validations"])
+@pytest.mark.parametrize("broken", ["scores", "traces", "validations", "steps", "step_scores", "conversation_scores"])
 def test_a_failure_mid_publish_keeps_the_previous_rows_and_leaves_nothing_behind(backend: Backend, broken: str) -> None:
     backend.open().publish(publication(DAY, "r1"))
     before = {key: backend.rows(key) for key in KEYS}
     pub = publication(DAY, "r2", seed=5)
-    if broken == "scores":
+    if broken == "steps":
+        # The last step has no index.
+        rows = pub.steps.to_table()
+        column = rows.schema.get_field_index("step_index")
+        pub = dataclasses.replace(
+            pub, steps=rows.set_column(column, "step_index", pa.array([0] * (rows.num_rows - 1) + [None], pa.int64()))
+        )
+    elif broken == "step_scores":
+        # The last step score says what it was scored against in no known way.
+        rows = pub.step_scores.to_table()
+        column = rows.schema.get_field_index("against")
+        against = [*rows["against"].to_pylist()[:-1], "the moon"]
+        pub = dataclasses.replace(pub, step_scores=rows.set_column(column, "against", pa.array(against)))
+    elif broken == "conversation_scores":
+        # Conversation scores of another day.
+        rows = pub.conversation_scores
+        other = pa.array([DAY - dt.timedelta(days=1)] * rows.num_rows, pa.date32())
+        pub = dataclasses.replace(pub, conversation_scores=rows.set_column(0, "partition_date", other))
+    elif broken == "scores":
         # The last row is 'failed' with a value: the CHECK fails after the DELETE and the first rows went in.
         scores = pub.scores.to_table()
         values = scores["value"].to_pylist()
@@ -505,7 +628,7 @@ def test_a_failure_mid_publish_keeps_the_previous_rows_and_leaves_nothing_behind
     else:
         # Validations go in last, after every other table's rows (SQL) or files (Parquet) were written.
         pub = dataclasses.replace(pub, validations=validations(DAY, "r2", suite=None))
-    with pytest.raises(WarehouseError, match="previous rows kept"):
+    with pytest.raises(WarehouseError, match="previous rows kept" if broken != "conversation_scores" else "another"):
         backend.open().publish(pub)
     assert {key: backend.rows(key) for key in KEYS} == before
     assert backend.leftovers() == []
@@ -669,7 +792,7 @@ def test_reading_a_warehouse_that_does_not_exist_gives_empty_tables_and_creates_
 @pytest.mark.parametrize(
     ("table", "options", "message"),
     [
-        ("score", {}, r"unknown warehouse table 'score'; use one of \['alerts', 'calibrations', 'drift'"),
+        ("score", {}, r"unknown warehouse table 'score'; use one of \['alerts', 'calibrations', 'conversation_scores', 'drift'"),
         ("runs", {"metrics": ["m1"]}, "no metric column"),
         ("scores", {"columns": ["trace_id", "nope"]}, r"no column\(s\) \['nope'\]"),
     ],
@@ -774,7 +897,8 @@ def test_a_v8_warehouse_gains_the_calibration_tables_and_keeps_its_rows(migrated
     assert migrated.open().read("estimates").num_rows == 0 and migrated.version() == 8
     migrated.open().publish_calibration(DAY, *calibration(DAY, "c1"))
     assert migrated.version() == SCHEMA_VERSION
-    assert {key: migrated.rows(key) for key in ("scores", "runs", "traces")} == before
+    without = {"traces": ("conversation_id",)}  # added by v10, NULL in the rows before
+    assert {key: migrated.rows(key, without=without.get(key, ())) for key in ("scores", "runs", "traces")} == before
     assert len(migrated.rows("calibrations")) == len(migrated.rows("estimates")) == 2
 
 
@@ -805,7 +929,7 @@ def test_a_v3_warehouse_gains_the_v4_tables_on_first_use(migrated: Backend) -> N
     assert migrated.version() == 3
     later = publication(DAY + dt.timedelta(days=1), "r2")
     migrated.open().publish(later)
-    assert migrated.version() == SCHEMA_VERSION == 9
+    assert migrated.version() == SCHEMA_VERSION == 10
     without = {"runs": _added_run_columns(3)}
     assert {
         key: [r for r in migrated.rows(key, without=without.get(key, ())) if r["run_id"] == "r1"] for key in V3_KEYS
@@ -876,9 +1000,12 @@ def test_a_v6_warehouse_gains_the_runs_content_key_and_keeps_its_rows(migrated: 
     runs = {r["run_id"]: r for r in migrated.rows("runs")}
     assert (runs["r1"][CONTENT_KEY], runs["r2"][CONTENT_KEY]) == (None, "k2")
     assert [r for r in migrated.rows("runs", without=(CONTENT_KEY,)) if r["run_id"] == "r1"] == old["runs"]
-    assert {key: [r for r in migrated.rows(key) if r["run_id"] == "r1"] for key in V8_KEYS if key != "runs"} == {
-        key: old[key] for key in V8_KEYS if key != "runs"
-    }
+    without = {"traces": ("conversation_id",)}
+    assert {
+        key: [r for r in migrated.rows(key, without=without.get(key, ())) if r["run_id"] == "r1"]
+        for key in V8_KEYS
+        if key != "runs"
+    } == {key: old[key] for key in V8_KEYS if key != "runs"}
     assert migrated.leftovers() == []
 
 
@@ -911,7 +1038,11 @@ def _streamed(pub: Publication) -> Publication:
         scores.schema.get_field_index("judge_model"), "judge_model", pc.if_else(judged, "judge-1", None)
     )
     order = pc.sort_indices(scores, sort_keys=[("metric", "descending"), ("trace_id", "ascending")])
-    return dataclasses.replace(pub, scores=_in_batches(scores.take(order)), traces=_in_batches(pub.traces.to_table()))
+    return dataclasses.replace(
+        pub,
+        scores=_in_batches(scores.take(order)),
+        **{key: _in_batches(getattr(pub, key).to_table()) for key in ("traces", "steps", "step_scores")},
+    )
 
 
 def test_a_publication_in_many_batches_is_stored_as_the_same_rows_in_one_table(migrated: Backend) -> None:
@@ -950,7 +1081,7 @@ def _failing(rows: RowSource, how: str) -> RowSource:
     return RowSource(rows.schema, rows.num_rows + (how == "short"), produce)
 
 
-@pytest.mark.parametrize("table", ["scores", "traces"])
+@pytest.mark.parametrize("table", ["scores", "traces", "steps", "step_scores"])
 @pytest.mark.parametrize("how", ["raises", "short", "other-day"])
 def test_a_source_failing_mid_way_leaves_the_previous_rows(migrated: Backend, table: str, how: str) -> None:
     migrated.open().publish(publication(DAY, "r1", n=50))
@@ -1009,3 +1140,65 @@ def test_publishing_streams_so_memory_holds_a_few_batches_not_the_day(
         pa.set_memory_pool(previous)
     assert len(backend.rows("traces")) == 80_000
     assert pool.max_memory() + python_peak < total / 4, (pool.max_memory(), python_peak, total)
+
+
+def test_steps_and_their_scores_round_trip_and_a_rerun_replaces_them(backend: Backend) -> None:
+    pub = publication(DAY, "r1", n=8, seed=3)
+    backend.open().publish(pub)
+    assert backend.rows("steps") == _expected(pub.steps.to_table())
+    assert backend.rows("step_scores") == _expected(pub.step_scores.to_table())
+    assert backend.rows("conversation_scores") == _expected(pub.conversation_scores)
+    assert {r["query"] for r in backend.rows("steps")} == {
+        None, '富士山の高さは? "0",\n\\N', '长城有多长? "2",\n\\N', '富士山の高さは? "4",\n\\N', '长城有多长? "6",\n\\N'
+    }  # fmt: skip
+    judged = {(r["metric"], r["against"], r["judge_model"], r["prompt_version"]) for r in backend.rows("step_scores")}
+    assert judged == {
+        ("m1", "step_query", None, None),
+        ("m2", "step_query", "judge-1", "m2/3"),
+        ("m1", "question", None, None),
+    }
+    assert {(r["judge_model"], r["prompt_version"]) for r in backend.rows("conversation_scores")} == {
+        ("judge-c", f"{GOAL}/1")
+    }
+    # Published again, twice, by a run of fewer traces: the partition's rows are that run's, once.
+    rerun = publication(DAY, "r2", n=6, seed=4)
+    backend.open().publish(rerun)
+    backend.open().publish(rerun)
+    counts = {key: len(backend.rows(key)) for key in V10_KEYS}
+    assert counts == {"steps": 6, "step_scores": 6 * 2 + 6, "conversation_scores": 2}
+    assert {r["run_id"] for key in V10_KEYS for r in backend.rows(key)} == {"r2"}
+    # A run of one metric replaces that metric's step scores and keeps the other's.
+    backend.open().publish(publication(DAY, "r3", n=6, seed=5, metrics=("m1",)))
+    by_run = sorted({(r["metric"], r["against"], r["run_id"]) for r in backend.rows("step_scores")})
+    assert by_run == [("m1", "question", "r3"), ("m1", "step_query", "r3"), ("m2", "step_query", "r2")]
+    assert len(backend.rows("step_scores")) == 18 and len(backend.rows("steps")) == 6
+    reader = backend.open()
+    assert reader.read("step_scores", metrics=["m2"]).num_rows == 6
+    assert reader.read("conversation_scores", metrics=[GOAL], columns=["conversation_id"]).num_rows == 2
+    assert reader.read("steps", start=DAY, end=DAY).schema == TABLES["steps"].schema
+    with pytest.raises(ConfigError, match="no metric column"):
+        reader.read("steps", metrics=["m1"])
+    assert backend.leftovers() == []
+
+
+def test_a_v9_warehouse_gains_the_agent_tables_and_keeps_its_rows(migrated: Backend) -> None:
+    migrated.open().publish(publication(DAY, "r1"))
+    migrated.rewind(9)
+    assert migrated.version() == 9 and "conversation_id" not in migrated.rows("traces")[0]
+    old = {key: migrated.rows(key) for key in (*V8_KEYS, *V9_KEYS)}
+    # Reading does not migrate: the new tables and column read as empty and NULL.
+    assert migrated.open().read("steps").num_rows == 0 and migrated.version() == 9
+    assert migrated.open().read("traces", columns=["conversation_id"])["conversation_id"].null_count == 6
+    later = publication(DAY + dt.timedelta(days=1), "r2")
+    migrated.open().publish(later)
+    assert migrated.version() == SCHEMA_VERSION
+    assert [r for r in migrated.rows("traces") if r["run_id"] == "r1"] == [
+        {**row, "conversation_id": None} for row in old["traces"]
+    ]
+    assert {key: [r for r in migrated.rows(key) if r["run_id"] == "r1"] for key in ("scores", "quarantine")} == {
+        key: old[key] for key in ("scores", "quarantine")
+    }
+    assert migrated.rows("steps") == _expected(later.steps.to_table())
+    assert migrated.rows("step_scores") == _expected(later.step_scores.to_table())
+    assert migrated.rows("conversation_scores") == _expected(later.conversation_scores)
+    assert migrated.leftovers() == []
