@@ -26,9 +26,15 @@ FOLLOW_Q = "それはいつ完成しましたか？"
 FOLLOW_A = "1958年に完成しました。"
 QUERIES = ["東京タワー 完成年", "東京タワー 建設の歴史", "東京タワー 開業 1958年"]
 STEP_DOCS = [
-    [{"id": "d-built", "text": "東京タワーは1958年12月に完成した。"}, {"id": "d-osaka", "text": "通天閣は大阪にある。"}],
+    [
+        {"id": "d-built", "text": "東京タワーは1958年12月に完成した。"},
+        {"id": "d-osaka", "text": "通天閣は大阪にある。"},
+    ],
     [{"id": "d-sky", "text": "東京スカイツリーは2012年に開業した。"}],
-    [{"id": "d-open", "text": "東京タワーは1958年12月23日に開業した。"}, {"id": "d-built", "text": "東京タワーは1958年12月に完成した。"}],
+    [
+        {"id": "d-open", "text": "東京タワーは1958年12月23日に開業した。"},
+        {"id": "d-built", "text": "東京タワーは1958年12月に完成した。"},
+    ],
 ]
 
 
@@ -49,7 +55,11 @@ def _records() -> list[dict[str, Any]]:
         "contexts": [TOWER], "relevant_context_ids": ["d-height"], "language": "ja", "conversation_id": "conv-1",
         "history": [], "steps": [{"id": "s-open", "kind": "retriever", "query": FIRST_Q, "contexts": [TOWER]}],
     }  # fmt: skip
-    repeated = {**opening, "question": "重複した記録です", "steps": [{"id": "dup-step", "query": "重複", "contexts": [TOWER]}]}
+    repeated = {
+        **opening,
+        "question": "重複した記録です",
+        "steps": [{"id": "dup-step", "query": "重複", "contexts": [TOWER]}],
+    }
     refused = {
         **opening, "trace_id": "t-long", "timestamp": "2026-11-20T09:10:00Z", "question": "長" * 300,
         "steps": [{"id": "long-step", "query": "長い質問", "contexts": [TOWER]}],
