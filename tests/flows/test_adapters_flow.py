@@ -14,6 +14,7 @@ from prefect.exceptions import ParameterTypeError
 
 from ragpulse.flows.evaluate import evaluate_partition
 from ragpulse.tasks.config import OutputConfig, SourceConfig
+from ragpulse.tasks.reporting.run_summary import NothingScoredError
 from tests.tasks.ingest.adapters.conftest import FIXTURES, copy_with_mtime, langsmith_parquet
 
 DAY = dt.date(2026, 3, 2)
@@ -26,12 +27,18 @@ def _rows(warehouse: Path, sql: str) -> list[tuple[Any, ...]]:
 
 
 def _run(tmp_path: Path, source: str, trace_format: str, day: dt.date = DAY, **source_fields: Any) -> tuple[Any, Path]:
-    """The day of ``source`` in ``trace_format`` (``source_fields``: the rest of its SourceConfig) into DuckDB."""
+    """The day of ``source`` in ``trace_format`` (``source_fields``: the rest of its SourceConfig) into DuckDB.
+    The tracing tools' exports carry no relevance labels or reference answers, so the default metrics score nothing:
+    the day is published, then the run fails with ``NothingScoredError``, whose summary is returned."""
     warehouse = tmp_path / "w.duckdb"
-    summary = evaluate_partition(
-        date=day, source=SourceConfig(url=source, format=trace_format, **source_fields),
-        output=OutputConfig(warehouse=f"duckdb:///{warehouse}", work_dir=str(tmp_path / "work")),
-    )  # fmt: skip
+    try:
+        summary = evaluate_partition(
+            date=day, source=SourceConfig(url=source, format=trace_format, **source_fields),
+            output=OutputConfig(warehouse=f"duckdb:///{warehouse}", work_dir=str(tmp_path / "work")),
+        )  # fmt: skip
+    except NothingScoredError as unscored:
+        summary = unscored.summary
+        assert summary.gaps[:2] == ["no_labels", "no_references"]
     return summary, warehouse
 
 
