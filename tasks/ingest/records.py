@@ -17,7 +17,7 @@ from ragpulse.metrics.errors import InvalidRecordError
 from ragpulse.tasks.ingest import limits
 from ragpulse.tasks.ingest.language import normalize_language_tag
 
-__all__ = ["KNOWN_FIELDS", "STAGED_SCHEMA", "parse_record", "staged_table"]
+__all__ = ["HISTORY_ROLES", "KNOWN_FIELDS", "STAGED_SCHEMA", "STEP_KINDS", "parse_record", "staged_table"]
 
 KNOWN_FIELDS = frozenset(
     {

@@ -319,7 +319,9 @@ class _BatchWriter:
         return self._refs
 
     def _fill_languages(self) -> None:
-        """Languages of the batch's traces that gave none: the run's default, else identified in one call."""
+        """Languages of the batch's traces that gave none: the run's default, else identified in one call from the
+        user's question; a question too short to tell ("OK?") takes its answer's language, else its earlier turns'
+        user messages', else the language of another turn of its conversation in the batch."""
         unknown = [row for row in self._rows if row["language"] is None]
         if not unknown:
             return
@@ -327,11 +329,16 @@ class _BatchWriter:
             found: list[str | None] = [self._language] * len(unknown)
         else:
             found = identify_languages([row["question"] for row in unknown])
-            retry = [i for i, tag in enumerate(found) if tag is None and unknown[i]["answer"]]
-            for i, tag in zip(retry, identify_languages([unknown[i]["answer"] for i in retry]), strict=True):
-                found[i] = tag
+            for text_of in (_answer_text, _earlier_user_text):
+                retry = [i for i, tag in enumerate(found) if tag is None and text_of(unknown[i])]
+                for i, tag in zip(retry, identify_languages([text_of(unknown[i]) for i in retry]), strict=True):
+                    found[i] = tag
         for row, tag in zip(unknown, found, strict=True):
             row["language"] = tag
+        by_conversation = {row["conversation_id"]: row["language"] for row in self._rows if row["language"]}
+        for row in unknown:
+            if row["language"] is None and row["conversation_id"] is not None:
+                row["language"] = by_conversation.get(row["conversation_id"])
 
     def _flush(self) -> None:
         self._fill_languages()
@@ -351,3 +358,12 @@ class _BatchWriter:
                 self._fs.mv(partial, target)
         self._refs.append(BatchRef(f"{self._url_prefix}/{name}", content_hash, table.num_rows))
         self._rows = []
+
+
+def _answer_text(row: Mapping[str, Any]) -> str:
+    return str(row["answer"] or "")
+
+
+def _earlier_user_text(row: Mapping[str, Any]) -> str:
+    """The conversation's earlier user messages, newest first: the user's language when this turn is too short."""
+    return " ".join(m["content"] for m in reversed(row["history"] or ()) if m["role"] == "user")

@@ -12,6 +12,7 @@ JSONL line.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -167,8 +168,8 @@ def assemble(trace_id: str, spans: Sequence[Span], *, source_format: str, option
     llms = [s for s in ordered if s.kind == "llm"]
     steps, step_spans = _steps(ordered, parents, options)
     heads = [head for _, docs in steps for doc in docs if isinstance(doc.text, str) and (head := _head(doc.text))]
-    llm_inputs = llms if source_format in _QUESTION_IN_LLM_CALLS else ()
-    question, question_from, turn_messages = _user_question(root, ordered, llm_inputs, heads)
+    in_llm_calls = source_format in _QUESTION_IN_LLM_CALLS
+    question, question_from, turn_messages = _user_question(root, ordered, llms, heads, in_llm_calls=in_llm_calls)
     if question is None:
         where = _QUESTION_SOURCES.get(source_format, "the root span's input")
         reason = f"no question in the {source_format} trace (looked in {where})"
@@ -190,7 +191,8 @@ def assemble(trace_id: str, spans: Sequence[Span], *, source_format: str, option
     if question_from != "root":
         source["question_from"] = question_from
     metadata: dict[str, Any] = {**root.metadata, "source": source}
-    reference_tool_calls = metadata.pop("reference_tool_calls", None)
+    # Expected tool calls, as an evaluation app logs them in the run's metadata (Langfuse keeps metadata as text).
+    reference_tool_calls = _decoded(metadata.pop("reference_tool_calls", None))
     models = list(dict.fromkeys(s.model for s in llms if s.model))
     if models:
         metadata["model"] = models[-1] if len(models) == 1 else models
@@ -231,7 +233,7 @@ table keeps what they could read."""
 
 
 def _user_question(
-    root: Span, ordered: Sequence[Span], llms: Sequence[Span], heads: Sequence[str]
+    root: Span, ordered: Sequence[Span], llms: Sequence[Span], heads: Sequence[str], *, in_llm_calls: bool
 ) -> tuple[str | None, str, tuple[Message, ...]]:
     """The user's message of the turn, where it was found, and the message list it ends (its history before it).
 
@@ -240,14 +242,15 @@ def _user_question(
     anything, a text splitter's included), then (formats that log content only on model calls) the
     first LLM call's whose user message quotes no retrieved document (a RAG prompt or a grader's quotes them); a
     retrieval's query only when none of these has one (a RAG app that logs only its retriever and its prompt)."""
-    candidates = [("root", root), *(("chain", s) for s in ordered if s.kind == "chain"), *(("llm", s) for s in llms)]
+    candidates = [("root", root), *(("chain", s) for s in ordered if s.kind == "chain")]
+    candidates += [("llm", s) for s in llms] if in_llm_calls else []
     for where, span in candidates:
         found = _last_user(span.messages) or (span.question if where == "root" else None)
         if found is None:
             continue
         if where == "llm" and any(head in _squashed(found) for head in heads):
             continue
-        return found, where, _with_history(span, found, llms)
+        return found, where, _with_history(span, found, ordered)
     query = next((s.query for s in ordered if s.query and s.kind in ("retriever", "tool")), None)
     return query, "retrieval_query", ()
 
@@ -256,14 +259,16 @@ def _last_user(messages: Sequence[Message] | None) -> str | None:
     return next((text for role, text in reversed(messages or ()) if role == "user" and text.strip()), None)
 
 
-def _with_history(span: Span, question: str, llms: Sequence[Span]) -> tuple[Message, ...]:
-    """The messages up to the question: the span's own, or the first LLM call's that ends with the same user
-    message (an agent with memory loads its history from a checkpoint, so only its model calls see it)."""
-    for messages in (span.messages, *(s.messages for s in llms)):
+def _with_history(span: Span, question: str, spans: Sequence[Span]) -> tuple[Message, ...]:
+    """The messages before the question in the longest message list that ends with it: the span's own, or a later
+    span's (an agent with memory loads its history from a checkpoint, so only its graph nodes and model calls see
+    it)."""
+    best: tuple[Message, ...] = ()
+    for messages in (span.messages, *(s.messages for s in spans)):
         if messages and _last_user(messages) == question:
             last = max(i for i, (role, text) in enumerate(messages) if role == "user" and text == question)
-            return tuple(messages[:last])
-    return ()
+            best = max(best, tuple(messages[:last]), key=len)
+    return best
 
 
 def _history(messages: Sequence[Message]) -> list[dict[str, str]] | None:
@@ -274,12 +279,12 @@ def _history(messages: Sequence[Message]) -> list[dict[str, str]] | None:
     return kept[-_HISTORY_MESSAGES:] or None
 
 
-StepFields = dict[str, Any]
+_StepFields = dict[str, Any]
 
 
 def _steps(
     ordered: Sequence[Span], parents: Mapping[str, str | None], options: AdapterOptions
-) -> tuple[list[tuple[StepFields, tuple[Document, ...]]], list[Span]]:
+) -> tuple[list[tuple[_StepFields, tuple[Document, ...]]], list[Span]]:
     """The turn's retrieval steps (fields and documents) in start order, and their spans."""
     retrievals = [s for s in ordered if s.kind in ("retriever", "tool") and s.documents is not None]
     if options.retriever_names:
@@ -287,7 +292,7 @@ def _steps(
         retrievals = named or [s for s in retrievals if s.kind == "retriever"]
     retrievals = _outermost(retrievals, parents)
     chosen = [s for s in ordered if s in retrievals or (s.kind == "reranker" and s.documents is not None)]
-    steps: list[tuple[StepFields, tuple[Document, ...]]] = []
+    steps: list[tuple[_StepFields, tuple[Document, ...]]] = []
     last_retrieval: int | None = None
     for span in chosen:
         query = span.query if span.kind != "reranker" else None
@@ -301,7 +306,7 @@ def _steps(
 
 
 def _generator_contexts(
-    trace_id: str, steps: Sequence[tuple[StepFields, tuple[Document, ...]]], final: Span | None
+    trace_id: str, steps: Sequence[tuple[_StepFields, tuple[Document, ...]]], final: Span | None
 ) -> tuple[list[dict[str, Any]], str, set[int]]:
     """The documents the answer was generated from, de-duplicated by id (else text), how they were chosen, and the
     steps they came from.
@@ -595,14 +600,21 @@ def _content_text(content: Any) -> str | None:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(
-            str(part.get("content", part.get("text")))
-            for part in content
-            if isinstance(part, Mapping)
-            and part.get("type", "text") == "text"
-            and isinstance(part.get("content", part.get("text")), str)
-        )
+        return "".join(text for part in content if (text := _part_text(part)) is not None)
     return None
+
+
+def _part_text(part: Any) -> str | None:
+    """A text part's text, or a tool call response's (OTel GenAI ``tool_call_response``: what the model was given)."""
+    if not isinstance(part, Mapping):
+        return None
+    kind = part.get("type", "text")
+    text = part.get("content", part.get("text")) if kind == "text" else None
+    if kind == "tool_call_response":
+        text = part.get("response")
+        if text is not None and not isinstance(text, str):
+            text = json.dumps(text, ensure_ascii=False, default=str)
+    return text if isinstance(text, str) else None
 
 
 def _message_text(message: Mapping[str, Any]) -> str | None:
@@ -639,9 +651,16 @@ def tool_documents(
 
 
 def _tool_content(value: Any) -> Any:
-    """The content of the ToolMessage carrying a tool's output, or the output itself."""
+    """The content of the ToolMessage carrying a tool's output (within a run's ``{"output": ...}``), or the output
+    itself."""
+    if isinstance(value, Mapping) and isinstance(output := _decoded(value.get("output")), Mapping):
+        value = output
     if isinstance(value, Mapping):
-        message = value["kwargs"] if value.get("lc") is not None and isinstance(value.get("kwargs"), Mapping) else value
+        message = value
+        if value.get("lc") is not None and isinstance(value.get("kwargs"), Mapping):
+            message = value["kwargs"]
+        elif isinstance(value.get("data"), Mapping) and value.get("type") == "tool":  # message_to_dict's form
+            message = value["data"]
         if "tool_call_id" in message or message.get("type") == "tool" or message.get("role") == "tool":
             return _decoded(message.get("content"))
     return value

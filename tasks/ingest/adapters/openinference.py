@@ -112,7 +112,7 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
         documents=documents,
         model=attributes.get("llm.model_name") if kind == "llm" else None,
         tokens=tokens,
-        metadata=_root_metadata(attributes) if is_root else {},
+        metadata=_root_metadata(record, attributes) if is_root else {},
         messages=messages,
         query=query,
         arguments=dig(inputs, "") if kind == "tool" else None,
@@ -232,8 +232,14 @@ def _last_output_message(attributes: Mapping[str, Any]) -> str | None:
     return contents[-1][1] if contents else None
 
 
-def _root_metadata(attributes: Mapping[str, Any]) -> dict[str, Any]:
-    out = _metadata(attributes)
+def _root_metadata(record: Mapping[str, Any], attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """The root's ``metadata`` attribute as the app logged it (lists of objects whole, not flattened), with its
+    session and user ids."""
+    nested = record.get("attributes")
+    logged = dig(nested, "metadata") if isinstance(nested, Mapping | str) else None
+    if not isinstance(logged, Mapping):
+        logged = dig(record.get("attributes.metadata"), "")
+    out = {**_metadata(attributes), **(logged if isinstance(logged, Mapping) else {})}
     for key in ("session.id", "user.id"):
         if attributes.get(key) is not None:
             out[key.replace(".", "_")] = attributes[key]

@@ -16,8 +16,10 @@ turn (docs/traces.md): span events (``gen_ai.client.inference.operation.details`
 
 from __future__ import annotations
 
+import ast
 import base64
 import binascii
+import contextlib
 import re
 import string
 from collections.abc import Iterator, Mapping, Sequence
@@ -120,9 +122,10 @@ def _span(span: Mapping[str, Any], resource: Mapping[str, Any], where: str, opti
             found = _content(_attributes(event.get("attributes")), event.get("name"), None, options)
             question, answer, messages = question or found[0], answer or found[1], messages or found[2]
     query = None
+    arguments = _tool_arguments(attributes.get("gen_ai.tool.call.arguments", entity_input)) if kind == "tool" else None
     if kind in ("retriever", "tool"):
         query = question or text_of(
-            attributes.get("gen_ai.tool.call.arguments", entity_input), (*_QUERY_KEYS, *options.question_keys)
+            arguments if kind == "tool" else entity_input, (*_QUERY_KEYS, *options.question_keys)
         )
         question = None
     elif kind == "chain" and entity_input is not None:
@@ -170,10 +173,24 @@ def _span(span: Mapping[str, Any], resource: Mapping[str, Any], where: str, opti
         metadata=metadata,
         messages=messages,
         query=query,
-        arguments=dig(attributes.get("gen_ai.tool.call.arguments", entity_input), "") if kind == "tool" else None,
+        arguments=arguments,
         error=error,
         session_id=str(session) if isinstance(session, str | int) and session != "" else None,
     )
+
+
+def _tool_arguments(value: Any) -> Any:
+    """A tool call's arguments: the GenAI attribute's JSON object, or OpenLLMetry's LangChain ``input_str``, the
+    ``str()`` of the arguments dict (a Python literal, read as one, never evaluated)."""
+    value = dig(value, "")
+    if isinstance(value, Mapping) and "input_str" in value:
+        text = value["input_str"]
+        decoded = dig(text, "")
+        if isinstance(decoded, str) and decoded[:1] == "{":
+            with contextlib.suppress(ValueError, SyntaxError, MemoryError, RecursionError):
+                decoded = ast.literal_eval(decoded)
+        return decoded
+    return value
 
 
 def _content(
@@ -188,6 +205,9 @@ def _content(
         or chat_messages(attributes.get("gen_ai.prompt"))
         or _indexed_messages(attributes, "prompt")
     )
+    instructions = chat_messages([{"role": "system", "parts": dig(attributes.get("gen_ai.system_instructions"), "")}])
+    if messages is not None and instructions is not None and instructions[0][1]:
+        messages = instructions + messages  # the system prompt sits apart since the conventions' v1.37
     question = attributes.get("gen_ai.retrieval.query.text")
     if not isinstance(question, str) or not question.strip():
         question = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -143,3 +144,31 @@ def test_an_underscore_locale_is_refused_with_the_tag_it_meant() -> None:
 def test_a_tag_that_is_not_a_string_is_refused(tag: object) -> None:
     with pytest.raises(ValueError, match="must be a string"):
         normalize_language_tag(tag)  # type: ignore[arg-type]
+
+
+def test_a_follow_up_too_short_to_tell_takes_its_conversations_language(tmp_path: Path) -> None:
+    """A turn whose question and answer name no language ("Ingrid Halvorsen?") takes its earlier user messages',
+    and a turn without history takes the language another turn of its conversation was identified in."""
+    import datetime as dt
+    import json
+
+    from ragpulse.tasks.ingest.batches import read_staged
+    from ragpulse.tasks.ingest.staging import select_source_files, stage_records
+
+    day = dt.date(2026, 11, 20)
+    folder = tmp_path / "traces" / "dt=2026-11-20"
+    folder.mkdir(parents=True)
+    turns = [
+        {"trace_id": "t1", "question": "さくら精機の創業者は誰ですか？", "conversation_id": "c-ja"},
+        {"trace_id": "t2", "question": "Ingrid Halvorsen?", "answer": "Ingrid Halvorsen.", "conversation_id": "c-en",
+         "history": [{"role": "user", "content": "Who founded Nordlicht Robotics, the warehouse robot maker?"}]},
+        {"trace_id": "t3", "question": "Ingrid Halvorsen?", "conversation_id": "c-ja"},
+        {"trace_id": "t4", "question": "Ingrid Halvorsen?"},
+    ]  # fmt: skip
+    lines = [json.dumps({**turn, "timestamp": "2026-11-20T09:00:00Z"}, ensure_ascii=False) for turn in turns]
+    (folder / "turns.jsonl").write_text("\n".join(lines) + "\n")
+    files = select_source_files(str(tmp_path / "traces"), day, trace_format="ragpulse", partitioning="dt")
+    staged = stage_records(day, files, staged_url=str(tmp_path / "staged"), batch_size=10)
+
+    languages = {row["trace_id"]: row["language"] for b in staged.batches for row in read_staged(b).to_pylist()}
+    assert languages == {"t1": "ja", "t2": "en", "t3": "ja", "t4": None}

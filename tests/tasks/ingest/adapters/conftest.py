@@ -27,10 +27,11 @@ Staged = tuple[StagedPartition, dict[str, dict[str, Any]]]
 def stage(source: Path | str, trace_format: str, tmp_path: Path, **options: Any) -> Staged:
     """Select and stage the day; returns the staged partition and its rows by trace id (metadata decoded)."""
     partitioning = options.pop("partitioning", "dt")
-    files = select_source_files(str(source), DAY, trace_format=trace_format, partitioning=partitioning,
+    day = options.pop("day", DAY)
+    files = select_source_files(str(source), day, trace_format=trace_format, partitioning=partitioning,
                                 late_arrival_hours=options.pop("late_arrival_hours", 6.0))  # fmt: skip
     staged = stage_records(
-        DAY, files, staged_url=str(tmp_path / "staged"), batch_size=2, trace_format=trace_format,
+        day, files, staged_url=str(tmp_path / "staged"), batch_size=2, trace_format=trace_format,
         format_options=options or None, partitioning=partitioning,
     )  # fmt: skip
     rows = {}
