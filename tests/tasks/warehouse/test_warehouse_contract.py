@@ -792,7 +792,7 @@ def test_reading_a_warehouse_that_does_not_exist_gives_empty_tables_and_creates_
 @pytest.mark.parametrize(
     ("table", "options", "message"),
     [
-        ("score", {}, r"unknown warehouse table 'score'; use one of \['alerts', 'calibrations', 'conversation_scores', 'drift'"),
+        ("score", {}, r"unknown warehouse table 'score'; use one of \['alerts', 'calibrations', 'conversation_scores'"),
         ("runs", {"metrics": ["m1"]}, "no metric column"),
         ("scores", {"columns": ["trace_id", "nope"]}, r"no column\(s\) \['nope'\]"),
     ],
