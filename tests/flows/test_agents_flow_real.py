@@ -305,22 +305,11 @@ def test_agent_scores_per_turn(evaluated: Evaluated) -> None:
     assert ("tool_errors", 1.0, "ok", None) in rows[("s9_tool_error_recovery", 1)]
 
 
-OPENINFERENCE_TOOL_ARGUMENTS = pytest.mark.xfail(
-    strict=True,
-    reason="product bug (tasks/ingest/adapters/openinference.py, Span.arguments = dig(inputs, '')): an OpenInference "
-    "LangChain TOOL span logs input.value as the plain query text, so the call's arguments are staged as "
-    "'Polaris picker manufacturer' (read as {'input': ...}) instead of the model's tool call arguments "
-    "{'query': ...} (in the agent LLM span's llm.output_messages tool_calls, same id as the ToolMessage's "
-    "tool_call_id): tool_call_accuracy is 0 for calls that match the reference exactly",
-)
-
-
-def test_tool_call_accuracy_against_the_reference_calls(evaluated: Evaluated, request: pytest.FixtureRequest) -> None:
-    """Scenario 1 made exactly the two calls its metadata names as reference: accuracy 1. OpenLLMetry loses the
-    reference calls, so there is nothing to compare with."""
+def test_tool_call_accuracy_against_the_reference_calls(evaluated: Evaluated) -> None:
+    """Scenario 1 made exactly the two calls its metadata names as reference: accuracy 1 (OpenInference's tool span
+    logs only the query text: the arguments are the model's call of the same id). OpenLLMetry loses the reference
+    calls, so there is nothing to compare with."""
     run = evaluated.run
-    if run.source == "openinference":
-        request.applymarker(OPENINFERENCE_TOOL_ARGUMENTS)
     rows = _by_turn(run, run.sql("SELECT trace_id, value, status, reason FROM scores "
                                  "WHERE metric = 'tool_call_accuracy'"))  # fmt: skip
     ((value, status, reason),) = rows[("s1_react_multihop", 1)]

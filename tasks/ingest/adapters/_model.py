@@ -40,6 +40,7 @@ __all__ = [
     "document_from",
     "parse_time",
     "text_of",
+    "tool_call_id_of",
     "tool_documents",
 ]
 
@@ -85,6 +86,9 @@ class AdapterOptions:
     tool_documents_path: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The options as JSON data, which the run's configuration hash includes: an option added later appears
+        only when set, so the hashes warehouses hold from before it stay valid."""
+        later = {} if self.tool_documents_path is None else {"tool_documents_path": self.tool_documents_path}
         return {
             "question_keys": list(self.question_keys),
             "answer_keys": list(self.answer_keys),
@@ -93,7 +97,7 @@ class AdapterOptions:
             "id_key": self.id_key,
             "text_key": self.text_key,
             "score_key": self.score_key,
-            "tool_documents_path": self.tool_documents_path,
+            **later,
         }
 
 
@@ -136,6 +140,10 @@ class Span:
     arguments: Any = None
     error: str | None = None
     session_id: str | None = None
+    tool_call_id: str | None = None
+    tool_requests: Mapping[str, Any] = field(default_factory=dict)
+    """An LLM call's requested tool calls by id (their arguments as the model wrote them); a tool span's
+    ``tool_call_id`` finds its call there when the tool logged only part of its input (a bare query text)."""
 
 
 def assemble(trace_id: str, spans: Sequence[Span], *, source_format: str, options: AdapterOptions) -> dict[str, Any]:
@@ -362,6 +370,7 @@ def _tool_calls(
     if not tools:
         return None
     step_of = {span.span_id: i for i, span in enumerate(step_spans)}
+    requested = {call_id: arguments for s in ordered for call_id, arguments in s.tool_requests.items()}
 
     def step(tool: Span) -> int | None:
         if tool.span_id in step_of:
@@ -369,8 +378,13 @@ def _tool_calls(
         inside = [i for span_id, i in step_of.items() if _descends(span_id, tool.span_id, parents)]
         return inside[0] if inside else None
 
+    def arguments(tool: Span) -> Any:
+        if tool.tool_call_id is not None and tool.tool_call_id in requested:
+            return _decoded(requested[tool.tool_call_id])
+        return tool.arguments
+
     return [
-        {"name": tool.name or "tool", "arguments": tool.arguments, "error": tool.error, "step": step(tool)}
+        {"name": tool.name or "tool", "arguments": arguments(tool), "error": tool.error, "step": step(tool)}
         for tool in tools
     ]
 
@@ -664,6 +678,18 @@ def _tool_content(value: Any) -> Any:
         if "tool_call_id" in message or message.get("type") == "tool" or message.get("role") == "tool":
             return _decoded(message.get("content"))
     return value
+
+
+def tool_call_id_of(output: Any) -> str | None:
+    """The ``tool_call_id`` of the ToolMessage carrying a tool's output: the id of the model's call it answers."""
+    value = _decoded(output)
+    if isinstance(value, Mapping) and isinstance(inner := _decoded(value.get("output")), Mapping):
+        value = inner
+    if isinstance(value, Mapping):
+        for message in (value, value.get("kwargs"), value.get("data")):
+            if isinstance(message, Mapping) and isinstance(message.get("tool_call_id"), str):
+                return str(message["tool_call_id"])
+    return None
 
 
 def _is_document(item: Any) -> bool:

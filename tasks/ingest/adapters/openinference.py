@@ -29,6 +29,7 @@ from ragpulse.tasks.ingest.adapters._model import (
     dig,
     parse_time,
     text_of,
+    tool_call_id_of,
     tool_documents,
 )
 
@@ -38,6 +39,9 @@ _KINDS: dict[str, Kind] = {
     "CHAIN": "chain", "AGENT": "chain", "RETRIEVER": "retriever", "RERANKER": "reranker", "LLM": "llm", "TOOL": "tool",
 }  # fmt: skip
 _MESSAGE = re.compile(r"^llm\.input_messages\.(?P<i>\d+)\.message\.(?P<field>role|content)$")
+_TOOL_CALL = re.compile(
+    r"^llm\.output_messages\.\d+\.message\.tool_calls\.(?P<j>\d+)\.tool_call\.(?P<field>id|function\.arguments)$"
+)
 _DOCUMENT = re.compile(r"^(?P<i>\d+)\.document\.(?P<field>.+)$")
 _METADATA_ID_KEYS = ("id", "document_id", "doc_id")
 _METADATA_SCORE_KEYS = ("score", "relevance_score", "_score")
@@ -118,7 +122,18 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
         arguments=dig(inputs, "") if kind == "tool" else None,
         error=error,
         session_id=str(session) if isinstance(session, str | int) and session != "" else None,
+        tool_call_id=tool_call_id_of(output) if kind == "tool" else None,
+        tool_requests=_tool_requests(attributes) if kind == "llm" else {},
     )
+
+
+def _tool_requests(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """The tool calls an LLM span's output asked for, by id: ``llm.output_messages.<i>.message.tool_calls.<j>``."""
+    calls: dict[str, dict[str, Any]] = {}
+    for key, value in attributes.items():
+        if match := _TOOL_CALL.match(key):
+            calls.setdefault(key[: match.start("j")] + match["j"], {})[match["field"]] = value
+    return {str(c["id"]): c.get("function.arguments") for c in calls.values() if c.get("id")}
 
 
 _QUERY_KEYS = ("query", "q", "search_query", "input")

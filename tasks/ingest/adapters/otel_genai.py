@@ -153,7 +153,8 @@ def _span(span: Mapping[str, Any], resource: Mapping[str, Any], where: str, opti
             session = value
     if not parent and session is not None:
         metadata["conversation_id"] = session
-    status = span.get("status") if isinstance(span.get("status"), Mapping) else {}
+    raw_status = span.get("status")
+    status: Mapping[str, Any] = raw_status if isinstance(raw_status, Mapping) else {}
     error = None
     if status.get("code") in (2, "STATUS_CODE_ERROR", "ERROR"):
         error = str(status.get("message") or attributes.get("error.type") or "error")

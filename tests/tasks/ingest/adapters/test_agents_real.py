@@ -127,9 +127,11 @@ def test_conversations_are_the_threads_with_their_earlier_turns(agent_turns: tup
 def test_tool_calls_with_errors_and_the_steps_they_made(agent_turns: tuple[str, Staged]) -> None:
     _, (_, rows) = agent_turns
     for row, turn in _turns(rows):
-        got = [(call["name"], call["error"] is not None) for call in row["tool_calls"] or []]
-        expected = [(call["name"], call["error"] is not None) for call in turn["tool_calls"]]
-        assert sorted(got) == sorted(expected), turn["scenario"]
+        got = [
+            (call["name"], json.loads(call["arguments"]), call["error"] is not None) for call in row["tool_calls"] or []
+        ]
+        expected = [(call["name"], call["arguments"], call["error"] is not None) for call in turn["tool_calls"]]
+        assert sorted(got, key=str) == sorted(expected, key=str), turn["scenario"]  # the model's own arguments
         for call in row["tool_calls"] or []:
             if call["step"] is not None:
                 arguments = json.loads(call["arguments"])
