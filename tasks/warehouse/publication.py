@@ -102,8 +102,9 @@ def build_publication(
     """The tables one run publishes. Judge-made scores carry the judge model and prompt version, so a change
     of judge is never mistaken for a change of quality; the run row carries the judge's usage and cost.
 
-    Score rows and trace excerpts are row sources, produced a chunk of traces at a time as the warehouse reads
-    them (the excerpts from the staged batches, with ``storage_options``): a day is never whole in memory.
+    Score rows, step score rows, trace excerpts and retrieval steps are row sources, produced a chunk at a time
+    as the warehouse reads them (excerpts and steps from the staged batches, with ``storage_options``): a day is
+    never whole in memory, and nothing is read before the publish.
     ``content_key`` (see ``content_key_of``) is stamped on the run row, so that a re-run can recognise it."""
     now = dt.datetime.now(dt.UTC)
     n = len(scores.trace_ids)

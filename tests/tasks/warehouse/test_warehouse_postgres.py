@@ -41,6 +41,7 @@ PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 DAY = dt.date(2026, 11, 1)
 PASSWORD = "pw-4b1d-must-not-leak"
 NOW = dt.datetime(2026, 11, 2, 3, 4, 5, 678901, tzinfo=dt.UTC)
+VIEWS_V8 = ("daily_scores", "drift_segments", "latest_alerts", "worst_traces")
 
 
 @pytest.fixture
@@ -183,6 +184,9 @@ def test_tables_are_created_with_constraints_indexes_and_a_version(schema: str) 
         "alerts_partition_date_idx": False,
         "calibrations_partition_date_idx": False,
         "estimates_partition_date_idx": False,
+        "steps_partition_date_idx": True,
+        "step_scores_partition_date_idx": True,
+        "conversation_scores_partition_date_idx": False,
     }
     checks = _query(
         "SELECT conname FROM pg_constraint WHERE contype = 'c' AND connamespace = %s::regnamespace", schema, (schema,)
@@ -190,10 +194,15 @@ def test_tables_are_created_with_constraints_indexes_and_a_version(schema: str) 
     assert sorted(checks) == [
         ("alerts_check0",),
         ("calibrations_check0",),
+        ("conversation_scores_check0",),
+        ("conversation_scores_check1",),
         ("drift_check0",),
         ("estimates_check0",),
         ("scores_check0",),
         ("scores_check1",),
+        ("step_scores_check0",),
+        ("step_scores_check1",),
+        ("step_scores_check2",),
     ]
     assert [row[0] for row in _query("SELECT version FROM ragpulse_schema", schema)] == [SCHEMA_VERSION]
 
@@ -295,9 +304,9 @@ def test_a_v7_schema_gets_jsonb_metadata_and_the_views_on_its_next_publish(schem
     url = f"{PG_URL}?schema={schema}"
     first = _with_traces(_simple(DAY, "r1"), [{"app": "検索"}, {"app": "docs", "n": 1}, {}])
     PostgresWarehouse(url).publish(first)
-    # What version 7 left: text metadata, no views.
+    # What version 7 left: text metadata, no views (those of version 10 gone too).
     with psycopg.connect(PG_DSN, options=f"-csearch_path={schema}", autocommit=True) as con:
-        for view in ("daily_scores", "drift_segments", "latest_alerts", "worst_traces"):
+        for view in (*VIEWS_V8, "turn_steps", "conversations", "conversation_turns"):
             con.execute(sql.SQL("DROP VIEW {}").format(sql.Identifier(view)))
         con.execute("ALTER TABLE traces ALTER COLUMN metadata TYPE text")
         con.execute("UPDATE ragpulse_schema SET version = 7")
@@ -317,4 +326,4 @@ def test_a_v7_schema_gets_jsonb_metadata_and_the_views_on_its_next_publish(schem
     )
     assert summary == [(DAY, "docs", 1), (DAY, "検索", 1), (DAY + dt.timedelta(days=1), "docs", 3)]
     views = _query("SELECT table_name FROM information_schema.views WHERE table_schema = current_schema()", schema)
-    assert sorted(name for (name,) in views) == ["daily_scores", "drift_segments", "latest_alerts", "worst_traces"]
+    assert sorted(name for (name,) in views) == sorted((*VIEWS_V8, "turn_steps", "conversations", "conversation_turns"))
