@@ -82,7 +82,7 @@ def test_otel_genai_lines_on_s3(tmp_path: Path, s3) -> None:  # type: ignore[no-
 def test_langfuse_export_by_event_time_reruns_from_cache(tmp_path: Path) -> None:
     source = str(copy_with_mtime(FIXTURES / "langfuse" / "invented", tmp_path / "langfuse"))
     first, warehouse = _run(tmp_path, source, "langfuse", partitioning="event-time", late_arrival_hours=6.0)
-    _check(first, warehouse, ["lf-1", "lf-2"], {("lf-5", "observation o-5r output.0.id"), ("lf-6", "root span")},
+    _check(first, warehouse, ["lf-1", "lf-2"], {("lf-5", "observation o-5r output.0.id"), ("lf-6", "question")},
            "langfuse")  # fmt: skip
     again, _ = _run(tmp_path, source, "langfuse", partitioning="event-time", late_arrival_hours=6.0)
     assert again.n_batches_cached == again.n_batches == first.n_batches
