@@ -92,7 +92,7 @@ def outcome_exit(summary: RunSummary) -> typer.Exit | None:
     quarantined, a one-line notice on stderr and exit 3 (nothing scored, though the quarantine and run row were
     published); None for a day that was scored."""
     print_warnings([summary])
-    if summary.outcome == "nothing_scored":
+    if summary.scored_nothing_usable:
         return typer.Exit(code=ExitCode.NOTHING_SCORED)
     if summary.outcome != "no_traces":
         return None
@@ -288,7 +288,7 @@ def print_summaries(summaries: list[RunSummary]) -> None:
             str(s.n_traces),
             str(s.n_quarantined),
             f"{s.n_batches} ({s.n_batches_cached})",
-            f"[bold yellow]{s.outcome}[/bold yellow]" if s.outcome == "nothing_scored" else s.outcome,
+            f"[bold yellow]{s.outcome}[/bold yellow]" if s.scored_nothing_usable else s.outcome,
         )
     out.print(runs)
     means = Table(title="mean score per metric and partition")

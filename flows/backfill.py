@@ -45,7 +45,8 @@ __all__ = [
 
 MAX_CONCURRENCY = 16
 #: "missing": the day turned out to have no traces (event-time sources have no folders to list beforehand);
-#: "nothing_scored": the day was published but gave no ok score (its evaluation run failed, see RunSummary.outcome).
+#: "nothing_scored": the day was published but scored nothing usable: no ok score, or no contexts at all (its
+#: evaluation run failed, see RunSummary.outcome).
 PartitionEvent = Literal["started", "completed", "failed", "missing", "nothing_scored"]
 
 
@@ -91,7 +92,7 @@ class BackfillResult:
     @property
     def nothing_scored(self) -> dict[dt.date, str]:
         """The evaluated days that scored nothing, each with the warning saying why."""
-        return {s.partition_date: s.warning or "" for s in self.summaries if s.outcome == "nothing_scored"}
+        return {s.partition_date: s.warning or "" for s in self.summaries if s.scored_nothing_usable}
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -139,7 +139,7 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
 def _verdict(summary: RunSummary) -> RunSummary:
     """The summary of a day that scored something; a day that scored nothing fails the flow run, after its rows
     were published (they stay: the day's not-applicable scores and runs row are the record of why)."""
-    if summary.outcome == "nothing_scored":
+    if summary.scored_nothing_usable:
         raise NothingScoredError(summary)
     return summary
 

@@ -18,7 +18,10 @@ from ragpulse.tasks.core.artifacts import shown_url
 from ragpulse.tasks.core.types import PartitionScores, RunInfo
 from ragpulse.tasks.reporting.staged_facts import StagedFacts
 
-__all__ = ["GAPS", "MetricSummary", "NothingScoredError", "RunSummary", "summarize"]
+__all__ = ["GAPS", "UNUSABLE_OUTCOMES", "MetricSummary", "NothingScoredError", "RunSummary", "summarize"]
+
+UNUSABLE_OUTCOMES = frozenset({"nothing_scored", "no_contexts"})
+"""Outcomes of a day that was published but is not a success (exit code 4, the flow run Failed)."""
 
 #: What a day's traces or the run's configuration lack that metrics need, in the order the warning names them.
 GAPS = {
@@ -80,13 +83,22 @@ class RunSummary:
     def outcome(self) -> str:
         """``no_traces`` for a day whose records were all quarantined (its quarantine and run row are
         published, nothing was scored); ``nothing_scored`` for a day whose traces gave no ``ok`` score of any metric
-        (all not applicable or failed: published all the same, but not a success); ``unchanged`` for a day whose
-        identical rows were published before (nothing was published); else ``scored``."""
+        (all not applicable or failed: published all the same, but not a success); ``no_contexts`` for a day that
+        scored something but none of whose traces has contexts (no retrieval recognised: a RAG day read wrong, also
+        published but not a success); ``unchanged`` for a day whose identical rows were published before (nothing
+        was published); else ``scored``."""
         if not self.n_traces:
             return "no_traces"
         if not any(m.n_ok for m in self.metrics):
             return "nothing_scored"
+        if "no_contexts" in self.gaps:
+            return "no_contexts"
         return "unchanged" if self.unchanged_since else "scored"
+
+    @property
+    def scored_nothing_usable(self) -> bool:
+        """Whether the day was published but is not a success: it scored nothing, or read no retrieval at all."""
+        return self.outcome in UNUSABLE_OUTCOMES
 
     @property
     def warning(self) -> str | None:
@@ -102,7 +114,7 @@ class RunSummary:
                 head += "; not ok: " + ", ".join(f"{reason} ({count})" for reason, count in reasons.most_common(4))
             if self.skipped_metrics:
                 head += f"; skipped: {', '.join(self.skipped_metrics)}"
-        elif "no_contexts" in self.gaps and self.outcome != "no_traces":
+        elif self.outcome == "no_contexts":
             head = f"no trace of {self.n_traces} has contexts: ranking and context metrics cannot score"
         else:
             return None

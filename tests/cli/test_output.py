@@ -80,7 +80,7 @@ def _run_summary(n_ok: int, gaps: list[str]) -> RunSummary:
     ("n_ok", "gaps", "code", "warned"),
     [
         (0, ["no_references", "no_judge"], ExitCode.NOTHING_SCORED, "nothing scored: 0 ok scores of 4"),
-        (2, ["no_contexts"], None, "no trace of 4 has contexts"),  # scored something: warned, exit 0
+        (2, ["no_contexts"], ExitCode.NOTHING_SCORED, "no trace of 4 has contexts"),  # no retrieval read: no success
         (2, ["no_judge"], None, None),
     ],
 )

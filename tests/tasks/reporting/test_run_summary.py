@@ -109,11 +109,15 @@ def test_one_ok_score_is_scored_and_failed_scores_score_nothing() -> None:
     )
 
 
-def test_traces_without_contexts_warn_though_answers_scored() -> None:
+def test_traces_without_contexts_are_no_success_though_answers_scored() -> None:
+    """A RAG day without a single retrieved context was read wrong (issue 31: no retrieval spans recognised)."""
     answers_only = {RANKING: ["no_relevance_labels"] * 2, ANSWERS: [None, None]}
     facts = StagedFacts(n_traces=2, with_contexts=0, with_answers=2, with_labels=0, with_references=2)
     summary = summarize(_scores(answers_only), _run("m"), "duckdb:///w.duckdb", 0, staged=facts)
-    assert summary.outcome == "scored"
+    assert (summary.outcome, summary.scored_nothing_usable) == ("no_contexts", True)
+    one_with_contexts = StagedFacts(n_traces=2, with_contexts=1, with_answers=2, with_labels=0, with_references=2)
+    scored = summarize(_scores(answers_only), _run("m"), "duckdb:///w.duckdb", 0, staged=one_with_contexts)
+    assert (scored.outcome, scored.scored_nothing_usable, scored.warning) == ("scored", False, None)
     assert summary.gaps == ["no_labels", "no_contexts"]
     assert summary.would_apply == ["answer_relevancy"]
     assert summary.warning == (
