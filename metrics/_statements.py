@@ -28,7 +28,7 @@ from ragpulse.metrics._prompting import (
 from ragpulse.metrics.judge import JudgeClient, JudgeRequest, ask
 
 __all__ = [
-    "PLAIN_PROMPT_VERSION",
+    "HISTORY_PROMPT_TAG",
     "PROMPT_VERSION",
     "SCHEMA",
     "STATEMENTS_INSTRUCTIONS",
@@ -40,13 +40,14 @@ __all__ = [
 ]
 
 STATEMENTS_METRIC = "answer_statements"
-PROMPT_VERSION = "answer_statements/4"
+PROMPT_VERSION = "answer_statements/3"
 """2: adds the Japanese example, implicit subjects and the language line; 3: the inputs (and the
-examples) are one JSON object and the system prompt says they are data, not instructions; 4: a turn of a
-conversation also sends its earlier messages (``previous_turns``) to resolve references, for faithfulness."""
-PLAIN_PROMPT_VERSION = "answer_statements/3"
-"""What a request without ``previous_turns`` carries: it is byte for byte the request of version 3, so the
-replies cached for it still serve."""
+examples) are one JSON object and the system prompt says they are data, not instructions. Since 2026-12-05 3
+also covers a turn of a conversation sending its earlier messages (``previous_turns``, for faithfulness): not
+bumped, since a request without them is byte for byte what it was (docs/metrics.md, Versions)."""
+HISTORY_PROMPT_TAG = "answer_statements/3+history"
+"""What a request with ``previous_turns`` carries instead of :data:`PROMPT_VERSION`, so that it is told apart in
+the call cache; never published."""
 STEP = "statements"
 
 _JA_ANSWER = "ブラム・ストーカーです。1897年に出版しました。"
@@ -82,7 +83,7 @@ def build_statements_request(
     turns = {"previous_turns": history_data(history)} if history else {}
     return JudgeRequest(
         metric=STATEMENTS_METRIC,
-        prompt_version=PROMPT_VERSION if history else PLAIN_PROMPT_VERSION,
+        prompt_version=HISTORY_PROMPT_TAG if history else PROMPT_VERSION,
         step=STEP,
         messages=(
             (

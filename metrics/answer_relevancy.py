@@ -24,8 +24,8 @@ from ragpulse.metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
 
 __all__ = [
     "DEFAULT_GENERATIONS",
+    "HISTORY_PROMPT_TAG",
     "INSTRUCTIONS",
-    "PLAIN_PROMPT_VERSION",
     "PROMPT_VERSION",
     "SCHEMA",
     "SPEC",
@@ -43,12 +43,14 @@ SPEC = MetricSpec(
     summary="Mean cosine similarity of the question to questions an LLM judge generates from the answer; "
     "0 when every generation finds the answer noncommittal.",
 )
-PROMPT_VERSION = "answer_relevancy/4"
+PROMPT_VERSION = "answer_relevancy/3"
 """2: the generated question is asked for in the trace's language; 3: the answer is sent as JSON data,
-never as instructions; 4: a turn of a conversation also sends its earlier messages (``previous_turns``), so the
-question is written as the user asked it there (a follow-up's "and its population?")."""
-PLAIN_PROMPT_VERSION = "answer_relevancy/3"
-"""What a request without ``previous_turns`` carries: byte for byte version 3's, so its cached replies serve."""
+never as instructions. Since 2026-12-05 3 also covers a turn of a conversation sending its earlier messages
+(``previous_turns``), so the question is written as the user asked it there (a follow-up's "and its
+population?"): not bumped, since a request without them is byte for byte what it was (docs/metrics.md, Versions)."""
+HISTORY_PROMPT_TAG = "answer_relevancy/3+history"
+"""What a request with ``previous_turns`` carries instead of :data:`PROMPT_VERSION`, so that it is told apart in
+the call cache; never published."""
 DEFAULT_GENERATIONS = 3
 
 INSTRUCTIONS = """\
@@ -77,7 +79,7 @@ def build_request(
     turns = {"previous_turns": history_data(history)} if history else {}
     return JudgeRequest(
         metric=SPEC.name,
-        prompt_version=PROMPT_VERSION if history else PLAIN_PROMPT_VERSION,
+        prompt_version=HISTORY_PROMPT_TAG if history else PROMPT_VERSION,
         step="questions",
         messages=(
             (

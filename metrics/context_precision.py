@@ -21,8 +21,8 @@ from ragpulse.metrics.batch import TraceBatch
 from ragpulse.metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
 
 __all__ = [
+    "HISTORY_PROMPT_TAG",
     "INSTRUCTIONS_TEMPLATE",
-    "PLAIN_PROMPT_VERSION",
     "PROMPT_VERSION",
     "WITHOUT_REFERENCE",
     "WITH_REFERENCE",
@@ -44,12 +44,14 @@ WITHOUT_REFERENCE = MetricSpec(
     version="2.0.0",
     summary="Average precision of the contexts an LLM judge finds useful for reaching the generated answer.",
 )
-PROMPT_VERSION = "context_precision/4"
+PROMPT_VERSION = "context_precision/3"
 """2: the reasons are asked for in the trace's language; 3: the inputs are sent as one JSON object of
-data, never as instructions; 4: a turn of a conversation also sends its earlier messages (``previous_turns``)
-so that a follow-up question is understood."""
-PLAIN_PROMPT_VERSION = "context_precision/3"
-"""What a request without ``previous_turns`` carries: byte for byte version 3's, so its cached replies serve."""
+data, never as instructions. Since 2026-12-05 3 also covers a turn of a conversation sending its earlier
+messages (``previous_turns``) so that a follow-up question is understood: not bumped, since a request without
+them is byte for byte what it was (docs/metrics.md, Versions)."""
+HISTORY_PROMPT_TAG = "context_precision/3+history"
+"""What a request with ``previous_turns`` carries instead of :data:`PROMPT_VERSION`, so that it is told apart in
+the call cache; never published."""
 
 INSTRUCTIONS_TEMPLATE = """\
 Judge each of the "contexts" retrieved for the "question": "useful" is 1 if the context helped to \
@@ -78,7 +80,7 @@ def build_request(
     turns = {"previous_turns": history_data(history)} if history else {}
     return JudgeRequest(
         metric=spec.name,
-        prompt_version=PROMPT_VERSION if history else PLAIN_PROMPT_VERSION,
+        prompt_version=HISTORY_PROMPT_TAG if history else PROMPT_VERSION,
         step="verdicts",
         messages=(
             (

@@ -33,8 +33,8 @@ from ragpulse.metrics.judge import (
 )
 
 __all__ = [
+    "HISTORY_PROMPT_TAG",
     "INSTRUCTIONS",
-    "PLAIN_PROMPT_VERSION",
     "PROMPT_VERSION",
     "SCHEMA",
     "SPEC",
@@ -54,13 +54,15 @@ SPEC = MetricSpec(
     version="2.0.0",
     summary="1 if an LLM judge finds any statement in the retrieved contexts relevant to the question, else 0.",
 )
-PROMPT_VERSION = "context_relevance/4"
+PROMPT_VERSION = "context_relevance/3"
 """2: names the trace's language and forbids translating the copied sentences; 3: the inputs are sent
-as one JSON object of data, never as instructions; 4: a turn of a conversation also sends its earlier messages
-(``previous_turns``), and the retrieval steps of one turn are judged in one request (:data:`STEPS_INSTRUCTIONS`)."""
-PLAIN_PROMPT_VERSION = "context_relevance/3"
-"""What a one-question request without ``previous_turns`` carries: byte for byte version 3's, so its cached
-replies serve (a turn with one retrieval step sends that request too)."""
+as one JSON object of data, never as instructions. Since 2026-12-05 3 also covers a turn of a conversation
+sending its earlier messages (``previous_turns``), and the retrieval steps of one turn judged in one request
+(:data:`STEPS_INSTRUCTIONS`, step ``relevant_statements_by_step``): not bumped, since a one-question request
+without history is byte for byte what it was (docs/metrics.md, Versions)."""
+HISTORY_PROMPT_TAG = "context_relevance/3+history"
+"""What a request with ``previous_turns`` carries instead of :data:`PROMPT_VERSION`, so that it is told apart in
+the call cache; never published."""
 
 INSTRUCTIONS = """\
 Copy from the "contexts", word for word, the sentences that are relevant and needed to answer \
@@ -107,7 +109,7 @@ def build_request(
     turns = {"previous_turns": history_data(history)} if history else {}
     return JudgeRequest(
         metric=SPEC.name,
-        prompt_version=PROMPT_VERSION if history else PLAIN_PROMPT_VERSION,
+        prompt_version=HISTORY_PROMPT_TAG if history else PROMPT_VERSION,
         step="relevant_statements",
         messages=(
             ("system", _system(INSTRUCTIONS, language, bool(history))),
@@ -126,7 +128,7 @@ def build_steps_request(
     data = [{"query": query.strip(), "contexts": [text.strip() for text in texts]} for query, texts in steps]
     return JudgeRequest(
         metric=SPEC.name,
-        prompt_version=PROMPT_VERSION,
+        prompt_version=HISTORY_PROMPT_TAG if history else PROMPT_VERSION,
         step="relevant_statements_by_step",
         messages=(
             ("system", _system(STEPS_INSTRUCTIONS, language, bool(history))),

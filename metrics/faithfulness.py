@@ -20,7 +20,6 @@ from ragpulse.metrics.batch import TraceBatch
 from ragpulse.metrics.judge import JudgeContext, JudgeRequest, Outcome, ask
 
 __all__ = [
-    "PLAIN_PROMPT_VERSION",
     "PROMPT_VERSION",
     "SPEC",
     "VERDICTS_INSTRUCTIONS",
@@ -36,14 +35,14 @@ SPEC = MetricSpec(
     version="2.0.0",
     summary="Share of the answer's atomic statements that the retrieved contexts support (LLM judge).",
 )
-PROMPT_VERSION = "faithfulness/4"
-"""Covers both steps: the shared statement prompt (``answer_statements/4``) and the verdict prompt;
+PROMPT_VERSION = "faithfulness/3"
+"""Covers both steps: the shared statement prompt (``answer_statements/3``) and the verdict prompt;
 2 names the trace's language in both; 3 sends the inputs, and the statements of step 1 (they derive
-from the answer), as one JSON object of data, never as instructions; 4 sends a conversation's earlier
-messages to the statement step (``previous_turns``), so that "it" in a follow-up answer becomes what it names."""
-PLAIN_PROMPT_VERSION = "faithfulness/3"
-"""What the verdict request carries: its prompt is unchanged since 3 (the statements it checks already stand on
-their own), so the replies cached for it still serve."""
+from the answer), as one JSON object of data, never as instructions. Since 2026-12-05 3 also covers a turn of a
+conversation sending its earlier messages to the statement step (``previous_turns``, tagged
+``answer_statements/3+history``), so that "it" in a follow-up answer becomes what it names: not bumped, since a
+request without them is byte for byte what it was, and the verdict request is unchanged (docs/metrics.md,
+Versions)."""
 
 VERDICTS_INSTRUCTIONS = """\
 Check each of the "statements" against the "contexts". "supported" is true only if the \
@@ -63,7 +62,7 @@ def build_verdicts_request(
     """One request verifying every statement against all contexts; the reasons in ``language``."""
     return JudgeRequest(
         metric=SPEC.name,
-        prompt_version=PLAIN_PROMPT_VERSION,
+        prompt_version=PROMPT_VERSION,
         step="verdicts",
         messages=(
             ("system", system_prompt(VERDICTS_INSTRUCTIONS, language, "the reasons", fallback="the statements")),

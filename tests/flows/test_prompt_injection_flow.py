@@ -79,7 +79,7 @@ def test_injected_statements_do_not_score_in_a_published_run(
 
     evaluate_partition(**groups, output=OutputConfig(warehouse=f"duckdb:///{warehouse}", work_dir=str(tmp_path / "w1")))
     assert _rows(warehouse, per_trace) == expected
-    assert _rows(warehouse, counts) == [(len(INJECTED), len(INJECTED), 1, "faithfulness/4")]
+    assert _rows(warehouse, counts) == [(len(INJECTED), len(INJECTED), 1, "faithfulness/3")]
     assert obedient.obeyed == []
     calls = judge_server.calls
     assert calls == 2 * len(INJECTED) - 1  # no verdict call for the refusal, which holds no statements
@@ -88,5 +88,5 @@ def test_injected_statements_do_not_score_in_a_published_run(
     # A re-run of the day (another work dir, so no task cache) replaces the rows from the call cache.
     evaluate_partition(**groups, output=OutputConfig(warehouse=f"duckdb:///{warehouse}", work_dir=str(tmp_path / "w2")))
     assert _rows(warehouse, per_trace) == expected
-    assert _rows(warehouse, counts) == [(len(INJECTED), len(INJECTED), 1, "faithfulness/4")]
+    assert _rows(warehouse, counts) == [(len(INJECTED), len(INJECTED), 1, "faithfulness/3")]
     assert judge_server.calls == calls

@@ -149,7 +149,7 @@ def test_a_japanese_trace_asks_for_a_japanese_question_and_scores_it() -> None:
         "of these instructions, the examples or the contexts, and keep the JSON keys as given."
     )
     assert user == f'{{"answer": "{answer}"}}'
-    assert (request.prompt_version, PROMPT_VERSION) == ("answer_relevancy/3", "answer_relevancy/4")
+    assert request.prompt_version == PROMPT_VERSION == "answer_relevancy/3"
 
 
 def test_the_language_changes_the_request_and_only_the_system_message() -> None:

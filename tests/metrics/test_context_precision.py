@@ -122,7 +122,7 @@ def test_deterministic_requests_and_factories() -> None:
     with_ref = create_with_reference(MetricRequest("context_precision"), {})
     without = create_without_reference(MetricRequest("context_precision_without_reference"), {})
     assert (with_ref.name, without.name) == ("context_precision", "context_precision_without_reference")
-    assert with_ref.prompt_version == without.prompt_version == "context_precision/4"
+    assert with_ref.prompt_version == without.prompt_version == "context_precision/3"
     assert with_ref.spec.version == without.spec.version == "2.0.0"
 
 

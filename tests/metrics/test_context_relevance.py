@@ -68,7 +68,7 @@ def test_parser_and_factory() -> None:
     metric = create(MetricRequest("context_relevance"), {})
     assert (metric.name, metric.prompt_version, metric.spec.version) == (
         "context_relevance",
-        "context_relevance/4",
+        "context_relevance/3",
         "2.0.0",
     )
 

@@ -70,7 +70,7 @@ def test_several_steps_are_judged_in_one_request() -> None:
     # Haystack's rule per step: 1 when the judge copies any sentence, else 0.
     assert outcomes == [Outcome.ok(1.0), Outcome.ok(0.0), Outcome.ok(1.0)]
     (request,) = judge.requests
-    assert request.prompt_version == "context_relevance/4"
+    assert request.prompt_version == "context_relevance/3"
     assert request.messages[0] == ("system", f"{STEPS_INSTRUCTIONS}\n{DATA_RULE}\n{language_line('zh')}")
     assert json.loads(request.messages[1][1]) == {
         "steps": [
@@ -95,6 +95,7 @@ def test_against_the_question_and_with_history() -> None:
     data = json.loads(request.messages[1][1])
     assert data["previous_turns"] == [{"role": "user", "content": "我们在比较中国的城市。"}]
     assert [step["query"] for step in data["steps"]] == [QUESTION, QUESTION]
+    assert request.prompt_version == "context_relevance/3+history"
 
 
 def test_one_step_sends_the_ordinary_request_of_its_step_row() -> None:

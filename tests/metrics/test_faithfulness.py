@@ -200,7 +200,7 @@ def test_parsers_name_the_field() -> None:
 
 def test_factory() -> None:
     metric = create(MetricRequest("faithfulness"), {})
-    assert (metric.name, metric.prompt_version, metric.uses_llm) == ("faithfulness", "faithfulness/4", True)
+    assert (metric.name, metric.prompt_version, metric.uses_llm) == ("faithfulness", "faithfulness/3", True)
     assert metric.spec.version == "2.0.0"
 
 

@@ -1,7 +1,7 @@
 """A conversation's earlier messages in the judge prompts of faithfulness (statement step), answer_relevancy,
 context_relevance and context_precision: sent as ``previous_turns`` with one system line, and only when the trace
 has history, so every request of a trace without history is byte for byte what it was before (cached replies
-still serve)."""
+still serve) and the published prompt versions stay /3 (drift baselines and configuration hashes kept)."""
 
 from __future__ import annotations
 
@@ -115,7 +115,8 @@ def test_requests_with_history_send_the_last_six_messages_and_the_rule() -> None
         data = json.loads(user)
         assert next(iter(data)) == "previous_turns", key
         assert data["previous_turns"] == expected_turns, key
-        assert request.prompt_version.endswith("/4"), key
+        # A request tag of its own (never published): the published version stays /3.
+        assert request.prompt_version == f"{request.metric.removesuffix('_without_reference')}/3+history", key
     assert json.loads(sent["answer_relevancy", "questions"].messages[1][1]) == {
         "previous_turns": expected_turns,
         "answer": ANSWER,
@@ -124,14 +125,23 @@ def test_requests_with_history_send_the_last_six_messages_and_the_rule() -> None
     assert _digest(sent["faithfulness", "verdicts"]) == PINNED["faithfulness", "verdicts"]
 
 
-def test_the_metrics_prompt_versions_are_bumped() -> None:
+def test_the_published_prompt_versions_stay_3() -> None:
+    """Drift compares only scores of one prompt version: a bump would start every user's baselines anew although
+    their requests without history are unchanged."""
     assert [m.prompt_version for m in METRICS] == [
-        "faithfulness/4",
-        "answer_relevancy/4",
-        "context_relevance/4",
-        "context_precision/4",
-        "context_precision/4",
+        "faithfulness/3",
+        "answer_relevancy/3",
+        "context_relevance/3",
+        "context_precision/3",
+        "context_precision/3",
     ]
+    assert {r.prompt_version for r in _requests(TRACE).values()} == {
+        "answer_statements/3",
+        "faithfulness/3",
+        "answer_relevancy/3",
+        "context_relevance/3",
+        "context_precision/3",
+    }
 
 
 def test_answer_correctness_sends_no_history() -> None:

@@ -30,7 +30,7 @@ def test_plan_skips_llm_metrics_without_a_judge_but_keeps_embedding_metrics() ->
     assert without.judge_model is None
     with_judge = plan_judging(names, "judge-small", {})
     assert with_judge.skipped == [] and with_judge.names == names[:1] + names[1:]
-    assert with_judge.prompt_versions["faithfulness"] == "faithfulness/4"
+    assert with_judge.prompt_versions["faithfulness"] == "faithfulness/3"
 
 
 def test_judge_options_come_from_toml_or_json(tmp_path: Path) -> None:

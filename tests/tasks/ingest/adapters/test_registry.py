@@ -72,9 +72,12 @@ def test_fingerprint_covers_format_and_options_and_is_unchanged_for_canonical_tr
         _config().fingerprint(),
         _config(format="langfuse").fingerprint(),
         _config(format="langfuse", format_options={"id_key": "metadata.doc_id"}).fingerprint(),
+        _config(format="langfuse", format_options={"tool_documents_path": "hits"}).fingerprint(),
         _config(format="langsmith").fingerprint(),
     }
-    assert len(prints) == 4
+    assert len(prints) == 5
+    # An option added later enters the options only when set: the hashes of runs from before it stay valid.
+    assert "tool_documents_path" not in parse_options("langfuse", {}).to_dict()
     assert _config(partitioning="event-time").fingerprint() == _config().fingerprint()  # same scores
 
 
