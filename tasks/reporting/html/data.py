@@ -1,6 +1,7 @@
 """What the HTML report shows, read from the warehouse: per-metric means, failure rates and coverage per
 partition (over all traces, and over the chosen drift segment's traces for its charts), the drift rows, the
-latest partition's worst traces with their text, and its calibration against human labels.
+latest partition's worst traces with their text, its calibration against human labels, and for agents its
+retrieval steps (worst steps and turns per step metric) and conversations (failing ones per conversation metric).
 
 Plain data only, so the page (render.py) is tested without a warehouse and this side without HTML; reading
 is one function (``read_report_data``) over ``Warehouse.read``.
@@ -21,15 +22,24 @@ import pyarrow.compute as pc
 from ragpulse.tasks.core.storage import redact_url
 from ragpulse.tasks.monitoring.comparison import ALL_SEGMENTS, segment_values
 from ragpulse.tasks.warehouse import open_warehouse
+from ragpulse.tasks.warehouse._views import LOWER_IS_BETTER
 
 __all__ = [
+    "ConversationMetric",
+    "Conversations",
+    "FailingConversation",
     "MetricPoint",
     "ReportData",
+    "StepMetric",
     "TraceScore",
+    "TurnSteps",
+    "WorstStep",
     "WorstTrace",
     "aggregate",
+    "conversation_summary",
     "read_report_data",
     "segment_scores",
+    "step_metrics",
     "worst_traces",
 ]
 
@@ -78,6 +88,104 @@ class WorstTrace:
 
 
 @dataclass(frozen=True)
+class WorstStep:
+    """A low-scoring retrieval step: the turn (``trace_id``) and hop (``step_index``, the source's ``step_id``) it
+    is, its value, and from the ``steps`` table what it asked (None where that row is missing)."""
+
+    trace_id: str
+    step_index: int
+    step_id: str | None
+    value: float
+    query: str | None = None
+    name: str | None = None
+    kind: str | None = None
+    n_contexts: int | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class TurnSteps:
+    """One turn's steps under one step metric, rolled up as the ``turn_steps`` view does: ``n_steps`` step score
+    rows, the worst and the mean of the ok values (None when none is ok), and the turn's question."""
+
+    trace_id: str
+    n_steps: int
+    n_ok: int
+    n_failed: int
+    worst_value: float | None
+    mean_value: float | None
+    question: str | None = None
+
+    @property
+    def any_failed(self) -> bool:
+        return self.n_failed > 0
+
+
+@dataclass(frozen=True)
+class StepMetric:
+    """A step-level metric of the latest partition, scored ``against`` the step's query or its turn's question:
+    step counts, the mean of the ok values, and the worst steps and turns (lowest values, or highest where lower
+    is better)."""
+
+    metric: str
+    against: str
+    n_steps: int
+    n_ok: int
+    n_failed: int
+    mean: float
+    higher_is_better: bool
+    n_turns: int
+    worst_steps: list[WorstStep]
+    worst_turns: list[TurnSteps]
+
+
+@dataclass(frozen=True)
+class FailingConversation:
+    """A conversation whose score is 0 or whose scoring failed, with the turns the score covered."""
+
+    conversation_id: str
+    n_turns: int | None
+    first_trace_id: str | None
+    last_trace_id: str | None
+    value: float | None
+    status: str
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class ConversationMetric:
+    """A conversation-level metric of the latest partition: rows, ok and failed, the mean of the ok values, and
+    its failing conversations (``n_failing`` of them; ``failing`` lists at most the report's ``worst``)."""
+
+    metric: str
+    n: int
+    n_ok: int
+    n_failed: int
+    mean: float
+    n_failing: int
+    failing: list[FailingConversation]
+
+
+@dataclass(frozen=True)
+class Conversations:
+    """The latest partition's conversations: how many the traces' ``conversation_id`` names, their turns, how many
+    conversations had each number of turns (``(turns, conversations)``, fewest turns first), and the scores."""
+
+    n_conversations: int
+    n_turns: int
+    turns_histogram: list[tuple[int, int]]
+    metrics: list[ConversationMetric]
+
+    @property
+    def mean_turns(self) -> float:
+        return self.n_turns / self.n_conversations if self.n_conversations else math.nan
+
+    @property
+    def max_turns(self) -> int:
+        return max((turns for turns, _ in self.turns_histogram), default=0)
+
+
+@dataclass(frozen=True)
 class ReportData:
     """Everything the page shows, already read from the warehouse. ``drift`` holds drift-table rows as dicts;
     ``points`` cover all traces, ``segment_points`` the traces of ``segment`` (unused for ``all``)."""
@@ -95,6 +203,10 @@ class ReportData:
     segment_points: list[MetricPoint] = field(default_factory=list)
     estimates: list[dict[str, Any]] = field(default_factory=list)
     calibrations: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[StepMetric] = field(default_factory=list)
+    """The latest partition's step metrics; empty on a day without step scores (no section)."""
+    conversations: Conversations | None = None
+    """The latest partition's conversations; None on a day without any (no section)."""
 
     @property
     def latest(self) -> dt.date | None:
@@ -199,6 +311,173 @@ def worst_traces(scores: pa.Table, traces: pa.Table, *, n: int, metric: str | No
     ]
 
 
+def _ok_values(table: pa.Table) -> pa.Array | pa.ChunkedArray:
+    """``value`` where the status is ok, else NULL: the warehouse's constraint holds it, this keeps means right."""
+    return pc.if_else(pc.equal(table["status"], "ok"), table["value"], pa.scalar(None, pa.float64()))
+
+
+def _counts(table: pa.Table) -> tuple[int, int, int, float]:
+    """Rows, ok rows, failed rows and the mean of the ok values (NaN without any) of a score table."""
+    ok = pc.sum(pc.equal(table["status"], "ok").cast(pa.int64())).as_py() or 0
+    failed = pc.sum(pc.equal(table["status"], "failed").cast(pa.int64())).as_py() or 0
+    mean = pc.mean(_ok_values(table)).as_py()
+    return table.num_rows, ok, failed, math.nan if mean is None else mean
+
+
+def step_metrics(step_scores: pa.Table, steps: pa.Table, traces: pa.Table, *, n: int) -> list[StepMetric]:
+    """Per (metric, against) of one partition's ``step_scores``: counts, the mean of the ok values, the ``n`` worst
+    ok steps with their query and the ``n`` turns with the worst step (as the ``turn_steps`` view rolls them up).
+
+    Worst is the lowest value, the highest for the built-in lower-is-better metrics (``LOWER_IS_BETTER``); ties go
+    by trace id and step index. ``steps`` (``trace_id``, ``step_index``, ``name``, ``kind``, ``query``,
+    ``n_contexts``, ``error``) and ``traces`` (``trace_id``, ``question``) give the text; either may lack a row.
+    """
+    if not step_scores.num_rows:
+        return []
+    found = []
+    n = max(n, 0)
+    keys = step_scores.select(["metric", "against"]).group_by(["metric", "against"]).aggregate([]).to_pylist()
+    for key in sorted(keys, key=lambda k: (k["metric"], k["against"])):  # against is never NULL (a CHECK)
+        metric, against = key["metric"], key["against"]
+        rows = step_scores.filter(
+            pc.and_(pc.equal(step_scores["metric"], metric), pc.equal(step_scores["against"], against))
+        )
+        higher = metric not in LOWER_IS_BETTER
+        order = "ascending" if higher else "descending"
+        n_steps, n_ok, n_failed, mean = _counts(rows)
+        ok = rows.filter(pc.equal(rows["status"], "ok"))
+        worst = ok.sort_by([("value", order), ("trace_id", "ascending"), ("step_index", "ascending")]).slice(0, n)
+        turns = (
+            pa.table(
+                {
+                    "trace_id": rows["trace_id"],
+                    "value": _ok_values(rows),
+                    "ok": pc.equal(rows["status"], "ok").cast(pa.int64()),
+                    "failed": pc.equal(rows["status"], "failed").cast(pa.int64()),
+                }
+            )
+            .group_by("trace_id")
+            .aggregate(
+                [
+                    ([], "count_all"),
+                    ("ok", "sum"),
+                    ("failed", "sum"),
+                    ("value", "min" if higher else "max"),
+                    ("value", "mean"),
+                ]
+            )
+        )
+        worst_column = "value_min" if higher else "value_max"
+        worst_turns = turns.sort_by([(worst_column, order), ("trace_id", "ascending")]).slice(0, n)
+        text = _rows_by(steps, worst["trace_id"], ("trace_id", "step_index"))
+        questions = _rows_by(traces, worst_turns["trace_id"], ("trace_id",))
+        found.append(
+            StepMetric(
+                metric=metric,
+                against=against,
+                n_steps=n_steps,
+                n_ok=n_ok,
+                n_failed=n_failed,
+                mean=mean,
+                higher_is_better=higher,
+                n_turns=turns.num_rows,
+                worst_steps=[
+                    _worst_step(row, text.get((row["trace_id"], row["step_index"]), {})) for row in worst.to_pylist()
+                ],
+                worst_turns=[
+                    TurnSteps(
+                        trace_id=row["trace_id"],
+                        n_steps=row["count_all"],
+                        n_ok=row["ok_sum"],
+                        n_failed=row["failed_sum"],
+                        worst_value=row[worst_column],
+                        mean_value=row["value_mean"],
+                        question=questions.get((row["trace_id"],), {}).get("question"),
+                    )
+                    for row in worst_turns.to_pylist()
+                ],
+            )
+        )
+    return found
+
+
+def _worst_step(score: dict[str, Any], step: dict[str, Any]) -> WorstStep:
+    """A ranked step score with its ``steps`` row (empty where the warehouse has none)."""
+    return WorstStep(
+        trace_id=score["trace_id"],
+        step_index=score["step_index"],
+        step_id=score["step_id"],
+        value=score["value"],
+        query=step.get("query"),
+        name=step.get("name"),
+        kind=step.get("kind"),
+        n_contexts=step.get("n_contexts"),
+        error=step.get("error"),
+    )
+
+
+def _rows_by(
+    table: pa.Table, trace_ids: pa.Array | pa.ChunkedArray, key: tuple[str, ...]
+) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """The rows of ``table`` of ``trace_ids``, by ``key``'s values; empty when the table has none."""
+    if not table.num_rows or not len(trace_ids):
+        return {}
+    rows = table.filter(pc.is_in(table["trace_id"], value_set=trace_ids)).to_pylist()
+    return {tuple(row[name] for name in key): row for row in rows}
+
+
+def conversation_summary(conversation_scores: pa.Table, traces: pa.Table, *, n: int) -> Conversations | None:
+    """One partition's conversations: counted from the ``traces``' ``conversation_id`` (turns per conversation), and
+    per metric of ``conversation_scores`` its mean and the conversations that failed it, at most ``n`` listed:
+    value 0 first, then those whose scoring failed, each by conversation id. None when there are neither."""
+    ids = traces["conversation_id"] if "conversation_id" in traces.column_names else pa.array([], pa.string())
+    named = pc.drop_null(ids)
+    if not len(named) and not conversation_scores.num_rows:
+        return None
+    turns = pa.table({"conversation_id": named}).group_by("conversation_id").aggregate([([], "count_all")])
+    histogram = (
+        turns.rename_columns(["conversation_id", "turns"]).group_by("turns").aggregate([([], "count_all")]).to_pylist()
+    )
+    metrics = []
+    for metric in sorted(set(conversation_scores["metric"].to_pylist())):
+        rows = conversation_scores.filter(pc.equal(conversation_scores["metric"], metric))
+        n_rows, n_ok, n_failed, mean = _counts(rows)
+        failing = [
+            row
+            for row in rows.to_pylist()
+            if row["status"] == "failed" or (row["status"] == "ok" and row["value"] == 0)
+        ]
+        failing.sort(key=lambda row: (row["status"] != "ok", row["conversation_id"]))
+        metrics.append(
+            ConversationMetric(
+                metric=metric,
+                n=n_rows,
+                n_ok=n_ok,
+                n_failed=n_failed,
+                mean=mean,
+                n_failing=len(failing),
+                failing=[
+                    FailingConversation(
+                        conversation_id=row["conversation_id"],
+                        n_turns=row["n_turns"],
+                        first_trace_id=row["first_trace_id"],
+                        last_trace_id=row["last_trace_id"],
+                        value=row["value"],
+                        status=row["status"],
+                        reason=row["reason"],
+                    )
+                    for row in failing[: max(n, 0)]
+                ],
+            )
+        )
+    return Conversations(
+        n_conversations=turns.num_rows,
+        n_turns=len(named),
+        turns_histogram=sorted((row["turns"], row["count_all"]) for row in histogram),
+        metrics=metrics,
+    )
+
+
 def read_report_data(
     warehouse_url: str,
     *,
@@ -214,7 +493,8 @@ def read_report_data(
     Reads only the window's scores (4 narrow columns), runs and drift, and the text and scores of the latest
     partition's traces. ``metrics`` limits it to those metrics; the ``worst`` traces of the latest partition
     are ranked by the mean of their ok scores or by ``rank_metric``; ``segment`` picks the drift rows charted and
-    the traces whose means the charts plot (then the window's trace ids and metadata are read as well).
+    the traces whose means the charts plot (then the window's trace ids and metadata are read as well). For agents,
+    the latest partition's step scores, the steps of ranked ones, and its conversation scores are read too.
     """
     if days < 1:
         raise ValueError(f"days must be at least 1, got {days}")
@@ -256,11 +536,46 @@ def read_report_data(
         metrics=metric_list,
     )
     traces = warehouse.read(
-        "traces", start=latest, end=latest, columns=["trace_id", "question", "answer", "contexts", "metadata"]
+        "traces",
+        start=latest,
+        end=latest,
+        columns=["trace_id", "question", "answer", "contexts", "metadata", "conversation_id"],
     )
+    step_scores = warehouse.read(
+        "step_scores",
+        start=latest,
+        end=latest,
+        columns=["trace_id", "step_index", "step_id", "metric", "against", "value", "status"],
+        metrics=metric_list,
+    )
+    # A day's steps are read only when it has step scores: single-shot traces have neither.
+    steps = (
+        warehouse.read(
+            "steps",
+            start=latest,
+            end=latest,
+            columns=["trace_id", "step_index", "name", "kind", "query", "n_contexts", "error"],
+        )
+        if step_scores.num_rows
+        else pa.table({"trace_id": pa.array([], pa.string())})
+    )
+    conversation_scores = warehouse.read(
+        "conversation_scores",
+        start=latest,
+        end=latest,
+        columns=["conversation_id", "metric", "value", "status", "reason", "n_turns", "first_trace_id",
+                 "last_trace_id"],
+        metrics=metric_list,
+    )  # fmt: skip
     # The latest partition's calibration (docs/calibration.md): empty where `ragpulse calibrate` has not run.
     calibration = {
         key: warehouse.read(key, start=latest, end=latest, metrics=metric_list).to_pylist()
         for key in ("estimates", "calibrations")
     }
-    return replace(data, worst=worst_traces(scores, traces, n=worst, metric=rank_metric), **calibration)
+    return replace(
+        data,
+        worst=worst_traces(scores, traces, n=worst, metric=rank_metric),
+        steps=step_metrics(step_scores, steps, traces, n=worst),
+        conversations=conversation_summary(conversation_scores, traces, n=worst),
+        **calibration,
+    )

@@ -161,6 +161,7 @@ def traces_table(date: dt.date, di: int, n_traces: int = 10, apps: tuple[str, ..
             "source_file": f"dt={date}/part-0.jsonl",
             "source_line": t + 1,
             "language": "ja" if t % 2 else "en",
+            "conversation_id": None,  # schema v10: single-shot traces belong to no conversation
         }
         for t in range(n_traces)
     ]
