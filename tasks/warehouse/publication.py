@@ -397,14 +397,14 @@ def trace_excerpts(scores: PartitionScores, storage_options: Mapping[str, Any] |
     Scores assembled without staged batches (built by hand) have no excerpts."""
     if not scores.staged_batches:
         return RowSource.empty(TRACE_ROWS_SCHEMA)
+    return RowSource(TRACE_ROWS_SCHEMA, len(scores.trace_ids), lambda: _excerpt_batches(scores, storage_options))
 
-    def excerpts() -> Iterator[pa.RecordBatch]:
-        # One in-memory database for the day's batches: opening one took a fifth of a batch's excerpt time.
-        with duckdb.connect() as con:
-            for rows in _kept_rows(scores, _reader(storage_options, TRACE_ROWS_SCHEMA.names)):
-                yield from _excerpts(con, rows).to_batches()
 
-    return RowSource(TRACE_ROWS_SCHEMA, len(scores.trace_ids), excerpts)
+def _excerpt_batches(scores: PartitionScores, storage_options: Mapping[str, Any] | None) -> Iterator[pa.RecordBatch]:
+    # One in-memory database for the day's batches: opening one took a fifth of a batch's excerpt time.
+    with duckdb.connect() as con:
+        for rows in _kept_rows(scores, _reader(storage_options, TRACE_ROWS_SCHEMA.names)):
+            yield from _excerpts(con, rows).to_batches()
 
 
 def retrieval_steps(scores: PartitionScores, storage_options: Mapping[str, Any] | None = None) -> RowSource:
