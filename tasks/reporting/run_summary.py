@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ragpulse.metrics import REGISTRY, Status
+from ragpulse.metrics import REGISTRY, MetricResult, Status
 from ragpulse.metrics.errors import RagpulseError
 from ragpulse.tasks.core.artifacts import shown_url
 from ragpulse.tasks.core.types import PartitionScores, RunInfo
@@ -48,6 +48,8 @@ class MetricSummary:
     p50: float
     p90: float
     not_ok_reasons: dict[str, int] = field(default_factory=dict)
+    against: str | None = None
+    """A step metric's ``against`` (``step_query`` or ``question``): one summary each; None for the other units."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,10 @@ class RunSummary:
     would_apply: list[str] = field(default_factory=list)
     """Metrics this run did not compute that the day's traces would give scores (judge metrics once a judge is
     configured, agent metrics on traces with steps or tool calls)."""
+    step_metrics: list[MetricSummary] = field(default_factory=list)
+    """The step-level metrics over the kept traces' retrieval steps (``n`` counts steps), one per ``against``."""
+    conversation_metrics: list[MetricSummary] = field(default_factory=list)
+    """The conversation-level metrics over the day's conversations (``n`` counts conversations)."""
 
     @property
     def outcome(self) -> str:
@@ -209,26 +215,13 @@ def summarize(
     """The summary of a partition's published scores: statistics over ok traces, not-ok reasons by count, the
     warehouse URL without its password (the summary is returned, printed as JSON and put in artifacts), and from
     ``staged`` (the scored traces' counts) what the day lacks and which metrics would apply."""
-    rows = []
-    for metric, values in scores.values.items():
-        ok = scores.status[metric] == Status.OK
-        good = values[ok]
-        p10, p50, p90 = np.quantile(good, [0.1, 0.5, 0.9]) if len(good) else (np.nan,) * 3
-        reasons = Counter(str(r) for r in scores.reasons[metric][~ok])
-        rows.append(
-            MetricSummary(
-                metric=metric,
-                version=scores.versions[metric],
-                n=len(values),
-                n_ok=int(ok.sum()),
-                coverage=float(ok.mean()) if len(values) else float("nan"),
-                mean=float(good.mean()) if len(good) else float("nan"),
-                p10=float(p10),
-                p50=float(p50),
-                p90=float(p90),
-                not_ok_reasons=dict(reasons.most_common()),
-            )
+    rows = [
+        _metric_summary(
+            metric, scores.versions[metric], MetricResult(values, scores.status[metric], scores.reasons[metric])
         )
+        for metric, values in scores.values.items()
+    ]
+    conversations = scores.conversations
     judge = run.config.get("judge", {})
     return RunSummary(
         run_id=run.run_id,
@@ -253,6 +246,38 @@ def summarize(
         staged=staged,
         gaps=_gaps(rows, staged, bool(judge.get("model"))) if len(scores.trace_ids) else [],
         would_apply=_would_apply(staged, {m.metric for m in rows}) if len(scores.trace_ids) else [],
+        step_metrics=[
+            _metric_summary(metric, unit.versions[metric], result, unit.against)
+            for unit in scores.steps
+            for metric, result in unit.results.items()
+        ],
+        conversation_metrics=[
+            _metric_summary(metric, conversations.versions[metric], result)
+            for metric, result in conversations.results.items()
+        ]
+        if conversations is not None
+        else [],
+    )
+
+
+def _metric_summary(metric: str, version: str, result: MetricResult, against: str | None = None) -> MetricSummary:
+    """The distribution of one metric's ok values over the units it scored (traces, steps or conversations)."""
+    ok = result.status == Status.OK
+    good = result.values[ok]
+    p10, p50, p90 = np.quantile(good, [0.1, 0.5, 0.9]) if len(good) else (np.nan,) * 3
+    reasons = Counter(str(r) for r in result.reasons[~ok])
+    return MetricSummary(
+        metric=metric,
+        version=version,
+        n=len(result.values),
+        n_ok=int(ok.sum()),
+        coverage=float(ok.mean()) if len(result.values) else float("nan"),
+        mean=float(good.mean()) if len(good) else float("nan"),
+        p10=float(p10),
+        p50=float(p50),
+        p90=float(p90),
+        not_ok_reasons=dict(reasons.most_common()),
+        against=against,
     )
 
 

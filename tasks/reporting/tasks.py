@@ -13,7 +13,7 @@ from prefect.cache_policies import NO_CACHE
 
 from ragpulse.tasks.core.artifacts import artifact_key, followable, md, md_link, worker_path
 from ragpulse.tasks.core.types import PartitionScores, RunInfo
-from ragpulse.tasks.reporting.run_summary import RunSummary, summarize
+from ragpulse.tasks.reporting.run_summary import MetricSummary, RunSummary, summarize
 from ragpulse.tasks.reporting.staged_facts import count_staged
 
 __all__ = ["run_markdown", "summarize_run"]
@@ -51,6 +51,7 @@ def summarize_run(
         table=[
             {
                 "metric": m.metric,
+                "unit": unit if m.against is None else f"{unit} ({m.against})",
                 "version": m.version,
                 "n": m.n,
                 "coverage": _fmt(m.coverage),
@@ -60,7 +61,8 @@ def summarize_run(
                 "p90": _fmt(m.p90),
                 "not ok": ", ".join(f"{k} ({v})" for k, v in m.not_ok_reasons.items()),
             }
-            for m in summary.metrics
+            for unit, unit_metrics in _units(summary)
+            for m in unit_metrics
         ],
         description=f"ragpulse scores for dt={day} (run {summary.run_id})",
     )
@@ -115,16 +117,43 @@ def run_markdown(summary: RunSummary, validations: pa.Table) -> str:
     )
 
 
+def _units(summary: RunSummary) -> list[tuple[str, list[MetricSummary]]]:
+    """The summary's metrics by the unit they score: turns (traces), retrieval steps, conversations."""
+    return [("turn", summary.metrics), ("step", summary.step_metrics), ("conversation", summary.conversation_metrics)]
+
+
+# The heading of each unit's table in the run overview (the turn table keeps the heading it always had).
+_UNIT_HEADINGS = {
+    "turn": "Metrics",
+    "step": "Retrieval step metrics (per step, by what it was scored against)",
+    "conversation": "Conversation metrics (per conversation)",
+}
+
+
 def _metrics_section(summary: RunSummary) -> str:
-    """Per metric: its coverage (the share of traces scored ok), mean over those, and the not-ok reasons."""
-    if not summary.metrics:
-        return ""
-    rows = "\n".join(
-        f"| {md(m.metric)} | {m.n_ok} / {m.n} | {_share(m.coverage)} | {_fmt(m.mean)} "
-        f"| {md(', '.join(f'{k} ({v})' for k, v in m.not_ok_reasons.items()))} |"
-        for m in summary.metrics
-    )
-    return f"## Metrics\n\n| metric | ok | coverage | mean | not ok |\n|---|---|---|---|---|\n{rows}\n\n"
+    """Per metric: its coverage (the share of traces scored ok), mean over those, and the not-ok reasons; then, for
+    agents, the same per step metric and ``against`` (over steps) and per conversation metric (over conversations).
+    A unit without metrics has no table."""
+    text = ""
+    for unit, metrics in _units(summary):
+        if not metrics:
+            continue
+        columns = ["metric", *(["against"] if unit == "step" else []), "ok", "coverage", "mean", "not ok"]
+        rows = [
+            [
+                md(m.metric),
+                *([md(m.against or "")] if unit == "step" else []),
+                f"{m.n_ok} / {m.n}",
+                _share(m.coverage),
+                _fmt(m.mean),
+                md(", ".join(f"{k} ({v})" for k, v in m.not_ok_reasons.items())),
+            ]
+            for m in metrics
+        ]
+        lines = [f"| {' | '.join(columns)} |", "|" + "---|" * len(columns), *(f"| {' | '.join(r)} |" for r in rows)]
+        table = "\n".join(lines)
+        text += f"## {_UNIT_HEADINGS[unit]}\n\n{table}\n\n"
+    return text
 
 
 def _share(value: float) -> str:

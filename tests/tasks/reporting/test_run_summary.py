@@ -169,3 +169,65 @@ def test_staged_facts_count_each_scored_trace_once() -> None:
         n_traces=2, with_contexts=1, with_answers=1, with_labels=1, with_references=1, with_steps=1, with_tool_calls=1
     )
     assert facts_of(pa.Table.from_pylist(rows), ["a"]).with_steps is None
+
+
+def test_step_and_conversation_metrics_are_summarised_per_unit_beside_the_turn_metrics() -> None:
+    """Issue 31: a step metric is summarised over steps per ``against``, a conversation metric over conversations;
+    the run overview gives each unit its table, and a day without them shows the turn table only, as before."""
+    from ragpulse.metrics import MetricResult
+    from ragpulse.tasks.core.types import ConversationScores, StepScores
+    from ragpulse.tasks.reporting.tasks import run_markdown
+
+    def result(values: list[float | None]) -> MetricResult:
+        ok = np.array([v is not None for v in values])
+        return MetricResult(
+            np.array([np.nan if v is None else v for v in values]),
+            np.where(ok, Status.OK, Status.FAILED).astype(np.int8),
+            np.array([None if v is not None else "judge_gave_up" for v in values], dtype=object),
+        )
+
+    steps = tuple(
+        StepScores(
+            trace_ids=np.array(["t0", "t0", "t1"], dtype=object),
+            step_index=np.array([0, 1, 0]),
+            step_ids=np.array(["s0", "s1", "s2"], dtype=object),
+            against=against,
+            results={"context_relevance": result(values)},
+            versions={"context_relevance": "2"},
+        )
+        for against, values in (("step_query", [0.2, 0.8, None]), ("question", [1.0, 0.0, 1.0]))
+    )
+    conversations = ConversationScores(
+        conversation_ids=np.array(["会話-1", "对话-2"], dtype=object),
+        n_turns=np.array([2, 1]),
+        first_trace_ids=np.array(["t0", "t1"], dtype=object),
+        last_trace_ids=np.array(["t1", "t1"], dtype=object),
+        results={"agent_goal_accuracy": result([0.0, 1.0])},
+        versions={"agent_goal_accuracy": "1"},
+    )
+    plain = _scores({ANSWERS: [None, None]})
+    agent = dataclasses.replace(plain, steps=steps, conversations=conversations)
+    summary = summarize(agent, _run("m"), "duckdb:///w.duckdb", 0)
+    assert [(m.metric, m.against, m.n, m.n_ok, m.mean) for m in summary.step_metrics] == [
+        ("context_relevance", "step_query", 3, 2, pytest.approx(0.5)),
+        ("context_relevance", "question", 3, 3, pytest.approx(2 / 3)),
+    ]
+    assert summary.step_metrics[0].not_ok_reasons == {"judge_gave_up": 1}
+    (goal,) = summary.conversation_metrics
+    assert (goal.metric, goal.against, goal.n, goal.n_ok, goal.mean) == ("agent_goal_accuracy", None, 2, 2, 0.5)
+    assert [m.metric for m in summary.metrics] == [ANSWERS] and summary.outcome == "scored"
+
+    markdown = run_markdown(summary, pa.table({"suite": pa.array([], pa.string())}))
+    assert "| context\\_relevance | step\\_query | 2 / 3 | 67% | 0.500 | judge\\_gave\\_up (1) |" in markdown
+    assert "| context\\_relevance | question | 3 / 3 | 100% | 0.667 |  |" in markdown
+    assert (
+        "## Conversation metrics (per conversation)" in markdown and "| agent\\_goal\\_accuracy | 2 / 2 |" in markdown
+    )
+    alone = run_markdown(
+        summarize(plain, _run("m"), "duckdb:///w.duckdb", 0), pa.table({"suite": pa.array([], pa.string())})
+    )
+    assert (
+        "## Metrics\n\n| metric | ok | coverage | mean | not ok |\n|---|---|---|---|---|\n| answer\\_f1 | 2 / 2 |"
+        in alone
+    )
+    assert "Retrieval step" not in alone and "Conversation metrics" not in alone
