@@ -95,7 +95,7 @@ class RunSummary:
         was published); else ``scored``."""
         if not self.n_traces:
             return "no_traces"
-        if not any(m.n_ok for m in self.metrics):
+        if not any(m.n_ok for m in (*self.metrics, *self.step_metrics, *self.conversation_metrics)):
             return "nothing_scored"
         if "no_contexts" in self.gaps:
             return "no_contexts"
