@@ -123,7 +123,7 @@ def test_a_command_checks_and_plans_its_configuration_once(tmp_path: Path, monke
     traces = tmp_path / "traces"
     for day in (DAY - dt.timedelta(days=1), DAY):
         line = {"trace_id": f"t-{day}", "timestamp": f"{day}T10:00:00Z", "question": "q", "answer": "a",
-                "contexts": [{"id": "d", "text": "t"}], "relevant_ids": ["d"]}  # fmt: skip
+                "contexts": [{"id": "d", "text": "t"}], "relevant_context_ids": ["d"]}  # fmt: skip
         (traces / f"dt={day}").mkdir(parents=True)
         (traces / f"dt={day}" / "a.jsonl").write_text(json.dumps(line) + "\n")
     plans: list[object] = []

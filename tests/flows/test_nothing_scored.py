@@ -10,11 +10,11 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import duckdb
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.sorting import FlowRunSort
 
 from ragpulse.metrics import DEFAULT_METRICS
 
@@ -101,8 +101,7 @@ def test_a_day_without_labels_or_judge_is_published_then_exits_4(tmp_path: Path,
 
     # The flow run is not a success in Prefect: it failed, saying why.
     with get_client(sync_client=True) as client:
-        runs = client.read_flow_runs(sort=FlowRunSort.START_TIME_DESC, limit=20)
-    (run,) = [r for r in runs if r.name == f"evaluate-partition dt={DAY}"]
+        run = client.read_flow_run(uuid.UUID(summary["run_id"]))  # a day's run id is its flow run's
     assert run.state is not None and run.state.is_failed()
     assert "nothing scored" in (run.state.message or "")
 

@@ -29,6 +29,7 @@ __all__ = [
     "DOCUMENT_ID_KEYS",
     "DOCUMENT_SCORE_KEYS",
     "DOCUMENT_TEXT_KEYS",
+    "QUERY_KEYS",
     "AdapterOptions",
     "Document",
     "Kind",
@@ -39,6 +40,7 @@ __all__ = [
     "dig",
     "document_from",
     "parse_time",
+    "query_of",
     "text_of",
     "tool_call_id_of",
     "tool_documents",
@@ -507,6 +509,15 @@ def _decoded(value: Any) -> Any:
         except ValueError:
             return value
     return value
+
+
+QUERY_KEYS = ("query", "q", "search_query", "input")
+"""Where a retriever's or tool's input object names its query, tried before ``question_keys``."""
+
+
+def query_of(inputs: Any, options: AdapterOptions) -> str | None:
+    """A retrieval step's query: its input text, or the first of QUERY_KEYS, then ``question_keys``, that holds one."""
+    return text_of(inputs, (*QUERY_KEYS, *options.question_keys), role="user")
 
 
 def text_of(value: Any, keys: Sequence[str], *, role: str | None = None) -> str | None:

@@ -34,6 +34,7 @@ from ragpulse.tasks.ingest.adapters._model import (
     dig,
     document_from,
     parse_time,
+    query_of,
     text_of,
     tool_documents,
 )
@@ -49,8 +50,6 @@ MANIFEST_DIR = "manifests"
 _KINDS: dict[str, Kind] = {
     "GENERATION": "llm", "RETRIEVER": "retriever", "TOOL": "tool", "AGENT": "chain", "CHAIN": "chain",
 }  # fmt: skip
-_QUERY_KEYS = ("query", "q", "search_query", "input")
-"""Where a retriever's or tool's input names its query, before ``question_keys``."""
 DOCUMENTS_PATH = "documents"
 """Where a retriever observation's documents sit when its output is not the list itself (LangChain's callback
 logs the list; an object holding it under ``documents`` is the common custom shape)."""
@@ -116,7 +115,7 @@ def _observation(record: Mapping[str, Any], options: AdapterOptions) -> Span:
     elif kind == "llm":
         messages = chat_messages(inputs)
     if kind in ("retriever", "tool"):
-        query = text_of(inputs, (*_QUERY_KEYS, *options.question_keys), role="user")
+        query = query_of(inputs, options)
     if kind == "retriever":
         documents = _documents(output, observation_id, trace_id, options)
     elif kind == "tool":

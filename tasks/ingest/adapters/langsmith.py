@@ -25,6 +25,7 @@ from ragpulse.tasks.ingest.adapters._model import (
     dig,
     document_from,
     parse_time,
+    query_of,
     text_of,
     tool_documents,
 )
@@ -38,8 +39,6 @@ __all__ = [
 ]
 
 _KINDS: dict[str, Kind] = {"retriever": "retriever", "llm": "llm", "chain": "chain", "tool": "tool"}
-_QUERY_KEYS = ("query", "q", "search_query", "input")
-"""Where a retriever's or tool's inputs name its query, before ``question_keys``."""
 
 ANSWER_PATHS = (
     "outputs",  # a JS @traceable function's returned string
@@ -93,7 +92,7 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
     elif kind == "llm":
         messages = chat_messages(inputs)
     if kind in ("retriever", "tool"):
-        query = text_of(inputs, (*_QUERY_KEYS, *options.question_keys), role="user")
+        query = query_of(inputs, options)
     if kind == "retriever":
         documents = _documents(outputs, run_id, trace_id, options)
     elif kind == "tool":

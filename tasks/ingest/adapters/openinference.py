@@ -28,6 +28,7 @@ from ragpulse.tasks.ingest.adapters._model import (
     chat_messages,
     dig,
     parse_time,
+    query_of,
     text_of,
     tool_call_id_of,
     tool_documents,
@@ -89,7 +90,7 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
     elif kind == "llm":
         messages = _input_messages(attributes) or chat_messages(inputs)
     elif kind in ("retriever", "tool"):
-        query = text_of(inputs, (*_QUERY_KEYS, *options.question_keys), role="user")
+        query = query_of(inputs, options)
     answer = None
     if is_root or kind == "llm":
         answer = text_of(output, options.answer_keys, role="assistant")
@@ -134,10 +135,6 @@ def _tool_requests(attributes: Mapping[str, Any]) -> dict[str, Any]:
         if match := _TOOL_CALL.match(key):
             calls.setdefault(key[: match.start("j")] + match["j"], {})[match["field"]] = value
     return {str(c["id"]): c.get("function.arguments") for c in calls.values() if c.get("id")}
-
-
-_QUERY_KEYS = ("query", "q", "search_query", "input")
-"""Where a retriever's or tool's input names its query, before ``question_keys``."""
 
 
 def _input_messages(attributes: Mapping[str, Any]) -> tuple[Message, ...] | None:

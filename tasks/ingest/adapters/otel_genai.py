@@ -37,6 +37,7 @@ from ragpulse.tasks.ingest.adapters._model import (
     dig,
     document_from,
     parse_time,
+    query_of,
     text_of,
     tool_documents,
 )
@@ -49,7 +50,6 @@ _RETRIEVAL_OPERATIONS = frozenset({"retrieval", "vector_db_retrieve"})
 _AGENT_OPERATIONS = frozenset({"invoke_agent", "create_agent", "invoke_workflow"})
 _TRACELOOP_KINDS: dict[str, Kind] = {"workflow": "chain", "agent": "chain", "task": "chain", "tool": "tool"}
 """OpenLLMetry's ``traceloop.span.kind`` (its entity spans carry ``traceloop.entity.input``/``output``)."""
-_QUERY_KEYS = ("query", "q", "search_query", "input")
 _OTHER_SIGNALS = ("resourceMetrics", "resourceProfiles")
 _DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 _INDEXED = re.compile(r"^gen_ai\.(prompt|completion)\.(\d+)\.(content|role)$")
@@ -124,9 +124,7 @@ def _span(span: Mapping[str, Any], resource: Mapping[str, Any], where: str, opti
     query = None
     arguments = _tool_arguments(attributes.get("gen_ai.tool.call.arguments", entity_input)) if kind == "tool" else None
     if kind in ("retriever", "tool"):
-        query = question or text_of(
-            arguments if kind == "tool" else entity_input, (*_QUERY_KEYS, *options.question_keys)
-        )
+        query = question or query_of(arguments if kind == "tool" else entity_input, options)
         question = None
     elif kind == "chain" and entity_input is not None:
         question = question or text_of(entity_input, options.question_keys, role="user")
