@@ -29,9 +29,20 @@ from ragpulse.tasks.core.types import DriftAlert
 from ragpulse.tasks.monitoring.config import DriftConfig
 from ragpulse.tasks.warehouse import DRIFT_SCHEMA
 
-__all__ = ["ALL_SEGMENTS", "SCORE_COLUMNS", "alerts_of", "drift_rows", "metadata_keys", "segment_values"]
+__all__ = [
+    "ALL_SEGMENTS",
+    "SCORE_COLUMNS",
+    "STEP_METRIC_PREFIX",
+    "alerts_of",
+    "drift_rows",
+    "metadata_keys",
+    "segment_values",
+]
 
 ALL_SEGMENTS = "all"
+STEP_METRIC_PREFIX = "step."
+"""Drift of the retrieval steps: ``step.<metric>`` is a turn's mean over its steps scored against their own
+queries, so that a hop that degrades shows even while the turn's score, on what the generator received, holds."""
 _OK, _FAILED = Status.OK.label, Status.FAILED.label
 
 
@@ -79,7 +90,7 @@ def metadata_keys(metadata: pa.ChunkedArray | pa.Array, most: int = 20) -> list[
 def _higher_is_better(metric: str, settings: DriftConfig) -> bool:
     if metric in settings.lower_is_better:
         return False
-    request = MetricRequest.parse(metric)
+    request = MetricRequest.parse(metric.removeprefix(STEP_METRIC_PREFIX))
     if request.family == "aspect_critique" and request.variant is not None and request.variant in BUILTIN_ASPECTS:
         return BUILTIN_ASPECTS[request.variant].higher_is_better
     return request.definition.spec.higher_is_better

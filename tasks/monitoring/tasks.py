@@ -25,7 +25,14 @@ from prefect.cache_policies import NO_CACHE
 
 from ragpulse.tasks.core.artifacts import artifact_key
 from ragpulse.tasks.core.types import DriftReport
-from ragpulse.tasks.monitoring.comparison import SCORE_COLUMNS, alerts_of, drift_rows, metadata_keys, segment_values
+from ragpulse.tasks.monitoring.comparison import (
+    SCORE_COLUMNS,
+    STEP_METRIC_PREFIX,
+    alerts_of,
+    drift_rows,
+    metadata_keys,
+    segment_values,
+)
 from ragpulse.tasks.monitoring.config import AlertConfig, DriftConfig
 from ragpulse.tasks.monitoring.delivery import (
     EVENTS_NOT_EMITTED,
@@ -39,7 +46,7 @@ from ragpulse.tasks.monitoring.delivery import (
     webhook_payload,
     webhook_url,
 )
-from ragpulse.tasks.warehouse import ALERTS_SCHEMA, DRIFT_SCHEMA, open_warehouse
+from ragpulse.tasks.warehouse import ALERTS_SCHEMA, DRIFT_SCHEMA, SCORES_SCHEMA, open_warehouse
 
 __all__ = ["LANGUAGE_SEGMENT", "detect_drift", "send_alerts"]
 
@@ -59,6 +66,7 @@ def detect_drift(
     window = sorted({d for d in published if d < day})[-settings.baseline_partitions :]
     start = window[0] if window else day
     scores = warehouse.read("scores", start=start, end=day, columns=SCORE_COLUMNS)
+    scores = pa.concat_tables([scores, _turns_by_their_steps(warehouse.read("step_scores", start=start, end=day))])
     if settings.segment_key is not None:
         by_language = settings.segment_key == LANGUAGE_SEGMENT
         column = "language" if by_language else "metadata"
@@ -85,6 +93,33 @@ def detect_drift(
         day, len(window), report.verdict_counts(), len(report.alerts),
     )  # fmt: skip
     return report
+
+
+_STEP_KEYS = ["partition_date", "trace_id", "metric", "metric_version", "judge_model", "prompt_version"]
+
+
+def _turns_by_their_steps(steps: pa.Table) -> pa.Table:
+    """Step scores (against the step's own query) as one score row per turn and metric (STEP_METRIC_PREFIX): the mean
+    of its ``ok`` steps, ``failed`` when none is ok and one failed, else ``not_applicable``. One row per turn keeps
+    drift's samples independent, as its intervals assume; steps of one turn are not."""
+    steps = steps.filter(pc.equal(steps["against"], "step_query"))
+    ok, failed = pc.equal(steps["status"], "ok"), pc.equal(steps["status"], "failed")
+    counted = steps.select(_STEP_KEYS).append_column("ok_value", pc.if_else(ok, steps["value"], None))
+    counted = counted.append_column("n_ok", ok.cast(pa.int64())).append_column("n_failed", failed.cast(pa.int64()))
+    turns = counted.group_by(_STEP_KEYS, use_threads=False).aggregate(
+        [("ok_value", "mean"), ("n_ok", "sum"), ("n_failed", "sum")]
+    )
+    any_ok, any_failed = pc.greater(turns["n_ok_sum"], 0), pc.greater(turns["n_failed_sum"], 0)
+    status = pc.if_else(any_ok, "ok", pc.if_else(any_failed, "failed", "not_applicable"))
+    columns = {
+        **{name: turns[name] for name in _STEP_KEYS},
+        "metric": pc.binary_join_element_wise(STEP_METRIC_PREFIX, turns["metric"], ""),
+        "value": turns["ok_value_mean"],
+        "status": status,
+    }
+    return pa.table({name: columns[name] for name in SCORE_COLUMNS}).cast(
+        pa.schema([SCORES_SCHEMA.field(name) for name in SCORE_COLUMNS])
+    )
 
 
 def _warn_of_an_unmatched_segment_key(

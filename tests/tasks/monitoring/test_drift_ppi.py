@@ -17,7 +17,7 @@ from ragpulse.tasks.calibration.estimate import CalibrationSettings, calibration
 from ragpulse.tasks.calibration.labels import LABELS_SCHEMA
 from ragpulse.tasks.config import DriftConfig
 from ragpulse.tasks.monitoring.tasks import detect_drift
-from ragpulse.tasks.warehouse import SCORES_SCHEMA, open_warehouse
+from ragpulse.tasks.warehouse import SCORES_SCHEMA, STEP_SCORES_SCHEMA, open_warehouse
 from tests.tasks.warehouse.test_warehouse_contract import publication
 
 pytestmark = pytest.mark.slow  # a simulated week of 3,000 judged traces a day
@@ -75,7 +75,12 @@ def _warehouse(tmp_path: Path, last_false_positive: float, last_rate: float) -> 
         last = day == DAYS[-1]
         scores, labels = _day(day, last_rate if last else 0.7, last_false_positive if last else 0.2, rng)
         warehouse.publish(
-            dataclasses.replace(publication(day, f"r-{day}", n=1), metrics=["faithfulness"], scores=scores)
+            dataclasses.replace(
+                publication(day, f"r-{day}", n=1),
+                metrics=["faithfulness"],
+                scores=scores,
+                step_scores=STEP_SCORES_SCHEMA.empty_table(),  # the contract's made-up step metrics are not drift's
+            )
         )
         found = calibration_rows(day, labels, scores, CalibrationSettings(min_labels=30), run_id="c", now=NOW)
         warehouse.publish_calibration(day, found.calibrations, found.estimates)
@@ -112,7 +117,12 @@ def test_a_partition_without_an_estimate_falls_back_to_raw_means_and_says_so(tmp
     later = DAYS[-1] + dt.timedelta(days=1)
     scores, _ = _day(later, 0.7, 0.2, np.random.default_rng(9))
     open_warehouse(url).publish(
-        dataclasses.replace(publication(later, "r-later", n=1), metrics=["faithfulness"], scores=scores)
+        dataclasses.replace(
+            publication(later, "r-later", n=1),
+            metrics=["faithfulness"],
+            scores=scores,
+            step_scores=STEP_SCORES_SCHEMA.empty_table(),
+        )
     )
     with disable_run_logger():
         (row,) = detect_drift.fn(url, later, DriftConfig(estimator="ppi"), run_id="d3").rows.to_pylist()
