@@ -15,8 +15,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import numpy as np
-
 from ragpulse.metrics._prompting import ReplyReader, data_message, object_schema, system_prompt
 from ragpulse.metrics._request import MetricName
 from ragpulse.metrics._spec import MetricResult, MetricSpec
@@ -29,6 +27,7 @@ from ragpulse.metrics.judge import (
     Outcome,
     VerdictParseError,
     ask,
+    result_of,
 )
 from ragpulse.metrics.tool_calls import arguments_of
 
@@ -232,15 +231,7 @@ async def judge_conversations(
     """Every (conversation, metric) pair concurrently; results index-aligned with ``conversations``."""
     outcomes = await asyncio.gather(*(m.score(c, context) for m in metrics for c in conversations))
     n = len(conversations)
-    results = {}
-    for position, metric in enumerate(metrics):
-        chunk = outcomes[position * n : (position + 1) * n]
-        results[metric.name] = MetricResult(
-            values=np.array([o.value for o in chunk], dtype=np.float64),
-            status=np.array([o.status for o in chunk], dtype=np.int8),
-            reasons=np.array([o.reason for o in chunk], dtype=object),
-        )
-    return results
+    return {metric.name: result_of(outcomes[i * n : (i + 1) * n]) for i, metric in enumerate(metrics)}
 
 
 def create(request: MetricName, options: Mapping[str, Any]) -> AgentGoalAccuracy:

@@ -35,6 +35,7 @@ __all__ = [
     "ask",
     "judge_batch",
     "load_json_object",
+    "result_of",
 ]
 
 _T = TypeVar("_T")
@@ -181,6 +182,15 @@ class Outcome:
         return cls(math.nan, Status.FAILED, reason)
 
 
+def result_of(outcomes: Sequence[Outcome]) -> MetricResult:
+    """One metric's outcomes, row by row, as its result arrays."""
+    return MetricResult(
+        values=np.array([o.value for o in outcomes], dtype=np.float64),
+        status=np.array([o.status for o in outcomes], dtype=np.int8),
+        reasons=np.array([o.reason for o in outcomes], dtype=object),
+    )
+
+
 @dataclass(frozen=True)
 class JudgeContext:
     """What a judge metric may use: the judge, an embedder for similarity, and per-run options."""
@@ -233,13 +243,5 @@ async def judge_batch(
     outcomes = await asyncio.gather(
         *(_guarded(metric, batch, index, context) for metric in metrics for index in range(len(batch)))
     )
-    results = {}
     n = len(batch)
-    for position, metric in enumerate(metrics):
-        chunk = outcomes[position * n : (position + 1) * n]
-        results[metric.name] = MetricResult(
-            values=np.array([o.value for o in chunk], dtype=np.float64),
-            status=np.array([o.status for o in chunk], dtype=np.int8),
-            reasons=np.array([o.reason for o in chunk], dtype=object),
-        )
-    return results
+    return {metric.name: result_of(outcomes[i * n : (i + 1) * n]) for i, metric in enumerate(metrics)}

@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 
 from ragpulse.metrics import MetricResult, Status, TraceBatch
 from ragpulse.metrics.batch import StepAgainst, StepRows
-from ragpulse.metrics.judge import JudgeContext, JudgeMetric, Outcome, StepJudgeMetric, judge_batch
+from ragpulse.metrics.judge import JudgeContext, JudgeMetric, Outcome, StepJudgeMetric, judge_batch, result_of
 from ragpulse.tasks.core.types import StepScores
 from ragpulse.tasks.judge.plan import NOT_SAMPLED, sample_batch
 from ragpulse.tasks.scoring.step_scores import step_scores
@@ -97,11 +97,7 @@ async def _judge_metric(
     done = [outcome for outcome in outcomes if outcome is not None]
     if len(done) != n:
         raise RuntimeError(f"{metric.name}: {n - len(done)} step row(s) left without an outcome")
-    return MetricResult(
-        values=np.array([o.value for o in done], dtype=np.float64),
-        status=np.array([o.status for o in done], dtype=np.int8),
-        reasons=np.array([o.reason for o in done], dtype=object),
-    )
+    return result_of(done)
 
 
 def _same_as_turn(traces: TraceBatch, trace: int, steps: TraceBatch, row: int) -> bool:
