@@ -675,32 +675,40 @@ def tool_documents(
     return None
 
 
-def _tool_content(value: Any) -> Any:
-    """The content of the ToolMessage carrying a tool's output (within a run's ``{"output": ...}``), or the output
-    itself."""
+def _unwrapped(value: Any) -> Any:
+    """A tool run's output without the ``{"output": ...}`` its run wraps it in."""
     if isinstance(value, Mapping) and isinstance(output := _decoded(value.get("output")), Mapping):
-        value = output
-    if isinstance(value, Mapping):
-        message = value
-        if value.get("lc") is not None and isinstance(value.get("kwargs"), Mapping):
-            message = value["kwargs"]
-        elif isinstance(value.get("data"), Mapping) and value.get("type") == "tool":  # message_to_dict's form
-            message = value["data"]
-        if "tool_call_id" in message or message.get("type") == "tool" or message.get("role") == "tool":
-            return _decoded(message.get("content"))
+        return output
     return value
+
+
+def _tool_message(value: Any) -> Mapping[str, Any] | None:
+    """The ToolMessage carrying a tool's (unwrapped) output: LangChain's serialised or ``message_to_dict`` form, or
+    a plain ``{"type": "tool"}``/``{"role": "tool"}`` message; None for anything else."""
+    if not isinstance(value, Mapping):
+        return None
+    message = value
+    if value.get("lc") is not None and isinstance(value.get("kwargs"), Mapping):
+        message = value["kwargs"]
+    elif isinstance(value.get("data"), Mapping) and value.get("type") == "tool":  # message_to_dict's form
+        message = value["data"]
+    if "tool_call_id" in message or message.get("type") == "tool" or message.get("role") == "tool":
+        return message
+    return None
+
+
+def _tool_content(value: Any) -> Any:
+    """The content of the ToolMessage carrying a tool's output, or the (unwrapped) output itself."""
+    value = _unwrapped(value)
+    message = _tool_message(value)
+    return _decoded(message.get("content")) if message is not None else value
 
 
 def tool_call_id_of(output: Any) -> str | None:
     """The ``tool_call_id`` of the ToolMessage carrying a tool's output: the id of the model's call it answers."""
-    value = _decoded(output)
-    if isinstance(value, Mapping) and isinstance(inner := _decoded(value.get("output")), Mapping):
-        value = inner
-    if isinstance(value, Mapping):
-        for message in (value, value.get("kwargs"), value.get("data")):
-            if isinstance(message, Mapping) and isinstance(message.get("tool_call_id"), str):
-                return str(message["tool_call_id"])
-    return None
+    message = _tool_message(_unwrapped(_decoded(output)))
+    call_id = message.get("tool_call_id") if message is not None else None
+    return call_id if isinstance(call_id, str) else None
 
 
 def _is_document(item: Any) -> bool:
