@@ -13,13 +13,17 @@ from numpy.typing import NDArray
 from ragpulse.metrics.errors import InvalidRecordError, ShapeError
 
 __all__ = [
+    "Feedback",
     "History",
+    "Operations",
     "RelevanceLabels",
     "Step",
     "StepAgainst",
     "StepRows",
     "ToolCall",
+    "SpanError",
     "TraceBatch",
+    "Usage",
     "primary_language",
 ]
 
@@ -64,6 +68,51 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class Usage:
+    """One model call's token counts as the application logged them (its own calls, not the judge's)."""
+
+    model: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+
+
+@dataclass(frozen=True)
+class SpanError:
+    """A span that ended in error: its kind (``root``, ``llm``, ``retriever``, ``tool``, ``reranker``, ``chain``,
+    ``agent``, ...), its name and the error message, as the source logged them."""
+
+    kind: str
+    name: str | None
+    message: str | None
+
+
+@dataclass(frozen=True)
+class Operations:
+    """What a turn cost to serve, read from span times, token counts and statuses; a field is None where the source
+    did not log it (its metrics are then ``not_applicable``). ``errors`` is ``()`` for a turn known to have none."""
+
+    latency_ms: float | None = None
+    retrieval_latency_ms: float | None = None
+    generation_latency_ms: float | None = None
+    usage: tuple[Usage, ...] | None = None
+    errors: tuple[SpanError, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """One piece of feedback or annotation on a turn: ``value`` the number logged (a boolean as 1/0), ``label`` the
+    category logged; ``source`` who gave it: ``user`` (the application's end user), ``annotation`` (a human
+    reviewer), ``api`` (sent by the application's code, origin not said) or ``evaluation`` (computed by a model or
+    code, never a human label)."""
+
+    name: str
+    value: float | None
+    label: str | None
+    source: str
+    comment: str | None = None
+
+
+@dataclass(frozen=True)
 class TraceBatch:
     """Traces in the shape metrics need, index-aligned.
 
@@ -85,6 +134,8 @@ class TraceBatch:
       not logged / not labelled.
     - ``histories``: the conversation's earlier messages per trace (empty for a first or single turn).
     - ``conversation_ids``: the session or thread a turn belongs to, None when it has none.
+    - ``operations``: latency, token usage and span errors per trace (:class:`Operations`); None when not logged.
+    - ``feedback``: what users, reviewers and the tools' evaluators said about each trace; None when nothing.
     """
 
     trace_ids: Sequence[str]
@@ -101,6 +152,8 @@ class TraceBatch:
     reference_tool_calls: Sequence[Sequence[ToolCall] | None] | None = None
     histories: Sequence[History] | None = None
     conversation_ids: Sequence[str | None] | None = None
+    operations: Sequence[Operations | None] | None = None
+    feedback: Sequence[Sequence[Feedback] | None] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.trace_ids)
@@ -220,7 +273,17 @@ class StepRows:
     step_ids: NDArray[np.object_]
 
 
-_OPTIONAL = ("questions", "languages", "steps", "tool_calls", "reference_tool_calls", "histories", "conversation_ids")
+_OPTIONAL = (
+    "questions",
+    "languages",
+    "steps",
+    "tool_calls",
+    "reference_tool_calls",
+    "histories",
+    "conversation_ids",
+    "operations",
+    "feedback",
+)
 """The optional per-trace fields: None for the whole batch, else one entry per trace."""
 
 
