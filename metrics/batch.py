@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -17,11 +17,11 @@ __all__ = [
     "History",
     "Operations",
     "RelevanceLabels",
+    "SpanError",
     "Step",
     "StepAgainst",
     "StepRows",
     "ToolCall",
-    "SpanError",
     "TraceBatch",
     "Usage",
     "primary_language",
@@ -208,6 +208,8 @@ class TraceBatch:
             reference_tool_calls=[_tool_calls(r, "reference_tool_calls") for r in records],
             histories=[_history(r) for r in records],
             conversation_ids=[c if isinstance(c := r.get("conversation_id"), str) and c else None for r in records],
+            operations=[_operations(r) for r in records],
+            feedback=[_feedback(r) for r in records],
         )
 
     def step_batch(self, against: StepAgainst) -> StepRows:
@@ -353,6 +355,44 @@ def _tool_calls(record: Mapping[str, Any], field: str) -> list[ToolCall] | None:
         )
         for call in raw
     ]
+
+
+def _operations(record: Mapping[str, Any]) -> Operations | None:
+    """A record's latencies, token usage and span errors; None when it gives none of them."""
+    usage, errors = record.get("usage"), record.get("errors")
+    operations = Operations(
+        latency_ms=_number_or_none(record.get("latency_ms")),
+        retrieval_latency_ms=_number_or_none(record.get("retrieval_latency_ms")),
+        generation_latency_ms=_number_or_none(record.get("generation_latency_ms")),
+        usage=None
+        if usage is None
+        else tuple(Usage(u.get("model"), u.get("input_tokens"), u.get("output_tokens")) for u in usage),
+        errors=None
+        if errors is None
+        else tuple(SpanError(str(e["kind"]), e.get("name"), e.get("message")) for e in errors),
+    )
+    return None if operations == Operations() else operations
+
+
+def _feedback(record: Mapping[str, Any]) -> list[Feedback] | None:
+    """A record's feedback entries, a boolean value read as 1.0/0.0; None when it gives none."""
+    raw = record.get("feedback")
+    if raw is None:
+        return None
+    return [
+        Feedback(
+            name=str(entry["name"]),
+            value=_number_or_none(entry.get("value")),
+            label=_text_or_none(entry.get("label")),
+            source=str(entry["source"]),
+            comment=_text_or_none(entry.get("comment")),
+        )
+        for entry in raw
+    ]
+
+
+def _number_or_none(value: object) -> float | None:
+    return None if value is None else float(cast(float, value))
 
 
 def _history(record: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:

@@ -425,7 +425,7 @@ def _trace(
     }
     if profile.language is not None:
         trace["language"] = profile.language
-    if profile.logs_latency:  # an SDK version that logs a field outside the contract
+    if profile.logs_latency:  # an SDK version that logs the turn's latency (canonical `latency_ms`)
         trace["latency_ms"] = int(rng.lognormvariate(6.8, 0.35))
     return trace
 

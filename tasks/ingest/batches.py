@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from ragpulse.metrics import MetricRequest, TraceBatch
-from ragpulse.metrics.batch import Step, ToolCall
+from ragpulse.metrics.batch import Feedback, Operations, SpanError, Step, ToolCall, Usage
 from ragpulse.metrics.registry import STEP_FAMILIES
 from ragpulse.tasks.core.storage import filesystem, storage_errors
 from ragpulse.tasks.core.types import BatchRef
@@ -21,6 +21,7 @@ from ragpulse.tasks.ingest.records import STAGED_SCHEMA
 
 __all__ = [
     "CONVERSATION_COLUMNS",
+    "OPERATIONS_COLUMNS",
     "judging_columns",
     "read_scoring_table",
     "read_staged",
@@ -28,6 +29,9 @@ __all__ = [
     "shared_strings",
     "tool_calls_column",
 ]
+
+OPERATIONS_COLUMNS = ("latency_ms", "retrieval_latency_ms", "generation_latency_ms", "usage", "errors")
+"""The staged columns behind ``TraceBatch.operations``."""
 
 # What each kind of metric reads from a staged batch (a nested leaf is named by its Parquet path). Context texts are
 # most of a batch's bytes; ranking metrics read them only for traces labelled by text (``read_scoring_table``).
@@ -37,12 +41,18 @@ _COLUMNS_READ_BY = {
     "answers": ("answer", "reference", "reference_answers", "language"),
     # The agent's turn metrics count steps, compare their queries and read the tool calls, never step documents.
     "agent": ("steps.list.element.kind", "steps.list.element.query", "tool_calls", "reference_tool_calls"),
+    # What a turn cost to serve and what was said about it: small columns, read whole.
+    "operations": OPERATIONS_COLUMNS,
+    "feedback": ("feedback",),
+    # Whether each retrieval returned documents: the documents' ids of the turn and of each step, never their texts.
+    "retrieval": ("contexts.list.element.id", "steps.list.element.kind", "steps.list.element.contexts.list.element.id"),
 }
 # What a ranking metric scored per retrieval step reads: the step's id and its documents' ids (texts as above).
 _STEP_RANKING_COLUMNS = ("steps.list.element.id", "steps.list.element.contexts.list.element.id")
 _STEP_TEXT_COLUMNS = (*_STEP_RANKING_COLUMNS, "steps.list.element.contexts.list.element.text")
-# What the judge never reads: tool calls (judged per conversation), and steps unless it scores them.
-_NOT_JUDGED = ("tool_calls", "reference_tool_calls")
+# What the judge never reads: tool calls (judged per conversation), operations and feedback (read without a judge),
+# and steps unless it scores them.
+_NOT_JUDGED = ("tool_calls", "reference_tool_calls", *OPERATIONS_COLUMNS, "feedback")
 CONVERSATION_COLUMNS = ("trace_id", "timestamp", "conversation_id", "question", "answer", "tool_calls", "language")
 """What a conversation metric reads of each turn (``judge_conversations``)."""
 
@@ -86,8 +96,9 @@ def read_scoring_table(
     requests = list(requests)
     kinds = {request.definition.needs for request in requests}
     per_step = any(request.family in STEP_FAMILIES and not request.is_judge for request in requests)
-    columns = [*_LOCATION_COLUMNS, *(column for kind in sorted(kinds) for column in _COLUMNS_READ_BY[kind])]
+    columns = [*_LOCATION_COLUMNS, *(column for kind in sorted(kinds) for column in _COLUMNS_READ_BY.get(kind, ()))]
     columns += _STEP_RANKING_COLUMNS if per_step else ()
+    columns = list(dict.fromkeys(columns))  # kinds share some columns (the documents' ids)
     table = read_staged(batch, storage_options, columns=columns)
     if "ranking" in kinds and table.column("relevant_contexts").null_count < table.num_rows:
         texts = read_staged(batch, storage_options, columns=["contexts.list.element.text"]).column(0)
@@ -118,8 +129,8 @@ def _zip_contexts(ids: pa.ChunkedArray, texts: pa.ChunkedArray) -> pa.Array:
 def read_trace_batch(table: pa.Table) -> TraceBatch:
     """Staged Arrow rows -> the metrics' input, converting column by column rather than row by row. Columns left
     out (``read_scoring_table``) read as absent: no context texts, answers, references, questions, languages,
-    steps, tool calls, histories or conversation ids; step fields left out of ``steps`` read as None (documents
-    as none)."""
+    steps, tool calls, histories, conversation ids, operations or feedback; step fields left out of ``steps`` read
+    as None (documents as none). A batch staged before a column existed reads the same as one that left it out."""
     n = table.num_rows
     if "contexts" in table.column_names:
         contexts = table.column("contexts").combine_chunks()
@@ -155,6 +166,8 @@ def read_trace_batch(table: pa.Table) -> TraceBatch:
         reference_tool_calls=tool_calls_column(table, "reference_tool_calls"),
         histories=_history_column(table) if "history" in table.column_names else None,
         conversation_ids=_optional_column(table, "conversation_id"),
+        operations=_operations_column(table),
+        feedback=_feedback_column(table) if "feedback" in table.column_names else None,
     )
 
 
@@ -254,3 +267,53 @@ def _history_column(table: pa.Table) -> list[tuple[tuple[str, str], ...]]:
     fields = _fields(values, ("role", "content"))
     messages = list(zip(fields["role"], fields["content"], strict=True))
     return [() if span is None else tuple(messages[span[0] : span[1]]) for span in spans]
+
+
+def _operations_column(table: pa.Table) -> list[Operations | None] | None:
+    """Each trace's latencies, token usage and span errors; None for a trace that logged none of them, and for the
+    whole batch when none of their columns was read (or staged: batches staged before they existed)."""
+    present = [name for name in OPERATIONS_COLUMNS if name in table.column_names]
+    if not present:
+        return None
+    n = table.num_rows
+    latencies = {
+        name: table.column(name).to_pylist() if name in present else [None] * n
+        for name in ("latency_ms", "retrieval_latency_ms", "generation_latency_ms")
+    }
+    usage: list[tuple[Usage, ...] | None] = [None] * n
+    if "usage" in present:
+        values, spans = _list_spans(table.column("usage"))
+        fields = _fields(values, ("model", "input_tokens", "output_tokens"))
+        calls = [
+            Usage(*entry)
+            for entry in zip(fields["model"], fields["input_tokens"], fields["output_tokens"], strict=True)
+        ]
+        usage = [None if span is None else tuple(calls[span[0] : span[1]]) for span in spans]
+    errors: list[tuple[SpanError, ...] | None] = [None] * n
+    if "errors" in present:
+        values, spans = _list_spans(table.column("errors"))
+        fields = _fields(values, ("kind", "name", "message"))
+        failed = [SpanError(*entry) for entry in zip(fields["kind"], fields["name"], fields["message"], strict=True)]
+        errors = [None if span is None else tuple(failed[span[0] : span[1]]) for span in spans]
+    rows = zip(
+        latencies["latency_ms"],
+        latencies["retrieval_latency_ms"],
+        latencies["generation_latency_ms"],
+        usage,
+        errors,
+        strict=True,
+    )
+    return [None if all(value is None for value in row) else Operations(*row) for row in rows]
+
+
+def _feedback_column(table: pa.Table) -> list[list[Feedback] | None]:
+    """Each trace's feedback entries, None for a trace that logged none."""
+    values, spans = _list_spans(table.column("feedback"))
+    fields = _fields(values, ("name", "value", "label", "source", "comment"))
+    entries = [
+        Feedback(*entry)
+        for entry in zip(
+            fields["name"], fields["value"], fields["label"], fields["source"], fields["comment"], strict=True
+        )
+    ]
+    return [None if span is None else entries[span[0] : span[1]] for span in spans]

@@ -17,7 +17,15 @@ from ragpulse.metrics.errors import InvalidRecordError
 from ragpulse.tasks.ingest import limits
 from ragpulse.tasks.ingest.language import normalize_language_tag
 
-__all__ = ["HISTORY_ROLES", "KNOWN_FIELDS", "STAGED_SCHEMA", "STEP_KINDS", "parse_record", "staged_table"]
+__all__ = [
+    "FEEDBACK_SOURCES",
+    "HISTORY_ROLES",
+    "KNOWN_FIELDS",
+    "STAGED_SCHEMA",
+    "STEP_KINDS",
+    "parse_record",
+    "staged_table",
+]
 
 KNOWN_FIELDS = frozenset(
     {
@@ -37,11 +45,18 @@ KNOWN_FIELDS = frozenset(
         "history",
         "tool_calls",
         "reference_tool_calls",
+        "latency_ms",
+        "retrieval_latency_ms",
+        "generation_latency_ms",
+        "usage",
+        "errors",
+        "feedback",
     }
 )
 
 STEP_KINDS = ("retriever", "tool", "reranker")
 HISTORY_ROLES = ("user", "assistant")
+FEEDBACK_SOURCES = ("user", "annotation", "api", "evaluation")
 
 _LABELS = pa.list_(pa.struct([("key", pa.string()), ("gain", pa.float64())]))
 _CONTEXTS = pa.list_(pa.struct([("id", pa.string()), ("text", pa.string()), ("score", pa.float64())]))
@@ -60,6 +75,19 @@ _STEPS = pa.list_(
 )
 _TOOL_CALLS = pa.list_(
     pa.struct([("name", pa.string()), ("arguments", pa.string()), ("error", pa.string()), ("step", pa.int32())])
+)
+_USAGE = pa.list_(pa.struct([("model", pa.string()), ("input_tokens", pa.int64()), ("output_tokens", pa.int64())]))
+_ERRORS = pa.list_(pa.struct([("kind", pa.string()), ("name", pa.string()), ("message", pa.string())]))
+_FEEDBACK = pa.list_(
+    pa.struct(
+        [
+            ("name", pa.string()),
+            ("value", pa.float64()),
+            ("label", pa.string()),
+            ("source", pa.string()),
+            ("comment", pa.string()),
+        ]
+    )
 )
 STAGED_SCHEMA = pa.schema(
     [
@@ -82,6 +110,13 @@ STAGED_SCHEMA = pa.schema(
         ("history", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
         ("tool_calls", _TOOL_CALLS),
         ("reference_tool_calls", pa.list_(pa.struct([("name", pa.string()), ("arguments", pa.string())]))),
+        # What the turn cost to serve and what was said about it (docs/traces.md, "Operations and feedback").
+        ("latency_ms", pa.float64()),
+        ("retrieval_latency_ms", pa.float64()),
+        ("generation_latency_ms", pa.float64()),
+        ("usage", _USAGE),
+        ("errors", _ERRORS),
+        ("feedback", _FEEDBACK),
     ]
 )
 
@@ -168,6 +203,7 @@ def parse_record(raw: Any, *, source_file: str, line: int, check_text: bool = Tr
         "source_line": line,
         "language": _language(raw.get("language"), fail),
         **_agent_fields(raw, fail),
+        **_operational_fields(raw, fail),
     }
     if check_text:
         _check_storable(row, fail)
@@ -223,8 +259,11 @@ def _fast_row(raw: Any, source_file: str, line: int) -> dict[str, Any] | None:
         return None
     if contexts is None or relevant_ids is False or relevant_texts is False:
         return None
-    if any(get(name) is not None for name in _AGENT_FIELDS):
-        return None  # an agent's turn: the precise path reads its steps and messages
+    if any(get(name) is not None for name in _AGENT_FIELDS) or any(get(name) is not None for name in _OPS_LISTS):
+        return None  # an agent's turn, token usage, errors or feedback: the precise path reads them
+    latencies = {name: _fast_latency(get(name)) for name in _LATENCIES}
+    if False in latencies.values():
+        return None
     if len(raw) > len(KNOWN_FIELDS.intersection(raw)):
         metadata = {**{key: value for key, value in raw.items() if key not in KNOWN_FIELDS}, **metadata}
     try:
@@ -246,7 +285,20 @@ def _fast_row(raw: Any, source_file: str, line: int) -> dict[str, Any] | None:
         "source_line": line,
         "language": language,
         **_NO_AGENT_FIELDS,
+        **latencies,
+        **_NO_OPS_LISTS,
     }
+
+
+def _fast_latency(value: Any) -> float | bool | None:
+    """A latency given as a finite float or small integer >= 0; False for anything else (the precise path decides)."""
+    if value is None:
+        return None
+    if type(value) is float:
+        return value if math.isfinite(value) and value >= 0 else False
+    if type(value) is int and 0 <= value < 2**53:
+        return float(value)
+    return False
 
 
 def _fast_contexts(value: Any) -> list[dict[str, Any]] | None:
@@ -307,6 +359,9 @@ def _check_storable(row: dict[str, Any], fail: Any) -> None:
             where = f"steps[{i}].contexts[{rank}]"
             texts += [(f"{where}.id", context["id"]), (f"{where}.text", context["text"])]
     texts += [(f"history[{i}].content", message["content"]) for i, message in enumerate(row["history"] or ())]
+    for name, keys in (("usage", ("model",)), ("errors", ("kind", "name", "message")), ("feedback", _FEEDBACK_TEXT)):
+        for i, entry in enumerate(row[name] or ()):
+            texts += [(f"{name}[{i}].{key}", entry[key]) for key in keys]
     for name in ("tool_calls", "reference_tool_calls"):
         for i, call in enumerate(row[name] or ()):
             texts += [(f"{name}[{i}].{key}", call.get(key)) for key in ("name", "arguments", "error")]
@@ -606,3 +661,102 @@ def _tool_calls(value: Any, field: str, fail: Any, *, n_steps: int | None = None
             entry["step"] = step
         calls.append(entry)
     return calls
+
+
+_LATENCIES = ("latency_ms", "retrieval_latency_ms", "generation_latency_ms")
+_OPS_LISTS = ("usage", "errors", "feedback")
+_NO_OPS_LISTS: dict[str, Any] = dict.fromkeys(_OPS_LISTS)
+_FEEDBACK_TEXT = ("name", "label", "source", "comment")
+
+
+def _operational_fields(raw: Mapping[str, Any], fail: Any) -> dict[str, Any]:
+    """What the turn cost to serve (latencies, the application's token usage, the spans that failed) and the
+    feedback given on it (docs/traces.md), each null when the record does not give it."""
+    fields: dict[str, Any] = {}
+    for name in _LATENCIES:
+        value = raw.get(name)
+        number = _finite_number(value)
+        if value is not None and (number is None or number < 0):
+            raise fail(name, f"expected a finite number of milliseconds >= 0 or null, got {_show(value)}")
+        fields[name] = number
+    fields["usage"] = _usage(raw.get("usage"), fail)
+    fields["errors"] = _errors(raw.get("errors"), fail)
+    fields["feedback"] = _feedback(raw.get("feedback"), fail)
+    return fields
+
+
+def _usage(value: Any, fail: Any) -> list[dict[str, Any]] | None:
+    """One entry per model call of the application: its model and token counts, each null when not logged."""
+    items = _list_of_objects(value, "usage", "model calls", fail)
+    if items is None:
+        return None
+    usage = []
+    for i, call in enumerate(items):
+        entry: dict[str, Any] = {"model": _optional_str(call.get("model"), f"usage[{i}].model", fail)}
+        for key in ("input_tokens", "output_tokens"):
+            entry[key] = _token_count(call.get(key), f"usage[{i}].{key}", fail)
+        usage.append(entry)
+    return usage
+
+
+def _token_count(value: Any, field: str, fail: Any) -> int | None:
+    """A whole number >= 0 (``12.0`` as some exporters write it is 12), or null."""
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if type(value) is not int or not 0 <= value < 2**63:
+        raise fail(field, f"expected a whole number of tokens >= 0 or null, got {_show(value)}")
+    return value
+
+
+def _errors(value: Any, fail: Any) -> list[dict[str, Any]] | None:
+    """The spans that ended in error; ``[]`` says the turn is known to have none, null that nobody said."""
+    items = _list_of_objects(value, "errors", "span errors", fail)
+    if items is None:
+        return None
+    errors = []
+    for i, error in enumerate(items):
+        kind = error.get("kind")
+        if not isinstance(kind, str) or not kind.strip():
+            raise fail(f"errors[{i}].kind", _required("a non-empty string (root, llm, retriever, tool, ...)", kind))
+        errors.append(
+            {
+                "kind": kind,
+                "name": _optional_str(error.get("name"), f"errors[{i}].name", fail),
+                "message": _optional_str(error.get("message"), f"errors[{i}].message", fail),
+            }
+        )
+    return errors
+
+
+def _feedback(value: Any, fail: Any) -> list[dict[str, Any]] | None:
+    """Feedback and annotations on the turn: a number (a boolean as 1.0/0.0; negative scores are kept, as the tools
+    allow them), a category label, or both, and who gave it."""
+    items = _list_of_objects(value, "feedback", "feedback entries", fail)
+    if items is None:
+        return None
+    entries = []
+    for i, entry in enumerate(items):
+        where = f"feedback[{i}]"
+        name = entry.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise fail(f"{where}.name", _required("a non-empty string", name))
+        source = entry.get("source")
+        if source not in FEEDBACK_SOURCES:
+            reason = f"expected one of {', '.join(FEEDBACK_SOURCES)}, got {_show(source)}"
+            raise fail(f"{where}.source", "required field missing" if source is None else reason)
+        raw_value = entry.get("value")
+        number = float(raw_value) if isinstance(raw_value, bool) else _finite_number(raw_value)
+        if raw_value is not None and number is None:
+            raise fail(f"{where}.value", f"expected a finite number, a boolean or null, got {_show(raw_value)}")
+        entries.append(
+            {
+                "name": name,
+                "value": number,
+                "label": _optional_str(entry.get("label"), f"{where}.label", fail),
+                "source": source,
+                "comment": _optional_str(entry.get("comment"), f"{where}.comment", fail),
+            }
+        )
+    return entries

@@ -98,7 +98,11 @@ RECORDS: list[tuple[str, Any, bool]] = [
     ("labels as ids, repeated", {**GOOD, "relevant_contexts": ["a", "b", "a"]}, True),
     ("no optional fields", {"trace_id": "t", "timestamp": "2024-03-11T08:00:00", "question": "q?"}, True),
     ("null text, null score", {**GOOD, "contexts": [{"id": "c0", "text": None, "score": None}]}, True),
-    ("extra fields go to metadata", {**GOOD, "latency_ms": 12, "metadata": {"latency_ms": 1, "app": "x"}}, True),
+    ("extra fields go to metadata", {**GOOD, "queue_ms": 12, "metadata": {"queue_ms": 1, "app": "x"}}, True),
+    ("latencies, int and float", {**GOOD, "latency_ms": 812, "retrieval_latency_ms": 40.5}, True),
+    ("token usage", {**GOOD, "usage": [{"model": "m", "input_tokens": 3, "output_tokens": 1}]}, False),
+    ("no span errors", {**GOOD, "errors": []}, False),
+    ("feedback", {**GOOD, "feedback": [{"name": "thumbs", "value": True, "source": "user"}]}, False),
     ("timestamp with offset", {**GOOD, "timestamp": "2024-03-11T08:00:00+09:00"}, True),
     ("timestamp as datetime", {**GOOD, "timestamp": dt.datetime(2024, 3, 11, 8, tzinfo=dt.UTC)}, True),
     ("language in odd case", {**GOOD, "language": "ZH-hant-tw"}, True),
@@ -127,6 +131,9 @@ RECORDS: list[tuple[str, Any, bool]] = [
     ("non-string reference answer", {**GOOD, "reference_answers": ["a", 1]}, False),
     ("bad language", {**GOOD, "language": "english"}, False),
     ("non-string language", {**GOOD, "language": 7}, False),
+    ("negative latency", {**GOOD, "latency_ms": -1.0}, False),
+    ("boolean latency", {**GOOD, "generation_latency_ms": True}, False),
+    ("infinite latency", {**GOOD, "latency_ms": float("inf")}, False),
 ]
 
 

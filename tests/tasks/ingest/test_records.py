@@ -82,6 +82,12 @@ def test_full_record_round_trips_through_staged_schema() -> None:
             "history": None,
             "tool_calls": None,
             "reference_tool_calls": None,
+            "latency_ms": None,
+            "retrieval_latency_ms": None,
+            "generation_latency_ms": None,
+            "usage": None,
+            "errors": None,
+            "feedback": None,
         }
     ]
     assert type(row["contexts"][1]["score"]) is float
@@ -316,14 +322,12 @@ def test_first_invalid_field_wins_over_later_ones() -> None:
 
 
 def test_unknown_fields_go_to_metadata_and_metadata_keys_win() -> None:
-    raw = record(
-        metadata={"user": "from-metadata", "tags": ["a"]}, user="from-extra", latency_ms=812, retrieved_at=None
-    )
+    raw = record(metadata={"user": "from-metadata", "tags": ["a"]}, user="from-extra", queue_ms=812, retrieved_at=None)
 
     row = parse(raw)
 
     assert json.loads(row["metadata"]) == {
-        "latency_ms": 812,
+        "queue_ms": 812,
         "retrieved_at": None,
         "tags": ["a"],
         "user": "from-metadata",
