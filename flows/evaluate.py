@@ -90,7 +90,7 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
         cache_policy=score_cache_policy(lock_directory(output.work_dir)), result_storage=storage
     ).map(
         staged.batches, metric_names=unmapped(plan.plain), work_storage_options=unmapped(work_options),
-        step_against=unmapped(list(scoring.step_against)),
+        step_against=unmapped(list(scoring.step_against)), prices=unmapped(scoring.prices),
     )  # fmt: skip
     judging = judge_score_batch.with_options(result_storage=storage)
     if scoring.rescore == "all":  # skip the batch cache here and the call cache in the task
@@ -98,6 +98,7 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
     judged = judging.map(
         plan.batches(staged), metric_names=unmapped(plan.judged), judge=unmapped(planned.judge),
         options=unmapped(planned.options), scoring=unmapped(scoring), work_storage_options=unmapped(work_options),
+        day_traces=unmapped(staged.n_valid),
     )  # fmt: skip
     excluded = traces_checked.result().excluded
     # Once per day, beside the batches: a conversation's turns may lie in several of them.

@@ -18,7 +18,7 @@ import unicodedata
 
 from ragpulse.metrics.batch import primary_language
 
-__all__ = ["normalize_answer", "tokens"]
+__all__ = ["normalize_answer", "tokens", "words"]
 
 # MLQA's article lists, matched as whole words after punctuation removal. Arabic is the exception,
 # copied as MLQA runs it: of its two branches, "white space, alef lam, ^" and "alef lam", the first can
@@ -71,12 +71,27 @@ def tokens(text: str, language: str | None = None) -> list[str]:
     >>> tokens("Die Mauer", "de"), tokens("Die Mauer", "en")
     (['mauer'], ['die', 'mauer'])
     """
-    text = unicodedata.normalize("NFKC", text).lower().translate(_punctuation())
-    text = _SEGMENTED_RUN.sub(_spaced, text)
+    text = _segmented(text)
     articles = _ARTICLES.get(primary_language(language))
     if articles is not None:  # after segmenting, so that "a" in "a東京" is a word as in "a 東京"
         text = articles.sub(" ", text)
     return text.split()
+
+
+def words(text: str) -> list[str]:
+    """The text's words as :func:`tokens` finds them, articles kept: NFKC, lower-case, punctuation deleted, every
+    Han, kana and hangul character one word, the rest split on white space. It needs no language, so a count of
+    them does not depend on the language a trace gives or is detected in.
+
+    >>> words("The Eiffel Tower!"), words("東京タワーです。"), words("서울 타워")
+    (['the', 'eiffel', 'tower'], ['東', '京', 'タ', 'ワ', 'ー', 'で', 'す'], ['서', '울', '타', '워'])
+    """
+    return _segmented(text).split()
+
+
+def _segmented(text: str) -> str:
+    """NFKC, lower-case, punctuation deleted, a space around every Han, kana and hangul character."""
+    return _SEGMENTED_RUN.sub(_spaced, unicodedata.normalize("NFKC", text).lower().translate(_punctuation()))
 
 
 def _spaced(run: re.Match[str]) -> str:

@@ -15,11 +15,13 @@ import ragpulse.metrics.average_precision as average_precision
 import ragpulse.metrics.context_precision as context_precision
 import ragpulse.metrics.context_recall as context_recall
 import ragpulse.metrics.context_relevance as context_relevance
+import ragpulse.metrics.embedding_signals as embedding_signals
 import ragpulse.metrics.exact_match as exact_match
 import ragpulse.metrics.f1 as f1
 import ragpulse.metrics.faithfulness as faithfulness
 import ragpulse.metrics.llm_judge as llm_judge
 import ragpulse.metrics.ndcg as ndcg
+import ragpulse.metrics.operations as operations
 import ragpulse.metrics.precision as precision
 import ragpulse.metrics.recall as recall
 import ragpulse.metrics.reciprocal_rank as reciprocal_rank
@@ -32,6 +34,7 @@ from ragpulse.metrics.agent_goal_accuracy import ConversationMetric
 from ragpulse.metrics.batch import TraceBatch
 from ragpulse.metrics.errors import ShapeError, UnknownMetricError
 from ragpulse.metrics.judge import JudgeMetric
+from ragpulse.metrics.prices import BUILTIN_PRICES, PriceTable
 
 __all__ = [
     "CONVERSATION_FAMILIES",
@@ -45,6 +48,7 @@ __all__ = [
     "MetricDefinition",
     "MetricRequest",
     "Needs",
+    "OperationsScorer",
     "RankingScorer",
     "Scorer",
     "build_conversation_metrics",
@@ -58,12 +62,15 @@ RankingScorer = Callable[[RankingArrays, int | None], MetricResult]
 AnswerScorer = Callable[[TraceBatch, int | None], MetricResult]
 AgentScorer = Callable[[TraceBatch], MetricResult]
 """Counts and compares what an agent did (steps, tool calls) from the batch alone."""
+OperationsScorer = Callable[[TraceBatch, PriceTable], MetricResult]
+"""Reads what a turn cost to serve (latencies, token usage, span errors, retrievals) from the batch alone; the price
+table is the run's (``cost_usd`` reads it)."""
 JudgeFactory = Callable[["MetricRequest", Mapping[str, Any]], JudgeMetric]
 """Builds a judge metric from its request (variant) and the run's judge options (rubrics, weights...)."""
 ConversationFactory = Callable[["MetricRequest", Mapping[str, Any]], ConversationMetric]
 """Builds a judge metric whose unit is a conversation (:data:`CONVERSATION_FAMILIES`)."""
-Scorer = RankingScorer | AnswerScorer | AgentScorer | JudgeFactory | ConversationFactory
-Needs = Literal["ranking", "answers", "agent", "judge", "embeddings"]
+Scorer = RankingScorer | AnswerScorer | AgentScorer | OperationsScorer | JudgeFactory | ConversationFactory
+Needs = Literal["ranking", "answers", "agent", "operations", "retrieval", "judge", "embeddings"]
 _JUDGED: frozenset[Needs] = frozenset({"judge", "embeddings"})
 """Run by ``judge_batch``: the LLM judge's metrics, and answer_semantic_similarity, which asks an offline embedding
 (or cross-encoder) model instead and so runs without a judge configured."""
@@ -71,8 +78,9 @@ _JUDGED: frozenset[Needs] = frozenset({"judge", "embeddings"})
 
 @dataclass(frozen=True)
 class MetricDefinition:
-    """How to compute a family: from ranking arrays, from answers, from an agent's steps and tool calls, by asking
-    the judge, or with embeddings."""
+    """How to compute a family: from ranking arrays, from answers, from an agent's steps and tool calls, from what a
+    turn cost to serve (``operations``: span times, token usage, span errors; ``retrieval``: how many documents each
+    retrieval returned), by asking the judge, or with embeddings."""
 
     spec: MetricSpec
     needs: Needs
@@ -97,6 +105,15 @@ def _definitions() -> dict[str, MetricDefinition]:
         (agent_steps.TOOL_ERRORS, "agent", agent_steps.score_tool_errors),
         (tool_calls.TOOL_CALL_ACCURACY, "agent", tool_calls.score_accuracy),
         (tool_calls.TOOL_CALL_F1, "agent", tool_calls.score_f1),
+        (operations.LATENCY_MS, "operations", operations.score_latency),
+        (operations.RETRIEVAL_LATENCY_MS, "operations", operations.score_retrieval_latency),
+        (operations.GENERATION_LATENCY_MS, "operations", operations.score_generation_latency),
+        (operations.INPUT_TOKENS, "operations", operations.score_input_tokens),
+        (operations.OUTPUT_TOKENS, "operations", operations.score_output_tokens),
+        (operations.COST_USD, "operations", operations.score_cost_usd),
+        (operations.ERROR, "operations", operations.score_error),
+        (operations.EMPTY_RETRIEVAL, "retrieval", operations.score_empty_retrieval),
+        (operations.ANSWER_LENGTH, "answers", operations.score_answer_length),
         # Judge metrics: the scorer is a JudgeFactory; run them with ragpulse.metrics.judge.judge_batch.
         (faithfulness.SPEC, "judge", faithfulness.create),
         (answer_relevancy.SPEC, "judge", answer_relevancy.create),
@@ -108,6 +125,11 @@ def _definitions() -> dict[str, MetricDefinition]:
         (aspect_critique.SPEC, "judge", aspect_critique.create),
         (llm_judge.SPEC, "judge", llm_judge.create),
         (semantic_similarity.SPEC, "embeddings", semantic_similarity.create),
+        # Label-free embedding signals: the run's embedder, no judge; sampled by scoring.embedding_sample.
+        (embedding_signals.CONTEXT_RELEVANCE, "embeddings", embedding_signals.create),
+        (embedding_signals.CONTEXT_RELEVANCE_MEAN, "embeddings", embedding_signals.create),
+        (embedding_signals.ANSWER_SUPPORT, "embeddings", embedding_signals.create),
+        (embedding_signals.ANSWER_RELEVANCE, "embeddings", embedding_signals.create),
         # A conversation's metric: run by agent_goal_accuracy.judge_conversations, never per trace.
         (agent_goal_accuracy.SPEC, "judge", agent_goal_accuracy.create),
     ]
@@ -145,6 +167,17 @@ DEFAULT_METRICS: tuple[str, ...] = (
     "answer_exact_match",
     "answer_exact_match_normalized",
     "answer_f1",
+    # Operational metrics: no labels, no judge; ok wherever the traces log what they read (docs/metrics.md).
+    "retrieval_steps",
+    "latency_ms",
+    "retrieval_latency_ms",
+    "generation_latency_ms",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "error",
+    "empty_retrieval",
+    "answer_length",
 )
 
 
@@ -212,8 +245,11 @@ def parse_metrics(names: Iterable[str]) -> list[MetricRequest]:
     return list(requests.values())
 
 
-def compute(batch: TraceBatch, requests: Iterable[MetricRequest]) -> dict[str, MetricResult]:
-    """Compute every requested non-judge metric over one batch, building shared ranking arrays once."""
+def compute(
+    batch: TraceBatch, requests: Iterable[MetricRequest], *, prices: PriceTable = BUILTIN_PRICES
+) -> dict[str, MetricResult]:
+    """Compute every requested non-judge metric over one batch, building shared ranking arrays once; ``prices``
+    (``ragpulse.metrics.prices.merged_prices``) prices the application's model calls for ``cost_usd``."""
     arrays: RankingArrays | None = None
     results: dict[str, MetricResult] = {}
     for request in requests:
@@ -228,6 +264,8 @@ def compute(batch: TraceBatch, requests: Iterable[MetricRequest]) -> dict[str, M
             results[request.name] = cast(RankingScorer, definition.scorer)(arrays, request.k)
         elif definition.needs == "agent":
             results[request.name] = cast(AgentScorer, definition.scorer)(batch)
+        elif definition.needs in ("operations", "retrieval"):
+            results[request.name] = cast(OperationsScorer, definition.scorer)(batch, prices)
         else:
             results[request.name] = cast(AnswerScorer, definition.scorer)(batch, request.k)
     return results

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from pydantic.fields import FieldInfo
 
 from ragpulse.metrics import parse_metrics
+from ragpulse.metrics.operations import COST_USD
 from ragpulse.metrics.registry import STEP_FAMILIES
 from ragpulse.tasks.calibration.config import CalibrationConfig
 from ragpulse.tasks.core.config_base import (
@@ -50,6 +51,7 @@ from ragpulse.tasks.judge.config import API_KEY_ENV, EXTRA_HEADERS_ENV, JUDGE_EN
 from ragpulse.tasks.monitoring.config import AlertConfig, DriftConfig
 from ragpulse.tasks.quality.config import QualityConfig
 from ragpulse.tasks.scoring.config import ScoringConfig
+from ragpulse.tasks.topics.config import TopicsConfig
 
 __all__ = [
     "CONFIG_ENV",
@@ -75,6 +77,7 @@ __all__ = [
     "ScoringConfig",
     "Setting",
     "SourceConfig",
+    "TopicsConfig",
     "TraceFormat",
     "check_variables",
     "from_text",
@@ -145,6 +148,7 @@ class RunGroups(PartitionGroups):
     drift: DriftConfig
     calibration: CalibrationConfig
     alerts: AlertConfig
+    topics: TopicsConfig
 
 
 class RunConfig(BaseModel):
@@ -161,10 +165,14 @@ class RunConfig(BaseModel):
     drift: DriftConfig = Field(default_factory=DriftConfig)
     calibration: CalibrationConfig = Field(default_factory=CalibrationConfig)
     alerts: AlertConfig = Field(default_factory=AlertConfig)
+    topics: TopicsConfig = Field(default_factory=TopicsConfig)
 
     def groups(self) -> RunGroups:
         """Every group, as keyword arguments of ``monitor`` and ``backfill`` (typed: a flow's parameters)."""
-        return RunGroups(**self.partition_groups(), drift=self.drift, calibration=self.calibration, alerts=self.alerts)
+        return RunGroups(
+            **self.partition_groups(), drift=self.drift, calibration=self.calibration, alerts=self.alerts,
+            topics=self.topics,
+        )  # fmt: skip
 
     def partition_groups(self) -> PartitionGroups:
         """The groups of ``PARTITION_GROUPS``, as keyword arguments of ``evaluate_partition``."""
@@ -197,7 +205,8 @@ class RunConfig(BaseModel):
 
     def fingerprint(self) -> str:
         """Hash of what can change scores: metric names and versions, the judge's sample rate (it decides which
-        traces get judge scores), what retrieval steps are scored against (when a metric is scored per step), and
+        traces get judge scores), what retrieval steps are scored against (when a metric is scored per step), the
+        run's own model prices (when ``cost_usd`` is scored), and
         for an adapter format the format and its options (they decide which question, answer and contexts a trace
         gets). Defaults add nothing, so older hashes stay valid."""
         requests = parse_metrics(self.scoring.metrics)
@@ -207,6 +216,8 @@ class RunConfig(BaseModel):
         steps = any(request.family in STEP_FAMILIES for request in requests)
         if steps and self.scoring.step_against != ScoringConfig.model_fields["step_against"].default:
             versions.append(["step_against", list(self.scoring.step_against)])
+        if self.scoring.prices and any(request.family == COST_USD.name for request in requests):
+            versions.append(["prices", self.scoring.prices])
         if self.source.format != CANONICAL_FORMAT:
             options = parse_options(self.source.format, self.source.format_options).to_dict()
             versions.append(["trace_format", self.source.format, options])

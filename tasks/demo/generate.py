@@ -113,6 +113,8 @@ class _AppProfile:
     duplicate_rate: float
     null_score_rate: float
     logs_latency: bool
+    logs_operations: bool  # span times, token usage and span statuses (canonical latency breakdown, usage, errors)
+    retrieval_ms: float  # median retrieval time; generation scales with the tokens read and written
 
 
 _PROFILES = (
@@ -128,6 +130,8 @@ _PROFILES = (
         duplicate_rate=0.0,
         null_score_rate=0.0,
         logs_latency=True,
+        logs_operations=True,
+        retrieval_ms=90.0,
     ),
     _AppProfile(
         name="docs-search",
@@ -141,6 +145,8 @@ _PROFILES = (
         duplicate_rate=0.12,
         null_score_rate=0.0,
         logs_latency=False,
+        logs_operations=True,
+        retrieval_ms=140.0,
     ),
     _AppProfile(
         name="research-assistant",
@@ -154,6 +160,8 @@ _PROFILES = (
         duplicate_rate=0.03,
         null_score_rate=0.15,
         logs_latency=False,
+        logs_operations=False,
+        retrieval_ms=260.0,
     ),
     _AppProfile(
         name="jsquad-faq",
@@ -167,6 +175,8 @@ _PROFILES = (
         duplicate_rate=0.0,
         null_score_rate=0.0,
         logs_latency=False,
+        logs_operations=True,
+        retrieval_ms=110.0,
     ),
     _AppProfile(
         name="cmrc-faq",
@@ -180,13 +190,18 @@ _PROFILES = (
         duplicate_rate=0.0,
         null_score_rate=0.0,
         logs_latency=False,
+        logs_operations=True,
+        retrieval_ms=120.0,
     ),
 )
 DRIFT_APP = "docs-search"
 """The app whose retrieval gets worse on the last generated day: the answering passage is missed more
-often and ranked lower, so drift detection on the demo data has something to find."""
+often and ranked lower, and its index answers three times slower (retrieval and end-to-end latency), so drift
+detection on the demo data has something to find."""
 _DRIFTED = {
-    p.name: dataclasses.replace(p, hit_rate=0.80, rank_weights=(0.28, 0.24, 0.18, 0.13, 0.10, 0.07))
+    p.name: dataclasses.replace(
+        p, hit_rate=0.80, rank_weights=(0.28, 0.24, 0.18, 0.13, 0.10, 0.07), retrieval_ms=p.retrieval_ms * 3
+    )
     for p in _PROFILES
     if p.name == DRIFT_APP
 }
@@ -427,7 +442,59 @@ def _trace(
         trace["language"] = profile.language
     if profile.logs_latency:  # an SDK version that logs the turn's latency (canonical `latency_ms`)
         trace["latency_ms"] = int(rng.lognormvariate(6.8, 0.35))
+    if profile.logs_operations:
+        trace.update(_operations(trace, profile))
     return trace
+
+
+_SPAN_OVERHEAD_MS = 35.0
+"""Median time of a turn outside retrieval and generation (routing, prompt building, network)."""
+
+
+def _operations(trace: Mapping[str, Any], profile: _AppProfile) -> dict[str, Any]:
+    """What a traced SDK logs of one turn: latencies (retrieval lognormal around the app's median; generation
+    ~0.4 s plus 20 ms per output and 0.05 ms per input token), one model call's tokens (about four characters per
+    token, one per CJK character) and a failed LLM span where the generation timed out (no answer). Drawn from the
+    trace id, not the day's stream, so the traces themselves are those of before. A latency already logged (an
+    older SDK's ``latency_ms``) is kept, and the breakdown scaled into it."""
+    rng = random.Random(trace["trace_id"])
+    answer = trace["answer"]
+    prompt = trace["question"] + "".join(c["text"] for c in trace["contexts"])
+    input_tokens = 120 + _token_estimate(prompt)
+    output_tokens = _token_estimate(answer) if answer is not None else 0
+    retrieval = profile.retrieval_ms * rng.lognormvariate(0.0, 0.35)
+    generation = (400.0 + 20.0 * output_tokens + 0.05 * input_tokens) * rng.lognormvariate(0.0, 0.25)
+    if answer is None:  # the generation timed out
+        generation = 30_000.0
+    total = retrieval + generation + _SPAN_OVERHEAD_MS * rng.lognormvariate(0.0, 0.5)
+    if "latency_ms" in trace:
+        scale = trace["latency_ms"] / total
+        retrieval, generation, total = retrieval * scale, generation * scale, float(trace["latency_ms"])
+    errors = (
+        [
+            {"kind": "llm", "name": "chat", "message": "Request timed out."},
+            {"kind": "root", "name": "rag-turn", "message": "generation failed"},
+        ]
+        if answer is None
+        else []
+    )
+    usage = {"model": trace["metadata"]["model"], "input_tokens": input_tokens, "output_tokens": output_tokens}
+    return {
+        "latency_ms": round(total),
+        "retrieval_latency_ms": round(retrieval, 1),
+        "generation_latency_ms": round(generation, 1),
+        "usage": [usage],
+        "errors": errors,
+    }
+
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7a3]")
+
+
+def _token_estimate(text: str) -> int:
+    """Tokens of ``text`` as a BPE tokenizer roughly counts them: one per CJK character, one per 4 other characters."""
+    cjk = len(_CJK.findall(text))
+    return max(1, cjk + (len(text) - cjk + 3) // 4)
 
 
 def _distractors(
@@ -655,6 +722,15 @@ def _write_parquet(path: Path, traces: Sequence[Mapping[str, Any]]) -> None:
             ("metadata", pa.struct([("app", pa.string()), ("model", pa.string()), ("tenant", pa.string())])),
             ("language", pa.string()),
             ("latency_ms", pa.int64()),
+            ("retrieval_latency_ms", pa.float64()),
+            ("generation_latency_ms", pa.float64()),
+            (
+                "usage",
+                pa.list_(
+                    pa.struct([("model", pa.string()), ("input_tokens", pa.int64()), ("output_tokens", pa.int64())])
+                ),
+            ),
+            ("errors", pa.list_(pa.struct([("kind", pa.string()), ("name", pa.string()), ("message", pa.string())]))),
         ]
     )
     pq.write_table(pa.Table.from_pylist(list(traces), schema=schema), path)

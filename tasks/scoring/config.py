@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
@@ -9,9 +11,14 @@ from pydantic import Field, field_validator
 from ragpulse.metrics import DEFAULT_METRICS, parse_metrics
 from ragpulse.metrics.batch import StepAgainst
 from ragpulse.metrics.errors import RagpulseError
+from ragpulse.metrics.prices import TokenPrice, merged_prices
 from ragpulse.tasks.core.config_base import ConfigGroup, split_list
 
-__all__ = ["ScoringConfig"]
+__all__ = ["AUTO_EMBEDDING_TRACES", "ScoringConfig"]
+
+AUTO_EMBEDDING_TRACES = 2_000
+"""Traces a day ``embedding_sample = "auto"`` embeds: a day's mean of a signal to +-0.044 of its standard deviation
+(95%, 1.96 / sqrt(2000)), a few CPU minutes on one core (docs/metrics.md, Embedding signals)."""
 
 
 class ScoringConfig(ConfigGroup):
@@ -32,6 +39,17 @@ class ScoringConfig(ConfigGroup):
         min_length=1,
         description="What an agent's retrieval steps are scored against: step_query (its own), question (the user's).",
     )
+    embedding_sample: str = Field(
+        default="auto",
+        description="Traces the embedding signals score, chosen by trace_id as the judge's sample: auto "
+        f"({AUTO_EMBEDDING_TRACES:,} a day), all, a number of traces a day (e.g. 5000) or a share (e.g. 0.05).",
+    )
+
+    prices: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="USD per million input_per_million/output_per_million tokens by model, for cost_usd: added to "
+        "(or replacing entries of) the built-in table.",
+    )
 
     @field_validator("metrics", "step_against", mode="before")
     @classmethod
@@ -43,6 +61,23 @@ class ScoringConfig(ConfigGroup):
     def _once_each(cls, value: tuple[StepAgainst, ...]) -> tuple[StepAgainst, ...]:
         return tuple(dict.fromkeys(value))
 
+    @field_validator("embedding_sample", mode="before")
+    @classmethod
+    def _valid_embedding_sample(cls, value: Any) -> str:
+        if isinstance(value, bool):
+            raise ValueError(f"embedding_sample must be auto, all, a number of traces a day or a share, got {value!r}")
+        return _embedding_sample(value)
+
+    def embedding_rate(self, day_traces: int) -> float:
+        """The share of a day of ``day_traces`` traces that the embedding signals score (1.0: every trace)."""
+        sample = self.embedding_sample
+        if sample == "all":
+            return 1.0
+        if "." in sample:
+            return float(sample)
+        target = AUTO_EMBEDDING_TRACES if sample == "auto" else int(sample)
+        return 1.0 if day_traces <= target else target / day_traces
+
     @field_validator("metrics")
     @classmethod
     def _known_metrics(cls, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -50,3 +85,52 @@ class ScoringConfig(ConfigGroup):
             return tuple(request.name for request in parse_metrics(value))
         except RagpulseError as exc:
             raise ValueError(str(exc)) from exc
+
+    @field_validator("prices", mode="before")
+    @classmethod
+    def _valid_prices(cls, value: Any) -> Any:
+        """Each model's two prices, named in the error: pydantic's own would lose which model was wrong."""
+        if not isinstance(value, Mapping):
+            return value  # pydantic says it is no mapping
+        return {str(model).strip().lower(): _price(str(model), price) for model, price in value.items()}
+
+    def price_table(self) -> dict[str, TokenPrice]:
+        """The built-in prices (ragpulse.metrics.prices) with this run's added or replacing them."""
+        return merged_prices({model: TokenPrice(**price) for model, price in self.prices.items()})
+
+
+_PRICE_FIELDS = ("input_per_million", "output_per_million")
+
+
+def _price(model: str, price: Any) -> dict[str, float]:
+    if not model.strip():
+        raise ValueError("a model name must not be empty")
+    if not isinstance(price, Mapping) or set(price) != set(_PRICE_FIELDS):
+        raise ValueError(f"{model!r} must give exactly input_per_million and output_per_million, got {price!r}")
+    checked = {}
+    for field in _PRICE_FIELDS:
+        amount = price[field]
+        if isinstance(amount, bool) or not isinstance(amount, int | float) or not math.isfinite(amount) or amount < 0:
+            raise ValueError(f"{model!r}: {field} must be a number of USD >= 0, got {amount!r}")
+        checked[field] = float(amount)
+    return checked
+
+
+def _embedding_sample(value: Any) -> str:
+    """``embedding_sample`` as its canonical text: auto, all, a whole number of traces a day, or a share in (0, 1]."""
+    text = str(value).strip().lower()
+    if text in ("auto", "all"):
+        return text
+    try:
+        number = float(text)
+    except ValueError:
+        number = math.nan
+    if math.isfinite(number) and number > 0:
+        if "." not in text and "e" not in text:  # a count of traces a day
+            return str(int(number))
+        if number <= 1:
+            return repr(number)
+    raise ValueError(
+        f"embedding_sample must be auto, all, a whole number of traces a day (e.g. 5000) or a share in (0, 1] "
+        f"(e.g. 0.05), got {value!r}"
+    )

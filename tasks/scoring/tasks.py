@@ -4,7 +4,7 @@ assemble a partition's scores."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,6 +17,8 @@ from prefect.transactions import IsolationLevel
 from ragpulse import metrics
 from ragpulse.metrics import MetricRequest, compute
 from ragpulse.metrics.batch import StepAgainst
+from ragpulse.metrics.operations import COST_USD
+from ragpulse.metrics.prices import TokenPrice, prices_digest
 from ragpulse.tasks.core import types as run_types
 from ragpulse.tasks.core.fingerprint import code_fingerprint, digest
 from ragpulse.tasks.core.types import (
@@ -31,6 +33,7 @@ from ragpulse.tasks.ingest import batches
 from ragpulse.tasks.ingest.batches import read_scoring_table, read_trace_batch, shared_strings
 from ragpulse.tasks.scoring import step_scores
 from ragpulse.tasks.scoring.assemble import build_partition_scores
+from ragpulse.tasks.scoring.config import ScoringConfig
 from ragpulse.tasks.scoring.step_scores import rank_steps
 
 __all__ = [
@@ -51,9 +54,19 @@ def _score_key(context: TaskRunContext, params: dict[str, Any]) -> str:
     requests = [MetricRequest.parse(name) for name in params["metric_names"]]
     # What the steps are scored against only where a metric is scored per step: other keys stay as they were.
     per_step = [list(params.get("step_against", _STEP_QUERY))] if any(r.per_step for r in requests) else []
+    # The prices only where cost_usd is scored, and only when the run has its own: other keys stay as they were.
+    prices = params.get("prices")
+    costed = bool(prices) and any(r.family == COST_USD.name for r in requests)
+    priced = [prices_digest(_price_table(prices))] if costed else []
     return "score-batch-" + digest(
-        params["batch"].content_hash, sorted((r.name, r.version) for r in requests), *per_step, scoring_fingerprint()
-    )
+        params["batch"].content_hash, sorted((r.name, r.version) for r in requests), *per_step, *priced,
+        scoring_fingerprint(),
+    )  # fmt: skip
+
+
+def _price_table(prices: Mapping[str, Mapping[str, float]] | None) -> dict[str, TokenPrice]:
+    """The built-in prices with the run's own (``ScoringConfig.prices``)."""
+    return ScoringConfig(prices=dict(prices or {})).price_table()
 
 
 _STEP_QUERY: tuple[StepAgainst, ...] = ("step_query",)
@@ -78,13 +91,15 @@ def score_batch(
     metric_names: Sequence[str],
     work_storage_options: dict[str, Any] | None = None,
     step_against: Sequence[StepAgainst] = _STEP_QUERY,
+    prices: Mapping[str, Mapping[str, float]] | None = None,
 ) -> ScoredBatch:
     """Compute the requested metrics for one staged batch, and those of ``STEP_FAMILIES`` per retrieval step too,
-    against each of ``step_against``. Pure scoring: never retried."""
+    against each of ``step_against``; ``cost_usd`` with the built-in prices and the run's own ``prices``. Pure
+    scoring: never retried."""
     requests = [MetricRequest.parse(name) for name in metric_names]  # may be none: judge metrics only
     table = read_scoring_table(batch, requests, work_storage_options)
     traces = read_trace_batch(table)
-    results = compute(traces, requests)
+    results = compute(traces, requests, prices=_price_table(prices))
     steps = rank_steps(traces, requests, step_against)
     get_run_logger().info(
         "scored %d traces x %d metrics, %d retrieval steps", len(traces), len(results),

@@ -37,6 +37,17 @@ FAMILIES = [
     "answer_f1",
 ]
 AGENT_FAMILIES = ["retrieval_steps", "repeated_queries", "tool_errors", "tool_call_accuracy", "tool_call_f1"]
+OPERATIONS_FAMILIES = [
+    "latency_ms",
+    "retrieval_latency_ms",
+    "generation_latency_ms",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "error",
+    "empty_retrieval",
+    "answer_length",
+]
 JUDGE_FAMILIES = [
     "faithfulness",
     "answer_relevancy",
@@ -53,11 +64,14 @@ JUDGE_FAMILIES = [
 
 
 def test_registry_holds_every_family_keyed_by_spec_name() -> None:
-    assert list(REGISTRY) == FAMILIES + AGENT_FAMILIES + JUDGE_FAMILIES
+    assert list(REGISTRY) == FAMILIES + AGENT_FAMILIES + OPERATIONS_FAMILIES + JUDGE_FAMILIES
     for name, definition in REGISTRY.items():
         assert definition.spec.name == name
         if name in AGENT_FAMILIES:
             assert definition.needs == "agent"
+        elif name in OPERATIONS_FAMILIES:
+            expected = {"empty_retrieval": "retrieval", "answer_length": "answers"}.get(name, "operations")
+            assert definition.needs == expected
         elif name in JUDGE_FAMILIES:
             assert definition.needs == ("embeddings" if name == "answer_semantic_similarity" else "judge")
         else:
@@ -130,6 +144,12 @@ def test_compute_every_default_metric(make_batch: Builder, make_record: Builder)
     )
     results = compute(batch, parse_metrics(DEFAULT_METRICS))
     assert list(results) == list(DEFAULT_METRICS)
+    # The label-free defaults read what these canonical records have (answers, contexts) or say what they lack.
+    unlabelled = {name: results.pop(name) for name in DEFAULT_METRICS if name in OPERATIONS_FAMILIES + AGENT_FAMILIES}
+    assert unlabelled["answer_length"].values.tolist() == [2.0, 1.0]
+    assert unlabelled["empty_retrieval"].values.tolist() == [0.0, 0.0]
+    for name, reason in (("latency_ms", "no_latency"), ("cost_usd", "no_usage"), ("retrieval_steps", "no_steps")):
+        assert unlabelled[name].reasons.tolist() == [reason, reason], name
     first = {name: float(result.values[0]) for name, result in results.items()}
     assert first == pytest.approx(
         {

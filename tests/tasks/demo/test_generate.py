@@ -38,7 +38,7 @@ REQUIRED = {
     "metadata",
 }
 OPTIONAL = {"language"}  # canonical, logged by the Japanese and Chinese apps only
-EXTRA = {"latency_ms"}
+EXTRA = {"latency_ms", "retrieval_latency_ms", "generation_latency_ms", "usage", "errors"}  # operations
 ISO_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
 PASSAGE_ID = re.compile(r"^(?:(nq|hotpotqa)-\d+|jsquad-a\d+p\d+|cmrc2018-DEV_\d+)$")
 LANGUAGE_OF_APP = {"jsquad-faq": "ja", "cmrc-faq": "zh"}
