@@ -14,6 +14,7 @@ writes the traces batch by batch.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import io
@@ -221,6 +222,7 @@ def _stage_spans(
     by_trace: dict[str, dict[str, Span]] = {}
     first_seen: dict[str, tuple[str, int]] = {}
     traces_at: dict[tuple[str, int], set[str]] = {}
+    by_span: list[tuple[Span, str, int, str]] = []
     duplicates = records_read = records_quarantined = records_parsed = spans_quarantined = 0
     for source_file in files:
         for record in read_records(source_file, storage_options):
@@ -237,7 +239,9 @@ def _stage_spans(
             records_parsed += 1
             seen_here = traces_at.setdefault((source_file.url, line), set())
             for item in items:
-                if isinstance(item, Span):
+                if isinstance(item, Span) and not item.trace_id:  # an annotation that names only its span
+                    by_span.append((item, source_file.url, line, record.text))
+                elif isinstance(item, Span):
                     spans = by_trace.setdefault(item.trace_id, {})
                     duplicates += item.span_id in spans
                     spans[item.span_id] = item
@@ -250,6 +254,15 @@ def _stage_spans(
                     url = f"{source_file.url}#{item.field}" if seen_here else source_file.url
                     quarantined.append(_quarantine(item, url, line, record.text))
                     spans_quarantined += 1
+    trace_of = {span_id: trace_id for trace_id, spans in by_trace.items() for span_id in spans}
+    for item, url, line, text in by_span:
+        owner = trace_of.get(item.parent_id or "")
+        if owner is None:
+            reason = f"feedback on span {item.parent_id!r}, which is not in the partition"
+            quarantined.append(_quarantine(InvalidRecordError(None, "span_id", reason), url, line, text))
+            spans_quarantined += 1
+        else:
+            by_trace[owner][item.span_id] = dataclasses.replace(item, trace_id=owner)
     other_days = traces_quarantined = 0
     for trace_id, spans in by_trace.items():
         url, line = first_seen[trace_id]

@@ -11,14 +11,25 @@ from dataclasses import dataclass
 
 from ragpulse.metrics.aspect_critique import BUILTIN_ASPECTS
 from ragpulse.metrics.drift import ALERTING
+from ragpulse.metrics.registry import REGISTRY
 from ragpulse.tasks.warehouse.protocol import TableNames
 
 __all__ = ["DUCKDB", "LOWER_IS_BETTER", "POSTGRESQL", "ViewDialect", "qualified", "view_definitions"]
 
 LOWER_IS_BETTER = tuple(
-    sorted(f"aspect_critique:{name}" for name, aspect in BUILTIN_ASPECTS.items() if not aspect.higher_is_better)
+    sorted(
+        {
+            *(f"aspect_critique:{name}" for name, aspect in BUILTIN_ASPECTS.items() if not aspect.higher_is_better),
+            *(
+                name
+                for name, definition in REGISTRY.items()
+                if not definition.spec.higher_is_better and not definition.spec.takes_variant
+            ),
+        }
+    )
 )
-"""Built-in metrics where a higher value is worse: their worst traces are their highest values."""
+"""Built-in metrics where a higher value is worse (latencies, tokens, cost, errors, the agent's repeats): their worst
+traces are their highest values."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,8 @@ def view_definitions(names: TableNames, dialect: ViewDialect, schema: str | None
                 percentile_cont(0.1) WITHIN GROUP (ORDER BY value) AS p10,
                 percentile_cont(0.5) WITHIN GROUP (ORDER BY value) AS p50,
                 percentile_cont(0.9) WITHIN GROUP (ORDER BY value) AS p90,
+                percentile_cont(0.95) WITHIN GROUP (ORDER BY value) AS p95,
+                percentile_cont(0.99) WITHIN GROUP (ORDER BY value) AS p99,
                 max(value) AS max,
                 {ratio.format("count(*) FILTER (WHERE status = 'ok')")} AS coverage,
                 {ratio.format("count(*) FILTER (WHERE status = 'failed')")} AS failure_rate

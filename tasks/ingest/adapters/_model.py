@@ -39,6 +39,7 @@ __all__ = [
     "chat_messages",
     "dig",
     "document_from",
+    "feedback_entry",
     "parse_time",
     "query_of",
     "text_of",
@@ -46,8 +47,9 @@ __all__ = [
     "tool_documents",
 ]
 
-Kind = Literal["trace", "chain", "retriever", "reranker", "llm", "tool", "other"]
-"""What a span does; ``trace`` is a trace-level record (Langfuse's traces table), preferred as the root."""
+Kind = Literal["trace", "chain", "retriever", "reranker", "llm", "tool", "other", "feedback"]
+"""What a span does; ``trace`` is a trace-level record (Langfuse's traces table), preferred as the root;
+``feedback`` is a score, feedback or annotation record on the trace (no span of its tree)."""
 
 Message = tuple[str, str]
 """A chat message as (role, text): role ``user``, ``assistant``, ``system`` or ``tool``, whatever the source
@@ -146,6 +148,10 @@ class Span:
     tool_requests: Mapping[str, Any] = field(default_factory=dict)
     """An LLM call's requested tool calls by id (their arguments as the model wrote them); a tool span's
     ``tool_call_id`` finds its call there when the tool logged only part of its input (a bare query text)."""
+    feedback: Mapping[str, Any] | None = None
+    """A ``feedback`` record's canonical entry {name, value, label, source, comment}. A record that names only the
+    span it annotates (Phoenix) has an empty ``trace_id`` and that span's id in ``parent_id``; staging finds its
+    trace."""
 
 
 def assemble(trace_id: str, spans: Sequence[Span], *, source_format: str, options: AdapterOptions) -> dict[str, Any]:
@@ -166,6 +172,11 @@ def assemble(trace_id: str, spans: Sequence[Span], *, source_format: str, option
       token counts, and the root's own metadata.
     """
     ordered = sorted(spans, key=lambda s: (s.start is None, s.start or dt.datetime.min.replace(tzinfo=dt.UTC)))
+    feedback = [span.feedback for span in ordered if span.kind == "feedback" and span.feedback is not None]
+    ordered = [span for span in ordered if span.kind != "feedback"]
+    if not ordered:
+        reason = f"{len(feedback)} feedback record(s) on trace {trace_id!r}, whose spans are not in the partition"
+        raise InvalidRecordError(trace_id, "feedback", reason)
     ids = {span.span_id for span in ordered}
     parents = {s.span_id: s.parent_id for s in ordered}
     roots = [s for s in ordered if s.parent_id is None or s.parent_id not in ids]
@@ -229,7 +240,17 @@ def assemble(trace_id: str, spans: Sequence[Span], *, source_format: str, option
         "history": _history(turn_messages),
         "tool_calls": _tool_calls(ordered, step_spans, parents),
         "reference_tool_calls": reference_tool_calls,
+        **({"feedback": feedback} if feedback else {}),
     }
+
+
+def feedback_entry(name: Any, value: Any, label: Any, source: str, comment: Any) -> dict[str, Any]:
+    """The canonical feedback entry (docs/traces.md): a boolean value as 1/0, empty texts as null."""
+    number = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if isinstance(value, bool):
+        number = 1.0 if value else 0.0
+    text = lambda v: v if isinstance(v, str) and v.strip() else None  # noqa: E731
+    return {"name": name, "value": number, "label": text(label), "source": source, "comment": text(comment)}
 
 
 _QUESTION_IN_LLM_CALLS = frozenset({"otel-genai", "langfuse"})

@@ -33,6 +33,7 @@ from ragpulse.tasks.ingest.adapters._model import (
     chat_messages,
     dig,
     document_from,
+    feedback_entry,
     parse_time,
     query_of,
     text_of,
@@ -53,8 +54,7 @@ _KINDS: dict[str, Kind] = {
 DOCUMENTS_PATH = "documents"
 """Where a retriever observation's documents sit when its output is not the list itself (LangChain's callback
 logs the list; an object holding it under ``documents`` is the common custom shape)."""
-_SKIPPED_TABLES = ("scores",)
-_DATA_TABLES = frozenset({"traces", "observations", "observations_v2"})
+_DATA_TABLES = frozenset({"traces", "observations", "observations_v2", "scores"})
 _log = logging.getLogger(__name__)
 _SDK_METADATA = ("resourceAttributes", "scope")
 """Metadata keys the Langfuse server adds to every OTel-ingested observation (nested, or flattened to
@@ -69,7 +69,45 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
         yield _trace_row(record, options)
     elif "type" in record:
         yield _observation(record, options)
-    # A row with trace_id but no type is a score (scores/): not part of the trace.
+    elif (score := _score(record)) is not None:  # a row with trace_id but no type is a score (scores/)
+        yield score
+
+
+_SCORE_SOURCES = {"API": "api", "ANNOTATION": "annotation", "EVAL": "evaluation"}
+"""Who wrote a score: the SDK or public API (an application's user feedback, source not said further), a person in
+the annotation UI, an LLM-as-judge evaluator of Langfuse."""
+
+
+def _score(record: Mapping[str, Any]) -> Span | None:
+    """A ``scores/`` row as the feedback of its trace. NUMERIC scores keep their value, BOOLEAN their 1/0,
+    CATEGORICAL their label (``string_value``; the numeric ``value`` is a score config's category index, or a
+    placeholder 0 without one). TEXT and CORRECTION scores are free text, not a measure: left out."""
+    trace_id, score_id = record.get("trace_id"), record.get("id")
+    if not isinstance(trace_id, str) or not trace_id:
+        reason = f"a score on no trace (session {record.get('session_id')!r}); ragpulse attaches feedback to turns"
+        raise InvalidRecordError(None, "trace_id", reason)
+    data_type = str(record.get("data_type") or "NUMERIC").upper()
+    if data_type not in ("NUMERIC", "BOOLEAN", "CATEGORICAL"):
+        return None
+    source = _SCORE_SOURCES.get(str(record.get("source") or "API").upper())
+    if source is None:
+        raise InvalidRecordError(trace_id, "source", f"unknown Langfuse score source {record.get('source')!r}")
+    categorical = data_type == "CATEGORICAL"
+    return Span(
+        trace_id=trace_id,
+        span_id=f"score:{score_id}",
+        parent_id=record.get("observation_id") or None,
+        kind="feedback",
+        name=str(record.get("name") or ""),
+        start=parse_time(record.get("timestamp"), trace_id=trace_id, field="timestamp"),
+        feedback=feedback_entry(
+            record.get("name"),
+            None if categorical else record.get("value"),
+            record.get("string_value") if categorical else None,
+            source,
+            record.get("comment"),
+        ),
+    )
 
 
 def _trace_row(record: Mapping[str, Any], options: AdapterOptions) -> Span:
@@ -216,7 +254,8 @@ def select_files(files: list[SourceFile], storage_options: Mapping[str, Any] | N
     is the manifest's URL minus its own key and the file is at root + key: the same URL as the manifest's
     project folder (its URL minus ``manifests/{name}``) + ``{table}/{file}``, which is how ragpulse resolves
     it, so it is also found when the project folder was copied or mounted away from the bucket root.
-    Score files are skipped; CSV and JSON exports are a clear error (ragpulse reads JSONL and Parquet).
+    Score files are read as the traces' feedback; CSV and JSON exports are a clear error (ragpulse reads JSONL
+    and Parquet).
 
     Langfuse versions before manifests were introduced write none: with no manifest among ``files`` at all,
     every JSONL or Parquet file in a ``traces/``, ``observations/`` or ``observations_v2/`` folder is read,
@@ -228,9 +267,9 @@ def select_files(files: list[SourceFile], storage_options: Mapping[str, Any] | N
     selected: dict[str, SourceFile] = {}
     for manifest in manifests:
         project_url = posixpath.dirname(posixpath.dirname(manifest.url))
-        for table, relative in _manifest_files(manifest, storage_options):
+        for _, relative in _manifest_files(manifest, storage_options):
             url = f"{project_url}/{relative}"
-            if table in _SKIPPED_TABLES or url in selected:
+            if url in selected:
                 continue
             if not url.endswith(TRACE_SUFFIXES):
                 raise ConfigError(

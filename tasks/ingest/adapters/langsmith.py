@@ -24,6 +24,7 @@ from ragpulse.tasks.ingest.adapters._model import (
     chat_messages,
     dig,
     document_from,
+    feedback_entry,
     parse_time,
     query_of,
     text_of,
@@ -69,10 +70,45 @@ MODEL_PATHS = ("metadata.ls_model_name", "invocation_params.model", "invocation_
 """Where an llm run's model sits in ``extra``, in order."""
 
 
+_FEEDBACK_SOURCES = {"api": "api", "app": "api", "model": "evaluation", "auto_eval": "evaluation"}
+"""``feedback_source.type``: the SDK writes ``api`` (the application's or a reviewer's call) or ``model`` (an
+evaluator); the server's UI writes ``app``; its online evaluators ``auto_eval``."""
+
+
+def _feedback(record: Mapping[str, Any]) -> Span:
+    """A feedback record as ``create_feedback`` sends it and ``list_feedback`` returns it (``key``, ``score``,
+    ``value``, ``comment``, ``feedback_source``): feedback on its trace. A number or boolean is the value, a text
+    ``value`` the label. Without ``trace_id``, staging finds the trace of its ``run_id``."""
+    trace_id, run_id = _id(record.get("trace_id")), _id(record.get("run_id"))
+    if trace_id is None and run_id is None:
+        raise InvalidRecordError(None, "run_id", "feedback on no run (a session's feedback); ragpulse reads a turn's")
+    origin = record.get("feedback_source")
+    kind = str(origin.get("type") if isinstance(origin, Mapping) else "api").lower()
+    source = _FEEDBACK_SOURCES.get(kind)
+    if source is None:
+        raise InvalidRecordError(trace_id, "feedback_source.type", f"unknown LangSmith feedback source {kind!r}")
+    score, value = record.get("score"), record.get("value")
+    number = score if score is not None else value if isinstance(value, int | float) else None
+    return Span(
+        trace_id=trace_id or "",
+        span_id=f"feedback:{record.get('id')}",
+        parent_id=run_id,
+        kind="feedback",
+        name=str(record.get("key") or ""),
+        start=None,
+        feedback=feedback_entry(
+            record.get("key"), number, value if isinstance(value, str) else None, source, record.get("comment")
+        ),
+    )
+
+
 def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
-    """The one span of a stored run."""
+    """The one span of a stored run, or a feedback record on one."""
     if not isinstance(record, Mapping):
         raise InvalidRecordError(None, "<record>", f"expected a run object, got {type(record).__name__}")
+    if "key" in record and "run_type" not in record:
+        yield _feedback(record)
+        return
     trace_id, run_id = _id(record.get("trace_id")), _id(record.get("id"))
     if trace_id is None:
         raise InvalidRecordError(None, "trace_id", f"expected the run's trace id, got {record.get('trace_id')!r}")

@@ -27,6 +27,7 @@ from ragpulse.tasks.ingest.adapters._model import (
     Span,
     chat_messages,
     dig,
+    feedback_entry,
     parse_time,
     query_of,
     text_of,
@@ -48,10 +49,43 @@ _METADATA_ID_KEYS = ("id", "document_id", "doc_id")
 _METADATA_SCORE_KEYS = ("score", "relevance_score", "_score")
 
 
+_ANNOTATOR_SOURCES = {"HUMAN": "annotation", "LLM": "evaluation", "CODE": "evaluation"}
+
+
+def _annotation(record: Mapping[str, Any]) -> Span:
+    """A span annotation as Phoenix lists it (``GET /v1/projects/{project}/span_annotations``: ``span_id``, ``name``,
+    ``annotator_kind``, ``result`` {label, score, explanation}): feedback on the trace of the annotated span, which
+    staging finds by the span id (the record has no trace id). HUMAN annotations are a person's; LLM and CODE
+    ones are evaluations Phoenix or the team's code computed."""
+    span_id, annotation_id = record.get("span_id"), record.get("id")
+    if not isinstance(span_id, str) or not span_id:
+        raise InvalidRecordError(None, "span_id", f"expected the annotated span's id, got {span_id!r}")
+    source = _ANNOTATOR_SOURCES.get(str(record.get("annotator_kind")).upper())
+    if source is None:
+        reason = f"expected annotator_kind HUMAN, LLM or CODE, got {record.get('annotator_kind')!r}"
+        raise InvalidRecordError(None, "annotator_kind", reason)
+    result = record.get("result")
+    result = result if isinstance(result, Mapping) else {}
+    return Span(
+        trace_id="",
+        span_id=f"annotation:{annotation_id or record.get('name')}:{span_id}",
+        parent_id=span_id,
+        kind="feedback",
+        name=str(record.get("name") or ""),
+        start=None,
+        feedback=feedback_entry(
+            record.get("name"), result.get("score"), result.get("label"), source, result.get("explanation")
+        ),
+    )
+
+
 def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
-    """The one span of an exported OpenInference span record."""
+    """The one span of an exported OpenInference span record, or a Phoenix span annotation on one."""
     if not isinstance(record, Mapping):
         raise InvalidRecordError(None, "<record>", f"expected a span object, got {type(record).__name__}")
+    if "annotator_kind" in record:
+        yield _annotation(record)
+        return
     raw_context = record.get("context")
     context: Mapping[str, Any] = raw_context if isinstance(raw_context, Mapping) else {}
     trace_id = record.get("context.trace_id", context.get("trace_id", record.get("trace_id")))

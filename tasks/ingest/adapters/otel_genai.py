@@ -36,6 +36,7 @@ from ragpulse.tasks.ingest.adapters._model import (
     chat_messages,
     dig,
     document_from,
+    feedback_entry,
     parse_time,
     query_of,
     text_of,
@@ -282,6 +283,34 @@ def _with_source_ids(out: list[Document], documents: Sequence[Mapping[str, Any]]
     ]
 
 
+EVALUATION_EVENT = "gen_ai.evaluation.result"
+_HUMAN_SOURCES = frozenset({"human", "user", "annotation"})
+
+
+def _evaluation(attributes: Mapping[str, Any], trace_id: str, span_id: str, key: str, start: Any) -> Span:
+    """A ``gen_ai.evaluation.result`` event (GenAI semantic conventions: ``gen_ai.evaluation.name``,
+    ``.score.value``, ``.score.label``, ``.explanation``) as feedback on its trace. The conventions describe
+    evaluations (a model's or code's); one is taken for a person's only when ``gen_ai.evaluation.source`` (not in
+    the conventions) says ``human``, ``user`` or ``annotation``."""
+    said = str(attributes.get("gen_ai.evaluation.source") or "").lower()
+    source = "annotation" if said in _HUMAN_SOURCES - {"user"} else "user" if said == "user" else "evaluation"
+    return Span(
+        trace_id=trace_id,
+        span_id=key,
+        parent_id=span_id,
+        kind="feedback",
+        name=EVALUATION_EVENT,
+        start=start,
+        feedback=feedback_entry(
+            attributes.get("gen_ai.evaluation.name"),
+            attributes.get("gen_ai.evaluation.score.value"),
+            attributes.get("gen_ai.evaluation.score.label"),
+            source,
+            attributes.get("gen_ai.evaluation.explanation"),
+        ),
+    )
+
+
 def _log_spans(resource_logs: list[Any], options: AdapterOptions) -> Iterator[Span | InvalidRecordError]:
     """GenAI log events as child spans of the span they were emitted in (other logs are not traces)."""
     for r, resource in enumerate(resource_logs):
@@ -301,6 +330,9 @@ def _log_spans(resource_logs: list[Any], options: AdapterOptions) -> Iterator[Sp
                     start = parse_time(time, trace_id=trace_id, field=f"{where}.timeUnixNano")
                 except InvalidRecordError as exc:
                     yield exc
+                    continue
+                if event == EVALUATION_EVENT:
+                    yield _evaluation(attributes, trace_id, span_id, f"{span_id}:{event}@{time}", start)
                     continue
                 _, answer, messages = _content(attributes, event, any_value(log.get("body")), options)
                 yield Span(

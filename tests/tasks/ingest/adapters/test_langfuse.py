@@ -31,9 +31,10 @@ def test_only_files_of_complete_runs_are_read(export: Path) -> None:
     assert names == [
         "p-1/observations/2026-03-02T12-00-00.jsonl",
         "p-1/observations/2026-03-02T13-00-00.jsonl",
+        "p-1/scores/2026-03-02T13-00-00.jsonl",
         "p-1/traces/2026-03-02T12-00-00.jsonl",
         "p-1/traces/2026-03-02T13-00-00.jsonl",
-    ]  # no scores, nothing of the 2026-03-03 window (its manifest is not written yet)
+    ]  # scores (the traces' feedback) too; nothing of the 2026-03-03 window (its manifest is not written yet)
 
 
 def test_a_manifest_listing_a_missing_file_is_a_clear_error(export: Path) -> None:
@@ -113,5 +114,9 @@ def test_document_mapping_is_configurable() -> None:
     assert default.kind == "other" and default.documents is None
 
 
-def test_score_rows_are_not_spans() -> None:
-    assert list(spans({"id": "s", "trace_id": "t", "name": "feedback", "value": 1.0}, AdapterOptions())) == []
+def test_score_rows_are_the_traces_feedback_and_text_scores_are_left_out() -> None:
+    (score,) = spans({"id": "s", "trace_id": "t", "name": "feedback", "value": 1.0}, AdapterOptions())
+    assert score.kind == "feedback" and score.trace_id == "t"
+    assert score.feedback == {"name": "feedback", "value": 1.0, "label": None, "source": "api", "comment": None}
+    text = {"id": "s2", "trace_id": "t", "name": "note", "value": 0, "data_type": "TEXT", "string_value": "ok"}
+    assert list(spans(text, AdapterOptions())) == []
