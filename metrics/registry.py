@@ -19,6 +19,7 @@ import ragpulse.metrics.embedding_signals as embedding_signals
 import ragpulse.metrics.exact_match as exact_match
 import ragpulse.metrics.f1 as f1
 import ragpulse.metrics.faithfulness as faithfulness
+import ragpulse.metrics.feedback as feedback
 import ragpulse.metrics.llm_judge as llm_judge
 import ragpulse.metrics.ndcg as ndcg
 import ragpulse.metrics.operations as operations
@@ -44,6 +45,7 @@ __all__ = [
     "AgentScorer",
     "AnswerScorer",
     "ConversationFactory",
+    "FeedbackScorer",
     "JudgeFactory",
     "MetricDefinition",
     "MetricRequest",
@@ -69,8 +71,12 @@ JudgeFactory = Callable[["MetricRequest", Mapping[str, Any]], JudgeMetric]
 """Builds a judge metric from its request (variant) and the run's judge options (rubrics, weights...)."""
 ConversationFactory = Callable[["MetricRequest", Mapping[str, Any]], ConversationMetric]
 """Builds a judge metric whose unit is a conversation (:data:`CONVERSATION_FAMILIES`)."""
-Scorer = RankingScorer | AnswerScorer | AgentScorer | OperationsScorer | JudgeFactory | ConversationFactory
-Needs = Literal["ranking", "answers", "agent", "operations", "retrieval", "judge", "embeddings"]
+FeedbackScorer = Callable[[TraceBatch, str], MetricResult]
+"""Reads the feedback of one name (the request's variant) from the batch alone."""
+Scorer = (
+    RankingScorer | AnswerScorer | AgentScorer | OperationsScorer | FeedbackScorer | JudgeFactory | ConversationFactory
+)
+Needs = Literal["ranking", "answers", "agent", "operations", "retrieval", "feedback", "judge", "embeddings"]
 _JUDGED: frozenset[Needs] = frozenset({"judge", "embeddings"})
 """Run by ``judge_batch``: the LLM judge's metrics, and answer_semantic_similarity, which asks an offline embedding
 (or cross-encoder) model instead and so runs without a judge configured."""
@@ -114,6 +120,9 @@ def _definitions() -> dict[str, MetricDefinition]:
         (operations.ERROR, "operations", operations.score_error),
         (operations.EMPTY_RETRIEVAL, "retrieval", operations.score_empty_retrieval),
         (operations.ANSWER_LENGTH, "answers", operations.score_answer_length),
+        # What people said (user_feedback:<name>) and what a tracing tool's evaluators computed, apart.
+        (feedback.USER_FEEDBACK, "feedback", feedback.score_user_feedback),
+        (feedback.TOOL_EVALUATION, "feedback", feedback.score_tool_evaluation),
         # Judge metrics: the scorer is a JudgeFactory; run them with ragpulse.metrics.judge.judge_batch.
         (faithfulness.SPEC, "judge", faithfulness.create),
         (answer_relevancy.SPEC, "judge", answer_relevancy.create),
@@ -264,6 +273,8 @@ def compute(
             results[request.name] = cast(RankingScorer, definition.scorer)(arrays, request.k)
         elif definition.needs == "agent":
             results[request.name] = cast(AgentScorer, definition.scorer)(batch)
+        elif definition.needs == "feedback":
+            results[request.name] = cast(FeedbackScorer, definition.scorer)(batch, str(request.variant))
         elif definition.needs in ("operations", "retrieval"):
             results[request.name] = cast(OperationsScorer, definition.scorer)(batch, prices)
         else:
