@@ -249,8 +249,11 @@ def feedback_entry(name: Any, value: Any, label: Any, source: str, comment: Any)
     number = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
     if isinstance(value, bool):
         number = 1.0 if value else 0.0
-    text = lambda v: v if isinstance(v, str) and v.strip() else None  # noqa: E731
-    return {"name": name, "value": number, "label": text(label), "source": source, "comment": text(comment)}
+    return {"name": name, "value": number, "label": _text(label), "source": source, "comment": _text(comment)}
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None
 
 
 _QUESTION_IN_LLM_CALLS = frozenset({"otel-genai", "langfuse"})
