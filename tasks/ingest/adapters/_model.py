@@ -124,7 +124,9 @@ class Span:
       input holds the tool outputs it was given, so assembly can tell which documents reached the answer);
     - ``query``: a retriever's or tool's query (its input), never taken for the user's question;
     - ``documents``: a retriever's, reranker's or document-returning tool's output, in rank order;
-    - ``arguments`` / ``error``: a tool call's input and the error it ended with.
+    - ``arguments``: a tool call's input;
+    - ``error``: the message of a span (of any kind) that ended in error status, else None;
+    - ``end``: when the span ended (latencies are read from ``start`` and ``end``).
     """
 
     trace_id: str
@@ -133,6 +135,7 @@ class Span:
     kind: Kind
     name: str
     start: dt.datetime | None
+    end: dt.datetime | None = None
     question: str | None = None
     answer: str | None = None
     documents: tuple[Document, ...] | None = None
@@ -223,6 +226,11 @@ def assemble(trace_id: str, spans: Sequence[Span], *, source_format: str, option
             tokens[key] = tokens.get(key, 0) + count
     if tokens:
         metadata["token_counts"] = tokens
+    top = _top_span(root, ordered)
+    latency, latency_from = _latency(top, ordered)
+    if latency_from == "span_extent":
+        source["latency_from"] = latency_from
+    calls = _llm_calls(llms, parents)
     start = root.start or next((s.start for s in ordered if s.start is not None), None)
     conversation = root.session_id or next((s.session_id for s in ordered if s.session_id), None)
     if conversation is None:
@@ -235,6 +243,19 @@ def assemble(trace_id: str, spans: Sequence[Span], *, source_format: str, option
         "contexts": contexts,
         "metadata": metadata,
         "language": _language_tag(root.metadata.get("language")),
+        "latency_ms": latency,
+        "retrieval_latency_ms": _busy_ms(step_spans),
+        "generation_latency_ms": _busy_ms([outer for outer, _ in calls]),
+        "usage": _usage(calls),
+        "errors": [
+            {
+                "kind": "root" if span is root or span is top else span.kind,
+                "name": span.name or None,
+                "message": span.error,
+            }
+            for span in ordered
+            if span.error is not None
+        ],
         "steps": [{**step, "contexts": [_context(trace_id, doc) for doc in docs]} for step, docs in steps],
         "conversation_id": conversation,
         "history": _history(turn_messages),
@@ -254,6 +275,98 @@ def feedback_entry(name: Any, value: Any, label: Any, source: str, comment: Any)
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
+
+
+def _ms(start: dt.datetime | None, end: dt.datetime | None) -> float | None:
+    """A span's duration in milliseconds; None without both times, or when the end precedes the start (clock
+    skew between processes), which no latency should be made of."""
+    if start is None or end is None or end < start:
+        return None
+    return (end - start) / dt.timedelta(milliseconds=1)
+
+
+def _top_span(root: Span, ordered: Sequence[Span]) -> Span:
+    """The span that stands for the whole turn: the root, or for a trace-level record (which has no end) its single
+    top-level span (Langfuse's root observation)."""
+    if root.kind == "trace" and root.end is None:
+        tops = [s for s in ordered if s.parent_id is None and s.kind != "trace"]
+        return tops[0] if len(tops) == 1 else root
+    return root
+
+
+def _latency(top: Span, ordered: Sequence[Span]) -> tuple[float | None, str | None]:
+    """The turn's end-to-end latency and what it was read from: the top span's duration (``root``), else the extent
+    of every timed span, max end - min start (``span_extent``)."""
+    if (duration := _ms(top.start, top.end)) is not None:
+        return duration, "root"
+    timed = [(s.start, s.end) for s in ordered if s.start is not None and s.end is not None and s.end >= s.start]
+    if not timed:
+        return None, None
+    return _ms(min(start for start, _ in timed), max(end for _, end in timed)), "span_extent"
+
+
+def _busy_ms(spans: Sequence[Span]) -> float | None:
+    """Wall time covered by ``spans``: the union of their intervals, so that calls run in parallel count once. None
+    when there are no spans, or when one of them lacks its times (a partial sum would read as a fast turn)."""
+    intervals = sorted(
+        (s.start, s.end) for s in spans if s.start is not None and s.end is not None and s.end >= s.start
+    )
+    if not intervals or len(intervals) < len(spans):
+        return None
+    total = dt.timedelta()
+    current_start, current_end = intervals[0]
+    for start, end in intervals[1:]:
+        if start > current_end:
+            total += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    total += current_end - current_start
+    return total / dt.timedelta(milliseconds=1)
+
+
+def _llm_calls(llms: Sequence[Span], parents: Mapping[str, str | None]) -> list[tuple[Span, list[Span]]]:
+    """The model calls of a turn in start order: each LLM span not nested in another, with the LLM spans nested in
+    it (an instrumented client's span inside a framework's chat-model span, an OTel GenAI log event inside its
+    span: the same call, logged twice)."""
+    by_id = {span.span_id: span for span in llms}
+    calls: dict[str, list[Span]] = {}
+    for span in llms:
+        outer = next((a for a in reversed(_ancestors(span.span_id, parents)) if a in by_id), span.span_id)
+        calls.setdefault(outer, []).append(span)
+    return [(by_id[outer], spans) for outer, spans in calls.items()]
+
+
+def _usage(calls: Sequence[tuple[Span, list[Span]]]) -> list[dict[str, Any]] | None:
+    """One entry per model call, with the model and token counts of the first span of the call that logged them.
+    The sources name the counts ``input``/``output`` (OTel GenAI, Langfuse) or ``prompt``/``completion``
+    (OpenInference, LangSmith). None without model calls."""
+    usage = []
+    for outer, nested in calls:
+        spans = [outer, *(s for s in nested if s is not outer)]
+        counted = next((s.tokens for s in spans if _count(s.tokens, "input", "prompt", "output", "completion")), {})
+        usage.append(
+            {
+                "model": next((s.model for s in spans if s.model), None),
+                "input_tokens": _count(counted, "input", "prompt"),
+                "output_tokens": _count(counted, "output", "completion"),
+            }
+        )
+    return usage or None
+
+
+def _count(tokens: Mapping[str, int], *names: str) -> int | None:
+    return next((tokens[name] for name in names if tokens.get(name, -1) >= 0), None)
+
+
+def _ancestors(span_id: str, parents: Mapping[str, str | None]) -> list[str]:
+    """The ids above ``span_id``, nearest first."""
+    found: list[str] = []
+    parent = parents.get(span_id)
+    while parent is not None and parent not in found:
+        found.append(parent)
+        parent = parents.get(parent)
+    return found
 
 
 _QUESTION_IN_LLM_CALLS = frozenset({"otel-genai", "langfuse"})

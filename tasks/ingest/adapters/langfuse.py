@@ -169,6 +169,7 @@ def _observation(record: Mapping[str, Any], options: AdapterOptions) -> Span:
         kind=kind,
         name=name,
         start=parse_time(record.get("start_time"), trace_id=trace_id, field=f"observation {observation_id} start_time"),
+        end=parse_time(record.get("end_time"), trace_id=trace_id, field=f"observation {observation_id} end_time"),
         question=question,
         answer=text_of(output, options.answer_keys, role="assistant") if parent is None or kind == "llm" else None,
         documents=documents,
@@ -206,9 +207,13 @@ def _model(record: Mapping[str, Any]) -> str | None:
 
 
 def _tokens(record: Mapping[str, Any]) -> dict[str, int]:
-    """``usage_details``: a JSON object (ClickHouse quotes its UInt64 values), JSON text, or the (key, value)
-    pairs an Arrow map column decodes to; older rows have ``prompt_tokens``/``completion_tokens``/``total_tokens``."""
-    usage = _mapping(record.get("usage_details"))
+    """``usage_details`` (``usageDetails`` in the public API's JSON): a JSON object (ClickHouse quotes its UInt64
+    values), JSON text, or the (key, value) pairs an Arrow map column decodes to; the API's older ``usage`` object
+    (its ``input``, ``output``, ``total``; its costs and unit are not counts); older rows have
+    ``prompt_tokens``/``completion_tokens``/``total_tokens``."""
+    usage = _mapping(record.get("usage_details")) or _mapping(record.get("usageDetails"))
+    if usage is None and (older := _mapping(record.get("usage"))) is not None:
+        usage = {key: older[key] for key in ("input", "output", "total") if key in older}
     if usage is not None:
         return {str(key): count for key, value in usage.items() if (count := _count(value)) is not None}
     names = {"prompt_tokens": "input", "completion_tokens": "output", "total_tokens": "total"}

@@ -143,6 +143,7 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
         kind=kind,
         name=name,
         start=parse_time(record.get("start_time"), trace_id=trace_id, field=f"run {run_id} start_time"),
+        end=parse_time(record.get("end_time"), trace_id=trace_id, field=f"run {run_id} end_time"),
         question=question,
         answer=_answer(outputs, options) if parent is None or kind == "llm" else None,
         documents=documents,

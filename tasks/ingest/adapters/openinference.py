@@ -146,6 +146,7 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
         kind=kind,
         name=name,
         start=parse_time(record.get("start_time"), trace_id=trace_id, field="start_time"),
+        end=parse_time(record.get("end_time"), trace_id=trace_id, field="end_time"),
         question=question,
         answer=answer,
         documents=documents,

@@ -20,6 +20,7 @@ import ast
 import base64
 import binascii
 import contextlib
+import math
 import re
 import string
 from collections.abc import Iterator, Mapping, Sequence
@@ -133,10 +134,15 @@ def _span(span: Mapping[str, Any], resource: Mapping[str, Any], where: str, opti
     if kind == "chain" and answer is None and entity_output is not None and not parent:
         answer = text_of(entity_output, options.answer_keys, role="assistant")
     tokens = {
-        name: int(attributes[f"gen_ai.usage.{name}_tokens"])
-        for name in ("input", "output")
-        if isinstance(attributes.get(f"gen_ai.usage.{name}_tokens"), int | float)
-    }
+        name: int(count)
+        for name, older in (("input", "prompt"), ("output", "completion"))
+        if isinstance(
+            count := attributes.get(f"gen_ai.usage.{name}_tokens", attributes.get(f"gen_ai.usage.{older}_tokens")),
+            int | float,
+        )
+        and not isinstance(count, bool)
+        and math.isfinite(count)
+    }  # semantic conventions before v1.27 named them prompt_tokens and completion_tokens
     metadata: dict[str, Any] = {}
     if not parent:
         for key, label in (("service.name", "service_name"), ("deployment.environment", "environment")):
@@ -165,6 +171,7 @@ def _span(span: Mapping[str, Any], resource: Mapping[str, Any], where: str, opti
         kind=kind,
         name=name,
         start=parse_time(span.get("startTimeUnixNano"), trace_id=trace_id, field=f"{where}.startTimeUnixNano"),
+        end=parse_time(span.get("endTimeUnixNano"), trace_id=trace_id, field=f"{where}.endTimeUnixNano"),
         question=question if kind != "llm" else None,
         answer=answer,
         documents=documents,

@@ -85,8 +85,11 @@ def test_export_becomes_traces_deduplicated_across_windows(export: Path, stager:
     assert lf1["metadata"]["source"] == {
         "format": "langfuse", "trace_id": "lf-1", "root_span_id": "trace:lf-1", "retriever_span_ids": ["o-1r"],
         "contexts_from": "all_steps",  # no LLM call logged its input
+        "latency_from": "span_extent",  # two top-level observations: from the first start to the last end
     }  # fmt: skip
     assert lf1["metadata"]["token_counts"] == {"input": 512, "output": 12, "total": 524}
+    assert lf1["latency_ms"] == 200.0  # 08:15:00.100 to 08:15:00.300
+    assert lf1["usage"] == [{"model": "gpt-4o-mini", "input_tokens": 512, "output_tokens": 12}]
     assert [c["id"] for c in rows["lf-2"]["contexts"]] == ["d-exp", "faq-exp"]  # two retrievers, one copy each
     assert staged.n_duplicate_spans == 2  # lf-2's trace row and first retriever came in both windows
     assert staged.n_other_days == 1  # lf-4 happened on 2026-03-01
