@@ -58,6 +58,19 @@ class DriftConfig(ConfigGroup):
         description="Compare the judge's raw means, or (ppi) the calibrated human means of `ragpulse calibrate`.",
     )
 
+    question_drift: bool = Field(
+        default=True, description="Test whether the day's questions moved from the baseline's (input drift)."
+    )
+    question_sample: int = Field(
+        default=500, ge=10, le=2000, description="Questions sampled per side and segment for the input drift test."
+    )
+    question_permutations: int = Field(
+        default=500, ge=100, le=10000, description="Relabellings behind the input drift test's p-value."
+    )
+    question_min_mmd: float = Field(
+        default=0.0, ge=0, description="Smallest MMD^2 of the question embeddings that alerts (0: significance only)."
+    )
+
     @field_validator("lower_is_better", mode="before")
     @classmethod
     def _split_metrics(cls, value: Any) -> Any:

@@ -25,6 +25,7 @@ from prefect.cache_policies import NO_CACHE
 
 from ragpulse.tasks.core.artifacts import artifact_key
 from ragpulse.tasks.core.types import DriftReport
+from ragpulse.tasks.embeddings.models import DEFAULT_EMBEDDING_MODEL, embedding_identity, local_embedder
 from ragpulse.tasks.monitoring.comparison import (
     SCORE_COLUMNS,
     STEP_METRIC_PREFIX,
@@ -46,6 +47,7 @@ from ragpulse.tasks.monitoring.delivery import (
     webhook_payload,
     webhook_url,
 )
+from ragpulse.tasks.monitoring.questions import question_drift_rows
 from ragpulse.tasks.warehouse import ALERTS_SCHEMA, DRIFT_SCHEMA, SCORES_SCHEMA, open_warehouse
 
 __all__ = ["LANGUAGE_SEGMENT", "detect_drift", "send_alerts"]
@@ -67,10 +69,14 @@ def detect_drift(
     start = window[0] if window else day
     scores = warehouse.read("scores", start=start, end=day, columns=SCORE_COLUMNS)
     scores = pa.concat_tables([scores, _turns_by_their_steps(warehouse.read("step_scores", start=start, end=day))])
+    questions = ["question"] if settings.question_drift else []
+    segments = None
     if settings.segment_key is not None:
         by_language = settings.segment_key == LANGUAGE_SEGMENT
         column = "language" if by_language else "metadata"
-        traces = warehouse.read("traces", start=start, end=day, columns=["partition_date", "trace_id", column])
+        traces = warehouse.read(
+            "traces", start=start, end=day, columns=["partition_date", "trace_id", column, *questions]
+        )
         segments = pa.table(
             {
                 "partition_date": traces["partition_date"],
@@ -80,12 +86,18 @@ def detect_drift(
         )
         scores = scores.join(segments, ["partition_date", "trace_id"], join_type="left outer")
         _warn_of_an_unmatched_segment_key(traces, segments, day, settings.segment_key, by_language)
+    elif questions:
+        traces = warehouse.read("traces", start=start, end=day, columns=["partition_date", "trace_id", *questions])
     if not pc.any(pc.equal(scores["partition_date"], pa.scalar(day, pa.date32()))).as_py():
         logger.warning("dt=%s: no published scores, so no drift to detect", day)
         return DriftReport(day, DRIFT_SCHEMA.empty_table())
     # The calibrated human means of `ragpulse calibrate`, where the settings compare them instead of raw means.
     estimates = warehouse.read("estimates", start=start, end=day) if settings.estimator == "ppi" else None
     rows = drift_rows(scores, day, window, settings, run_id, estimates)
+    if questions:
+        if segments is not None:
+            traces = traces.append_column("segment", segments["segment"])
+        rows = pa.concat_tables([rows, _question_drift(traces, day, window, settings, run_id)])
     warehouse.publish_drift(day, rows)
     report = DriftReport(day, rows, alerts_of(rows))
     logger.info(
@@ -93,6 +105,23 @@ def detect_drift(
         day, len(window), report.verdict_counts(), len(report.alerts),
     )  # fmt: skip
     return report
+
+
+def _question_drift(
+    traces: pa.Table, day: dt.date, window: list[dt.date], settings: DriftConfig, run_id: str
+) -> pa.Table:
+    """Input drift rows (``questions.QUESTION_METRIC``): the day's questions against the window's, embedded by the
+    multilingual encoder the semantic metrics use, one OpenMP thread per core."""
+    embedder = local_embedder(DEFAULT_EMBEDDING_MODEL)
+    rows = question_drift_rows(
+        traces, day, window, settings, run_id, embedder.embed, embedding_identity(DEFAULT_EMBEDDING_MODEL)
+    )
+    tested = [v for v in rows["verdict"].to_pylist() if v in ("stable", "degraded")]
+    get_run_logger().info(
+        "dt=%s: input drift of the questions: %d segment(s) tested, %d shifted", day, len(tested),
+        tested.count("degraded"),
+    )  # fmt: skip
+    return rows
 
 
 _STEP_KEYS = ["partition_date", "trace_id", "metric", "metric_version", "judge_model", "prompt_version"]
