@@ -319,8 +319,12 @@ def calibrate(
     try:
         output = load_group(OutputConfig, config, **settings)
         calibration = load_group(CalibrationConfig, config, **settings)
-        if not calibration.labels:
-            raise fail("no labels: give --labels, RAGPULSE_LABELS or `labels` in ragpulse.toml", ExitCode.USAGE)
+        if not calibration.labels and not calibration.labels_from:
+            raise fail(
+                "no labels: give --labels (RAGPULSE_LABELS, `labels` in ragpulse.toml) or --labels-from "
+                "feedback:<name>=<judge metric>",
+                ExitCode.USAGE,
+            )
     except RagpulseError as exc:
         raise fail_with(exc) from None
     announce_api()
@@ -342,7 +346,7 @@ def calibrate(
                 shown = f"{value:.3f}" if isinstance(value, float) else value
                 console.print(f"dt={day} {name}: {shown}", highlight=False)
     if not result.labels:
-        raise fail(f"no labels in {calibration.labels}", ExitCode.NOTHING_TO_DO)
+        raise fail(f"no labels in {calibration.labels or calibration.labels_from}", ExitCode.NOTHING_TO_DO)
 
 
 def demo(

@@ -9,7 +9,7 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from ragpulse.tasks.calibration.estimate import CalibrationSettings
-from ragpulse.tasks.calibration.tasks import calibrate_partition, load_labels
+from ragpulse.tasks.calibration.tasks import calibrate_partition, load_feedback_labels, load_labels
 from ragpulse.tasks.config import CalibrationConfig, OutputConfig
 from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.warehouse.probe import probe_warehouse
@@ -48,16 +48,24 @@ def calibrate(
     output: OutputConfig = OutputConfig(),
     storage_options: dict[str, Any] | None = None,
 ) -> CalibrationResult:
-    """Calibrate every partition from ``start`` to ``end`` on the labels at ``calibration.labels``: each judge
+    """Calibrate every partition from ``start`` to ``end`` on the labels at ``calibration.labels`` (or the traces'
+    human feedback, ``calibration.labels_from``): each judge
     identity's agreement with them, and its prediction-powered estimate of the mean human score beside the judge's
     raw mean. ``monitor`` and ``backfill`` run it for each day before its drift check when labels are set."""
-    if not calibration.labels:
-        raise ConfigError("no labels to calibrate with: set --labels, RAGPULSE_LABELS or `labels` in ragpulse.toml")
+    if not calibration.labels and not calibration.labels_from:
+        raise ConfigError(
+            "no labels to calibrate with: set --labels (a labels file) or --labels-from (the traces' feedback)"
+        )
     settings = CalibrationSettings(
         window_days=calibration.window_days, confidence=calibration.confidence, min_labels=calibration.min_labels
     )
     probe_warehouse(output.warehouse)  # before any task: an unreachable or read-only warehouse fails here
-    label_set = load_labels(calibration.labels, storage_options or {})
+    label_set = load_labels(calibration.labels, storage_options or {}) if calibration.labels else None
+    if calibration.labels_from:  # the window's labels: the earliest partition's window starts before it
+        first = start - dt.timedelta(days=calibration.window_days - 1)
+        from_feedback = load_feedback_labels(output.warehouse, first, end, calibration.labels_from)
+        label_set = from_feedback if label_set is None else label_set.with_rows_of(from_feedback)
+    assert label_set is not None  # one of the two is set (checked above)
     run_id = str(flow_run.id or "local")
     estimates: dict[str, dict[str, Any]] = {}
     day = start

@@ -68,6 +68,10 @@ class LabelSet:
     unlabelled: int = 0
     files: int = 0
 
+    def with_rows_of(self, other: LabelSet) -> LabelSet:
+        """These labels and ``other``'s (a labels file's and the traces' feedback's), with this set's counts."""
+        return LabelSet(pa.concat_tables([self.rows, other.rows]), self.rejected, self.unlabelled, self.files)
+
 
 def read_labels(url: str, storage_options: Mapping[str, Any] | None = None) -> LabelSet:
     """Every label in the file at ``url``, or in the labels files anywhere under the folder ``url``."""

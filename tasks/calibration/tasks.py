@@ -18,10 +18,16 @@ from ragpulse.tasks.calibration.estimate import (
     PartitionCalibration,
     calibration_rows,
 )
+from ragpulse.tasks.calibration.feedback_labels import (
+    FEEDBACK_LABEL_COLUMNS,
+    feedback_metrics,
+    labels_from_scores,
+    parse_labels_from,
+)
 from ragpulse.tasks.calibration.labels import LabelSet, read_labels
 from ragpulse.tasks.warehouse import open_warehouse
 
-__all__ = ["calibrate_partition", "load_labels"]
+__all__ = ["calibrate_partition", "load_feedback_labels", "load_labels"]
 
 
 @task(name="read-labels", cache_policy=NO_CACHE, persist_result=False)
@@ -35,6 +41,19 @@ def load_labels(url: str, storage_options: Mapping[str, Any]) -> LabelSet:
         "%d label(s) from %d file(s), %d line(s) not labelled yet, %d rejected",
         labels.rows.num_rows, labels.files, labels.unlabelled, len(labels.rejected),
     )  # fmt: skip
+    return labels
+
+
+@task(name="read-feedback-labels", cache_policy=NO_CACHE, persist_result=False)
+def load_feedback_labels(warehouse_url: str, start: dt.date, end: dt.date, labels_from: str) -> LabelSet:
+    """The published ``user_feedback:<name>`` scores of ``start``..``end`` as labels of the judge metrics
+    ``labels_from`` names (``tasks.calibration.feedback_labels``)."""
+    mappings = parse_labels_from(labels_from)
+    scores = open_warehouse(warehouse_url).read(
+        "scores", start=start, end=end, metrics=feedback_metrics(mappings), columns=FEEDBACK_LABEL_COLUMNS
+    )
+    labels = labels_from_scores(scores, mappings)
+    get_run_logger().info("%d label(s) from the traces' feedback (%s)", labels.rows.num_rows, labels_from)
     return labels
 
 

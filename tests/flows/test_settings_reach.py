@@ -96,6 +96,7 @@ def reach_values(tmp_path: Path) -> dict[str, Any]:
         "lower_is_better": ["document_mrr"],
         "drift_estimator": "ppi",
         "labels": str(tmp_path / "labels.jsonl"),
+        "labels_from": "feedback:relevance=context_relevance",
         "label_window_days": 3,
         "calibration_confidence": 0.9,
         "calibration_min_labels": 5,
