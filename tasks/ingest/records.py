@@ -259,10 +259,10 @@ def _fast_row(raw: Any, source_file: str, line: int) -> dict[str, Any] | None:
         return None
     if contexts is None or relevant_ids is False or relevant_texts is False:
         return None
-    if any(get(name) is not None for name in _AGENT_FIELDS) or any(get(name) is not None for name in _OPS_LISTS):
-        return None  # an agent's turn, token usage, errors or feedback: the precise path reads them
-    latencies = {name: _fast_latency(get(name)) for name in _LATENCIES}
-    if False in latencies.values():
+    if any(get(name) is not None for name in _AGENT_FIELDS):
+        return None  # an agent's turn: the precise path reads its steps and messages
+    operations = _fast_operations(get)
+    if operations is None:
         return None
     if len(raw) > len(KNOWN_FIELDS.intersection(raw)):
         metadata = {**{key: value for key, value in raw.items() if key not in KNOWN_FIELDS}, **metadata}
@@ -285,20 +285,77 @@ def _fast_row(raw: Any, source_file: str, line: int) -> dict[str, Any] | None:
         "source_line": line,
         "language": language,
         **_NO_AGENT_FIELDS,
-        **latencies,
-        **_NO_OPS_LISTS,
+        **operations,
     }
 
 
-def _fast_latency(value: Any) -> float | bool | None:
-    """A latency given as a finite float or small integer >= 0; False for anything else (the precise path decides)."""
-    if value is None:
-        return None
-    if type(value) is float:
-        return value if math.isfinite(value) and value >= 0 else False
-    if type(value) is int and 0 <= value < 2**53:
-        return float(value)
-    return False
+def _fast_operations(get: Any) -> dict[str, Any] | None:
+    """The operational fields and feedback when each is absent or of the usual shape: latencies as finite floats or
+    small integers >= 0; usage, errors and feedback as lists of objects whose fields have their exact types
+    (integer token counts, a known feedback source, a float, integer or boolean value). None for anything else,
+    valid or not (the precise path decides)."""
+    fields: dict[str, Any] = {}
+    for name in _LATENCIES:
+        value = get(name)
+        if type(value) is float and math.isfinite(value) and value >= 0:
+            fields[name] = value
+        elif type(value) is int and 0 <= value < 2**53:
+            fields[name] = float(value)
+        elif value is None:
+            fields[name] = None
+        else:
+            return None
+    usage, errors, feedback = get("usage"), get("errors"), get("feedback")
+    fields["usage"] = fields["errors"] = fields["feedback"] = None
+    if usage is not None:
+        if type(usage) is not list:
+            return None
+        fields["usage"] = entries = []
+        for call in usage:
+            if type(call) is not dict:
+                return None
+            model, tokens_in, tokens_out = call.get("model"), call.get("input_tokens"), call.get("output_tokens")
+            if not (model is None or type(model) is str) or not (_fast_count(tokens_in) and _fast_count(tokens_out)):
+                return None
+            entries.append({"model": model, "input_tokens": tokens_in, "output_tokens": tokens_out})
+    if errors is not None:
+        if type(errors) is not list:
+            return None
+        fields["errors"] = failed = []
+        for error in errors:
+            if type(error) is not dict:
+                return None
+            kind, name, message = error.get("kind"), error.get("name"), error.get("message")
+            if type(kind) is not str or not kind.strip() or not (_fast_text(name) and _fast_text(message)):
+                return None
+            failed.append({"kind": kind, "name": name, "message": message})
+    if feedback is not None:
+        if type(feedback) is not list:
+            return None
+        fields["feedback"] = given = []
+        for entry in feedback:
+            if type(entry) is not dict:
+                return None
+            name, value, source = entry.get("name"), entry.get("value"), entry.get("source")
+            label, comment = entry.get("label"), entry.get("comment")
+            if type(name) is not str or not name.strip() or type(source) is not str or source not in FEEDBACK_SOURCES:
+                return None
+            if type(value) is bool or (type(value) is int and abs(value) < 2**53):
+                value = float(value)
+            elif value is not None and (type(value) is not float or not math.isfinite(value)):
+                return None
+            if not (_fast_text(label) and _fast_text(comment)):
+                return None
+            given.append({"name": name, "value": value, "label": label, "source": source, "comment": comment})
+    return fields
+
+
+def _fast_count(value: Any) -> bool:
+    return value is None or (type(value) is int and 0 <= value < 2**63)
+
+
+def _fast_text(value: Any) -> bool:
+    return value is None or type(value) is str
 
 
 def _fast_contexts(value: Any) -> list[dict[str, Any]] | None:
@@ -664,8 +721,6 @@ def _tool_calls(value: Any, field: str, fail: Any, *, n_steps: int | None = None
 
 
 _LATENCIES = ("latency_ms", "retrieval_latency_ms", "generation_latency_ms")
-_OPS_LISTS = ("usage", "errors", "feedback")
-_NO_OPS_LISTS: dict[str, Any] = dict.fromkeys(_OPS_LISTS)
 _FEEDBACK_TEXT = ("name", "label", "source", "comment")
 
 

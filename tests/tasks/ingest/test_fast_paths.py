@@ -91,6 +91,15 @@ def test_loads_record_names_the_repeated_key_as_before() -> None:
 
 
 GOOD = good("g1")
+OPERATIONS: dict[str, Any] = {
+    "latency_ms": 1834, "retrieval_latency_ms": 212.5, "generation_latency_ms": 1490.0,
+    "usage": [{"model": "gpt-4o-mini", "input_tokens": 812, "output_tokens": 64}, {"model": None}],
+    "errors": [{"kind": "tool", "name": "exchange_rate", "message": "為替レートを取得できません"}],
+    "feedback": [{"name": "thumbs", "value": False, "source": "user", "comment": "答案不对"},
+                 {"name": "stars", "value": 4, "source": "user"},
+                 {"name": "topic", "label": "billing", "source": "api"},
+                 {"name": "quality", "value": -0.5, "label": None, "source": "evaluation"}],
+}  # fmt: skip
 # (name, record, whether _fast_row takes it): valid and invalid records on both sides of the fast path.
 RECORDS: list[tuple[str, Any, bool]] = [
     ("plain", GOOD, True),
@@ -100,9 +109,12 @@ RECORDS: list[tuple[str, Any, bool]] = [
     ("null text, null score", {**GOOD, "contexts": [{"id": "c0", "text": None, "score": None}]}, True),
     ("extra fields go to metadata", {**GOOD, "queue_ms": 12, "metadata": {"queue_ms": 1, "app": "x"}}, True),
     ("latencies, int and float", {**GOOD, "latency_ms": 812, "retrieval_latency_ms": 40.5}, True),
-    ("token usage", {**GOOD, "usage": [{"model": "m", "input_tokens": 3, "output_tokens": 1}]}, False),
-    ("no span errors", {**GOOD, "errors": []}, False),
-    ("feedback", {**GOOD, "feedback": [{"name": "thumbs", "value": True, "source": "user"}]}, False),
+    ("latency of zero", {**GOOD, "latency_ms": 0.0, "generation_latency_ms": 0}, True),
+    ("operations and feedback", {**GOOD, **OPERATIONS}, True),
+    ("no span errors", {**GOOD, "errors": [], "usage": []}, True),
+    ("token count as a float", {**GOOD, "usage": [{"model": "m", "input_tokens": 3.0}]}, False),
+    ("usage as a tuple", {**GOOD, "usage": ({"model": "m"},)}, False),
+    ("huge feedback value", {**GOOD, "feedback": [{"name": "n", "value": 2**60, "source": "api"}]}, False),
     ("timestamp with offset", {**GOOD, "timestamp": "2024-03-11T08:00:00+09:00"}, True),
     ("timestamp as datetime", {**GOOD, "timestamp": dt.datetime(2024, 3, 11, 8, tzinfo=dt.UTC)}, True),
     ("language in odd case", {**GOOD, "language": "ZH-hant-tw"}, True),
@@ -134,6 +146,12 @@ RECORDS: list[tuple[str, Any, bool]] = [
     ("negative latency", {**GOOD, "latency_ms": -1.0}, False),
     ("boolean latency", {**GOOD, "generation_latency_ms": True}, False),
     ("infinite latency", {**GOOD, "latency_ms": float("inf")}, False),
+    ("negative token count", {**GOOD, "usage": [{"input_tokens": -1}]}, False),
+    ("boolean token count", {**GOOD, "usage": [{"output_tokens": True}]}, False),
+    ("error without kind", {**GOOD, "errors": [{"name": "tool"}]}, False),
+    ("unknown feedback source", {**GOOD, "feedback": [{"name": "n", "value": 1, "source": "human"}]}, False),
+    ("NaN feedback value", {**GOOD, "feedback": [{"name": "n", "value": float("nan"), "source": "user"}]}, False),
+    ("feedback label not text", {**GOOD, "feedback": [{"name": "n", "label": 3, "source": "user"}]}, False),
 ]
 
 
@@ -174,6 +192,8 @@ def test_staged_table_is_from_pylist_to_the_byte() -> None:
                 {**GOOD, "contexts": [{"id": "c0", "text": None}, {"id": None, "text": "only text", "score": 1}]},
                 {**GOOD, "reference_answers": [], "relevant_context_ids": {}, "relevant_contexts": ["x"]},
                 {**GOOD, "question": "日本の首都は？ 😀", "language": None},
+                {**GOOD, **OPERATIONS},
+                {**GOOD, "errors": [], "usage": [], "feedback": []},
             ]
         )
     ]

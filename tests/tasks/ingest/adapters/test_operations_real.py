@@ -13,10 +13,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from ragpulse.tasks.ingest.batches import read_staged, read_trace_batch
+from ragpulse.metrics import REGISTRY, MetricRequest, compute
+from ragpulse.metrics._spec import Status
+from ragpulse.tasks.ingest.batches import read_scoring_table, read_staged, read_trace_batch
 from tests.tasks.ingest.adapters.conftest import Staged
 from tests.tasks.ingest.adapters.test_agents_real import AGENTS, SOURCES, _stage, _turns
 
@@ -132,3 +135,23 @@ def test_a_staged_agent_batch_reads_back_as_operations(agent_turns: tuple[str, S
             assert operations.latency_ms == rows[trace_id]["latency_ms"]
             assert len(operations.usage or ()) == len(rows[trace_id]["usage"])
             assert operations.errors is not None  # every tool logs span status: () is "no error"
+
+
+OPERATIONAL = [name for name, definition in REGISTRY.items() if definition.needs in ("operations", "retrieval")]
+
+
+def test_scoring_reads_the_operational_columns_and_scores_as_from_the_whole_batch(
+    agent_turns: tuple[str, Staged],
+) -> None:
+    """Score-batch reads only its metrics' columns (``read_scoring_table``): the operational metrics must score the
+    same from those as from every column, and latency is known for every turn."""
+    _, (staged, _) = agent_turns
+    requests = [MetricRequest.parse(name) for name in OPERATIONAL]
+    assert {"latency_ms", "error", "empty_retrieval"} <= set(OPERATIONAL)
+    for ref in staged.batches:
+        whole = compute(read_trace_batch(read_staged(ref)), requests)
+        read = compute(read_trace_batch(read_scoring_table(ref, requests)), requests)
+        for name in OPERATIONAL:
+            np.testing.assert_array_equal(read[name].values, whole[name].values)
+            assert list(read[name].reasons) == list(whole[name].reasons), name
+        assert (read["latency_ms"].status == Status.OK).all()
