@@ -69,7 +69,7 @@ def mmd_test(baseline: ArrayLike, current: ArrayLike, *, n_permutations: int = 5
     squares = np.square(pooled).sum(axis=1)
     distances2 = np.maximum(squares[:, None] + squares[None, :] - 2.0 * pooled @ pooled.T, 0.0)
     upper = distances2[np.triu_indices(n + m, k=1)]
-    bandwidth = float(np.sqrt(np.median(upper)))
+    bandwidth = float(np.median(np.sqrt(upper)))
     if bandwidth == 0.0:
         return MmdTest(0.0, 1.0, 0.0, n_permutations, np.zeros(m))
     kernel = np.exp(-distances2 / (2.0 * bandwidth**2))

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from ragpulse.metrics.drift import Verdict
@@ -61,6 +62,8 @@ def _sample_order(days: pd.Series, trace_ids: pd.Series) -> list[bytes]:
 
 def _frame(traces: pa.Table) -> pd.DataFrame:
     """Rows with a question (not blank), in sampling order; the segment column is NULL when not segmenting."""
+    asked = pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(traces["question"])), 0)
+    traces = traces.filter(pc.fill_null(asked, False))
     frame = pd.DataFrame(
         {
             "day": traces["partition_date"].to_pylist(),
@@ -69,8 +72,6 @@ def _frame(traces: pa.Table) -> pd.DataFrame:
             "segment": traces["segment"].to_pylist() if "segment" in traces.column_names else None,
         }
     )
-    frame = frame[frame["question"].notna()]
-    frame = frame[frame["question"].str.strip().str.len() > 0]
     frame["order"] = _sample_order(frame["day"], frame["trace_id"])
     return frame.sort_values(["order", "trace_id"], kind="stable").reset_index(drop=True)
 

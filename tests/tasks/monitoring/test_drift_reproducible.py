@@ -168,7 +168,8 @@ def test_duckdb_and_postgresql_give_the_same_drift_rows(tmp_path: Path, pg_schem
         reports = [detect_drift.fn(url, day, SETTINGS, run_id="r") for url in (duck, postgres)]
     from_duckdb, from_postgres = (_rows(open_warehouse(u).read("drift", start=day, end=day)) for u in (duck, postgres))
     assert from_duckdb == from_postgres == _rows(reports[0].rows) == _rows(reports[1].rows)
-    assert len(from_duckdb) == len(METRICS) * (1 + len(APPS))
-    assert all(r["ci_low"] is not None and r["ci_high"] is not None for r in from_duckdb)
+    # Every metric and the questions' input drift (QUESTION_METRIC), overall and per app.
+    assert len(from_duckdb) == (len(METRICS) + 1) * (1 + len(APPS))
+    assert all(r["ci_low"] is not None and r["ci_high"] is not None for r in from_duckdb if r["metric"] in METRICS)
     degraded = pc.equal(reports[1].rows["verdict"], "degraded")
     assert sorted(reports[1].rows.filter(degraded)["segment"].to_pylist()) == ["all", "metadata.app=support"]
