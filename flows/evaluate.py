@@ -5,6 +5,7 @@ annotations in a fresh process, where postponed names may not resolve.
 """
 
 import datetime as dt
+from dataclasses import replace
 from typing import cast
 
 from prefect import flow, get_run_logger, unmapped
@@ -34,6 +35,7 @@ from ragpulse.tasks.quality.tasks import (
 )
 from ragpulse.tasks.reporting.run_summary import NothingScoredError, RunSummary
 from ragpulse.tasks.reporting.tasks import summarize_run
+from ragpulse.tasks.scoring.feedback_names import asks_every_name, expand_feedback_metrics, feedback_names
 from ragpulse.tasks.scoring.tasks import assemble_scores, count_cached, score_batch, score_cache_policy
 from ragpulse.tasks.warehouse.tasks import publish_partition
 
@@ -80,6 +82,8 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
         date, files, source, staged_url=staged_dir(output.work_dir, work_options), batch_size=scoring.batch_size,
         result_storage=storage,
     )  # fmt: skip
+    if asks_every_name(plan.plain):  # user_feedback:*, tool_evaluation:* (the defaults): the day's feedback names
+        plan = replace(plan, plain=expand_feedback_metrics(plan.plain, feedback_names(staged.batches, work_options)))
     profiles = profile_batch.with_options(result_storage=storage).map(
         staged.batches, storage_options=unmapped(work_options)
     )

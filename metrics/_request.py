@@ -10,9 +10,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["MetricName", "split_metric_name"]
+__all__ = ["VARIANT_PATTERN", "MetricName", "split_metric_name"]
 
-_GRAMMAR = re.compile(r"^(?P<family>[a-z][a-z0-9_]*)(?::(?P<variant>[a-z0-9][a-z0-9_-]*))?(?:@(?P<k>\d+))?$")
+VARIANT_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+"""A named variant (``tone``, ``user-feedback``)."""
+
+# A variant ``*`` stands for every variant a day holds (``user_feedback:*``); the registry says which families take it.
+_GRAMMAR = re.compile(r"^(?P<family>[a-z][a-z0-9_]*)(?::(?P<variant>\*|[a-z0-9][a-z0-9_-]*))?(?:@(?P<k>\d+))?$")
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ from ragpulse.metrics._spec import MetricResult, MetricSpec
 from ragpulse.metrics.batch import Feedback, TraceBatch
 
 __all__ = [
+    "EVERY_NAME",
+    "FAMILIES",
     "HUMAN_SOURCES",
     "LABEL_VALUES",
     "SCALES",
@@ -35,6 +37,9 @@ USER_FEEDBACK = MetricSpec(
 TOOL_EVALUATION = MetricSpec(
     "tool_evaluation", "1.0.0", "mean of a named evaluation a tracing tool computed", takes_variant=True
 )
+FAMILIES = frozenset({USER_FEEDBACK.name, TOOL_EVALUATION.name})
+EVERY_NAME = "*"
+"""``user_feedback:*``: every feedback name a day holds (the defaults ask for it; the run expands it)."""
 HUMAN_SOURCES = frozenset({"user", "annotation", "api"})
 """Sources that count as what people said: ``api`` is the application's own call (a user's click it forwards)."""
 

@@ -187,6 +187,9 @@ DEFAULT_METRICS: tuple[str, ...] = (
     "error",
     "empty_retrieval",
     "answer_length",
+    # Every feedback name the day holds, people's and tools' evaluations apart (tasks/scoring/feedback_names.py).
+    "user_feedback:*",
+    "tool_evaluation:*",
 )
 
 
@@ -234,6 +237,8 @@ class MetricRequest(MetricName):
             raise ShapeError(name, f"{spec.name} without a variant", f":{variant}")
         if variant is None and spec.takes_variant:
             raise ShapeError(name, f"a variant, e.g. {spec.name}:<name>", "no variant")
+        if variant == feedback.EVERY_NAME and spec.name not in feedback.FAMILIES:
+            raise ShapeError(name, "a named variant (* only for user_feedback and tool_evaluation)", "*")
         return cls(spec.name, k, variant)
 
 
@@ -273,6 +278,8 @@ def compute(
             results[request.name] = cast(RankingScorer, definition.scorer)(arrays, request.k)
         elif definition.needs == "agent":
             results[request.name] = cast(AgentScorer, definition.scorer)(batch)
+        elif definition.needs == "feedback" and request.variant == feedback.EVERY_NAME:
+            continue  # every name the day holds: the run expands it (tasks/scoring/feedback_names.py) before scoring
         elif definition.needs == "feedback":
             results[request.name] = cast(FeedbackScorer, definition.scorer)(batch, str(request.variant))
         elif definition.needs in ("operations", "retrieval"):
