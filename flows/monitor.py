@@ -82,7 +82,7 @@ def monitor(
     with checked_run(config, alerts=True):  # before any task: a deployment run's parameters come from the API
         day = date or partition_to_monitor(timezone, lag_days)
         summary = evaluate_partition(date=day, **config.partition_groups())
-        if calibration.labels:
+        if calibration.labels or calibration.labels_from:
             calibrate(start=day, end=day, calibration=calibration, output=output)
         report = detect_drift(output.warehouse, day, drift, run_id=summary.run_id)
         outcome = send_alerts(output.warehouse, report, alerts, run_id=summary.run_id)
