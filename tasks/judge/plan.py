@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ragpulse.metrics import MetricResult, Status, TraceBatch
+from ragpulse.metrics import MetricResult, Status, TraceBatch, embedding_signals
 from ragpulse.metrics.agent_goal_accuracy import ConversationMetric
 from ragpulse.metrics.judge import JudgeMetric
 from ragpulse.metrics.registry import build_conversation_metrics, build_judge_metrics, parse_metrics
@@ -142,7 +142,9 @@ def expand_sample(result: MetricResult, mask: NDArray[np.bool_]) -> MetricResult
     return MetricResult(values, status, reasons)
 
 
-EMBEDDING_METRICS = frozenset({"answer_relevancy", "answer_correctness", "answer_semantic_similarity"})
+EMBEDDING_METRICS = frozenset(
+    {"answer_relevancy", "answer_correctness", "answer_semantic_similarity", *embedding_signals.FAMILIES}
+)
 """Metric families whose scores come (partly) from an embedding model's cosines."""
 
 

@@ -26,6 +26,8 @@ from ragpulse import metrics
 from ragpulse.metrics import STEP_FAMILIES, MetricResult, Status
 from ragpulse.metrics.agent_goal_accuracy import judge_conversations as judge_each_conversation
 from ragpulse.metrics.batch import TraceBatch
+from ragpulse.metrics.embedding_signals import FAMILIES as SIGNAL_FAMILIES
+from ragpulse.metrics.embedding_signals import embedded_texts as signal_texts
 from ragpulse.metrics.judge import JudgeContext, JudgeMetric, judge_batch
 from ragpulse.metrics.registry import build_conversation_metrics, build_judge_metrics, parse_metrics
 from ragpulse.tasks.core import types as run_types
@@ -63,6 +65,9 @@ def _judge_key(context: TaskRunContext, params: dict[str, Any]) -> str:
     scoring = params["scoring"]
     # What the steps are scored against only where a metric is scored per step: other keys stay as they were.
     per_step = [list(scoring.step_against)] if any(r.per_step for r in requests if r.is_judge) else []
+    # The embedding signals' share of the day, where they are requested (it decides which traces get them).
+    day = params.get("day_traces") or params["batch"].n_rows
+    signal_rate = [scoring.embedding_rate(day)] if any(r.family in SIGNAL_FAMILIES for r in requests) else []
     return "judge-batch-" + digest(
         params["batch"].content_hash,
         sorted((m.name, m.spec.version, prompt_versions[m.name]) for m in built),
@@ -71,6 +76,7 @@ def _judge_key(context: TaskRunContext, params: dict[str, Any]) -> str:
         json.dumps(options, sort_keys=True, default=str),
         scoring.sample_rate,
         *per_step,
+        *signal_rate,
         code_fingerprint(metrics, sys.modules[__name__], judge_plan, step_judge, step_scores, batches, run_types),
     )
 
@@ -83,10 +89,13 @@ async def judge_score_batch(
     options: dict[str, Any],
     scoring: ScoringConfig,
     work_storage_options: dict[str, Any] | None = None,
+    day_traces: int | None = None,
 ) -> ScoredBatch:
     """Judge one staged batch with ``judge`` (resolved in the run's environment) on the sample of
-    ``scoring.sample_rate``, and the retrieval steps of the sampled traces with the metrics of ``STEP_FAMILIES``,
-    against each of ``scoring.step_against`` (after the turns: a step asking what its turn asked takes its outcome).
+    ``scoring.sample_rate`` (the embedding signals on that of ``scoring.embedding_sample`` for a day of
+    ``day_traces`` traces, this batch's own count when not given), and the retrieval steps of the sampled traces
+    with the metrics of ``STEP_FAMILIES``, against each of ``scoring.step_against`` (after the turns: a step asking
+    what its turn asked takes its outcome).
     A failed call is a NaN with a reason on that score, never a failed task; the batch is then kept out of the task
     cache. ``scoring.rescore="all"`` bypasses the call cache (not part of the key)."""
     from ragpulse.tasks.judge.client import OpenAIJudge
@@ -96,22 +105,30 @@ async def judge_score_batch(
     table = read_staged(batch, work_storage_options, columns=judging_columns(steps=bool(per_step)))
     traces = read_trace_batch(table)
     mask = sampled(traces.trace_ids, scoring.sample_rate)
+    # The same hash with its own rate: the smaller of the two samples lies inside the larger.
+    signal_mask = sampled(traces.trace_ids, scoring.embedding_rate(day_traces or len(traces)))
+    signals = [m for m in judge_metrics if m.spec.name in SIGNAL_FAMILIES]
+    judged_here = [m for m in judge_metrics if m.spec.name not in SIGNAL_FAMILIES]
     uses_llm = any(m.uses_llm for m in judge_metrics)
     client = OpenAIJudge(judge, refresh_cache=scoring.rescore == "all") if uses_llm else None
     embedder = embedder_for(options, judge_metrics)
-    subset = sample_batch(traces, mask)
+    subset, signal_subset = sample_batch(traces, mask), sample_batch(traces, signal_mask)
     # The texts the metrics will embed, encoded in large batches beside the judge's calls (not before them: the
     # first calls would wait for the whole encode); the metrics' own encodes queue behind and hit the LRU.
+    queries, passages = signal_texts(signal_subset, frozenset(m.spec.name for m in signals))
     prefetch = (
-        asyncio.ensure_future(embedder.prefetch(_embedded_texts(subset, judge_metrics)))
+        asyncio.ensure_future(embedder.prefetch([*_embedded_texts(subset, judged_here), *queries], passages=passages))
         if embedder is not None
         else None
     )
     context = JudgeContext(judge=client, embedder=embedder, options=judge_context_options(options))  # type: ignore[arg-type]
     prompt_versions = scorer_prompt_versions(judge_metrics, options)
     try:
-        raw = await judge_batch(subset, judge_metrics, context)
+        raw = await judge_batch(subset, judged_here, context)
         results = {name: expand_sample(result, mask) for name, result in raw.items()}
+        raw = await judge_batch(signal_subset, signals, context) if signals else {}
+        results |= {name: expand_sample(result, signal_mask) for name, result in raw.items()}
+        results = {m.name: results[m.name] for m in judge_metrics}  # in the order asked
         steps = await judge_steps(traces, mask, per_step, results, context, scoring.step_against, prompt_versions)
         if prefetch is not None:
             await prefetch
@@ -123,9 +140,10 @@ async def judge_score_batch(
     usage = client.usage.snapshot() if client is not None else {}
     logger = get_run_logger()
     logger.info(
-        "judged %d of %d traces x %d metrics and %d retrieval steps: %d calls asked of the judge (new, failed "
-        "before or rescored), %d answered by the call cache",
-        int(mask.sum()), len(traces), len(judge_metrics), len(steps[0].trace_ids) if steps else 0,
+        "judged %d of %d traces x %d metrics (the embedding signals %d) and %d retrieval steps: %d calls asked of "
+        "the judge (new, failed before or rescored), %d answered by the call cache",
+        int(mask.sum()), len(traces), len(judge_metrics), int(signal_mask.sum()),
+        len(steps[0].trace_ids) if steps else 0,
         sum(u["http_calls"] for u in usage.values()), sum(u["cache_hits"] for u in usage.values()),
     )  # fmt: skip
     if failures := _failure_reasons([results, *(s.results for s in steps)]):
