@@ -325,10 +325,10 @@ def _fast_operations(get: Any) -> dict[str, Any] | None:
         for error in errors:
             if type(error) is not dict:
                 return None
-            kind, name, message = error.get("kind"), error.get("name"), error.get("message")
-            if type(kind) is not str or not kind.strip() or not (_fast_text(name) and _fast_text(message)):
+            kind, span, message = error.get("kind"), error.get("name"), error.get("message")
+            if type(kind) is not str or not kind.strip() or not (_fast_text(span) and _fast_text(message)):
                 return None
-            failed.append({"kind": kind, "name": name, "message": message})
+            failed.append({"kind": kind, "name": span, "message": message})
     if feedback is not None:
         if type(feedback) is not list:
             return None
@@ -336,9 +336,9 @@ def _fast_operations(get: Any) -> dict[str, Any] | None:
         for entry in feedback:
             if type(entry) is not dict:
                 return None
-            name, value, source = entry.get("name"), entry.get("value"), entry.get("source")
+            rated, value, source = entry.get("name"), entry.get("value"), entry.get("source")
             label, comment = entry.get("label"), entry.get("comment")
-            if type(name) is not str or not name.strip() or type(source) is not str or source not in FEEDBACK_SOURCES:
+            if type(rated) is not str or not rated.strip() or type(source) is not str or source not in FEEDBACK_SOURCES:
                 return None
             if type(value) is bool or (type(value) is int and abs(value) < 2**53):
                 value = float(value)
@@ -346,7 +346,7 @@ def _fast_operations(get: Any) -> dict[str, Any] | None:
                 return None
             if not (_fast_text(label) and _fast_text(comment)):
                 return None
-            given.append({"name": name, "value": value, "label": label, "source": source, "comment": comment})
+            given.append({"name": rated, "value": value, "label": label, "source": source, "comment": comment})
     return fields
 
 
