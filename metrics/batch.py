@@ -366,7 +366,10 @@ def _operations(record: Mapping[str, Any]) -> Operations | None:
         generation_latency_ms=_number_or_none(record.get("generation_latency_ms")),
         usage=None
         if usage is None
-        else tuple(Usage(u.get("model"), u.get("input_tokens"), u.get("output_tokens")) for u in usage),
+        else tuple(
+            Usage(u.get("model"), _count_or_none(u.get("input_tokens")), _count_or_none(u.get("output_tokens")))
+            for u in usage
+        ),
         errors=None
         if errors is None
         else tuple(SpanError(str(e["kind"]), e.get("name"), e.get("message")) for e in errors),
@@ -393,6 +396,11 @@ def _feedback(record: Mapping[str, Any]) -> list[Feedback] | None:
 
 def _number_or_none(value: object) -> float | None:
     return None if value is None else float(cast(float, value))
+
+
+def _count_or_none(value: object) -> int | None:
+    """A token count as an int (``12.0``, as some exporters write it, is 12)."""
+    return None if value is None else int(cast(float, value))
 
 
 def _history(record: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:

@@ -144,6 +144,8 @@ def test_staged_parquet_reads_back_as_the_records_own_operations_and_feedback(tm
     # The canonical dicts themselves give the same batch fields (TraceBatch.from_records).
     direct = TraceBatch.from_records([turn("ops", **OPERATIONS), turn("bare"), turn(errors=[])])
     assert direct.operations == [_expected_operations(), None, Operations(errors=())]
+    usage = direct.operations[0].usage if direct.operations[0] is not None else None
+    assert usage is not None and type(usage[0].output_tokens) is int  # 64.0 in the record
     assert direct.feedback is not None and direct.feedback[0] == batch.feedback[0]
 
 
