@@ -3,7 +3,7 @@
 ``compute()`` (metrics/registry.py) of the nine operational metrics and ``retrieval_steps`` on a seeded batch of
 ``--n`` traces shaped like an agent day: each with latencies, one to three model calls (a quarter of them of a model
 the table does not price), span errors on 2% of turns, one to three retrieval steps of 0-8 documents, and an
-answer of 5-60 words, a third of them Japanese or Chinese. Each metric alone, best of ``--repeat``, in seconds per
+answer of 5-60 words, half of them Japanese or Chinese. Each metric alone, best of ``--repeat``, in seconds per
 100k traces, beside the same batch's labelled defaults (ranking and answer metrics) for scale.
 
 Usage::

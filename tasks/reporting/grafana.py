@@ -19,11 +19,15 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models import dashboard as model
 
+from ragpulse.metrics.operations import GENERATION_LATENCY_MS, LATENCY_MS, RETRIEVAL_LATENCY_MS
 from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.warehouse._views import qualified
 from ragpulse.tasks.warehouse.protocol import IDENTIFIER, TableNames
 
-__all__ = ["DASHBOARD_UID", "DATASOURCE_TYPE", "DATASOURCE_UID", "SqlQuery", "dashboard_json"]
+__all__ = ["DASHBOARD_UID", "DATASOURCE_TYPE", "DATASOURCE_UID", "LATENCY_METRICS", "SqlQuery", "dashboard_json"]
+
+LATENCY_METRICS = tuple(spec.name for spec in (LATENCY_MS, RETRIEVAL_LATENCY_MS, GENERATION_LATENCY_MS))
+"""The metrics of the latency panel."""
 
 DATASOURCE_TYPE = "grafana-postgresql-datasource"
 DATASOURCE_UID = "ragpulse-warehouse"
@@ -113,6 +117,31 @@ def dashboard_json(
         )
         return panel.max(hi) if hi is not None else panel
 
+    # The latencies' tail beside their middle, whatever metrics are picked: latency is watched by its p95.
+    in_picked_segment = (
+        "$__timeFilter(partition_date) AND metric IN ({latencies}) AND segment_key = ${{segment_key:sqlstring}} "
+        "AND segment_value IN (${{segment_value:sqlstring}})"
+    ).format(latencies=", ".join(f"'{name}'" for name in LATENCY_METRICS))
+    percentiles = " UNION ALL ".join(
+        f"SELECT partition_date::timestamptz AS time, {series.removesuffix(' AS metric')} || ' {p}' AS metric, "
+        f"{p} AS value FROM {daily} WHERE {in_picked_segment}"
+        for p in ("p50", "p95")
+    )
+    latency = (
+        timeseries.Panel()
+        .title("Latency p50 and p95")
+        .description(
+            "Median and 95th percentile per day of the end-to-end, retrieval and generation latencies of the selected "
+            "segment (docs/metrics.md, Operational metrics)."
+        )
+        .datasource(source)
+        .unit("ms")
+        .min(0)
+        .show_points(common.VisibilityMode.ALWAYS)
+        .span(24)
+        .height(8)
+        .with_target(sql(f"SELECT time, metric, value FROM ({percentiles}) AS latencies ORDER BY 1, 2"))
+    )
     band = (
         timeseries.Panel()
         .title("$metric: daily mean and drift band")
@@ -263,6 +292,8 @@ def dashboard_json(
         .with_panel(trend("Daily mean", "mean", "Mean of the ok scores per day.", "none"))
         .with_panel(trend("Coverage", "coverage", "Share of traces with an ok score.", "percentunit", hi=1))
         .with_panel(trend("Failure rate", "failure_rate", "Share of traces whose score failed.", "percentunit", hi=1))
+        .with_row(dashboard.Row("Latency"))
+        .with_panel(latency)
         .with_row(dashboard.Row("Drift: $segment_value").repeat("segment_value"))
         .with_panel(band)
         .with_row(dashboard.Row("Alerts and traces"))

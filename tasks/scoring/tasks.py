@@ -66,7 +66,7 @@ def _score_key(context: TaskRunContext, params: dict[str, Any]) -> str:
 
 def _price_table(prices: Mapping[str, Mapping[str, float]] | None) -> dict[str, TokenPrice]:
     """The built-in prices with the run's own (``ScoringConfig.prices``)."""
-    return ScoringConfig(prices=dict(prices or {})).price_table()
+    return ScoringConfig(prices={model: dict(price) for model, price in (prices or {}).items()}).price_table()
 
 
 _STEP_QUERY: tuple[StepAgainst, ...] = ("step_query",)
