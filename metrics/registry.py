@@ -26,6 +26,7 @@ import ragpulse.metrics.operations as operations
 import ragpulse.metrics.precision as precision
 import ragpulse.metrics.recall as recall
 import ragpulse.metrics.reciprocal_rank as reciprocal_rank
+import ragpulse.metrics.refusal as refusal
 import ragpulse.metrics.semantic_similarity as semantic_similarity
 import ragpulse.metrics.tool_calls as tool_calls
 from ragpulse.metrics._arrays import RankingArrays, ranking_arrays
@@ -120,6 +121,7 @@ def _definitions() -> dict[str, MetricDefinition]:
         (operations.ERROR, "operations", operations.score_error),
         (operations.EMPTY_RETRIEVAL, "retrieval", operations.score_empty_retrieval),
         (operations.ANSWER_LENGTH, "answers", operations.score_answer_length),
+        (refusal.SPEC, "answers", refusal.score),
         # What people said (user_feedback:<name>) and what a tracing tool's evaluators computed, apart.
         (feedback.USER_FEEDBACK, "feedback", feedback.score_user_feedback),
         (feedback.TOOL_EVALUATION, "feedback", feedback.score_tool_evaluation),
@@ -187,6 +189,7 @@ DEFAULT_METRICS: tuple[str, ...] = (
     "error",
     "empty_retrieval",
     "answer_length",
+    "refusal",
     # Every feedback name the day holds, people's and tools' evaluations apart (tasks/scoring/feedback_names.py).
     "user_feedback:*",
     "tool_evaluation:*",

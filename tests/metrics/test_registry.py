@@ -48,6 +48,7 @@ OPERATIONS_FAMILIES = [
     "empty_retrieval",
     "answer_length",
 ]
+REFUSAL_FAMILIES = ["refusal"]
 FEEDBACK_FAMILIES = ["user_feedback", "tool_evaluation"]
 JUDGE_FAMILIES = [
     "faithfulness",
@@ -65,7 +66,8 @@ JUDGE_FAMILIES = [
 
 
 def test_registry_holds_every_family_keyed_by_spec_name() -> None:
-    assert list(REGISTRY) == FAMILIES + AGENT_FAMILIES + OPERATIONS_FAMILIES + FEEDBACK_FAMILIES + JUDGE_FAMILIES
+    families = FAMILIES + AGENT_FAMILIES + OPERATIONS_FAMILIES + REFUSAL_FAMILIES + FEEDBACK_FAMILIES + JUDGE_FAMILIES
+    assert list(REGISTRY) == families
     for name, definition in REGISTRY.items():
         assert definition.spec.name == name
         if name in AGENT_FAMILIES:
@@ -73,6 +75,8 @@ def test_registry_holds_every_family_keyed_by_spec_name() -> None:
         elif name in OPERATIONS_FAMILIES:
             expected = {"empty_retrieval": "retrieval", "answer_length": "answers"}.get(name, "operations")
             assert definition.needs == expected
+        elif name in REFUSAL_FAMILIES:
+            assert definition.needs == "answers"
         elif name in FEEDBACK_FAMILIES:
             assert definition.needs == "feedback"
         elif name in JUDGE_FAMILIES:
@@ -149,7 +153,9 @@ def test_compute_every_default_metric(make_batch: Builder, make_record: Builder)
     # user_feedback:* and tool_evaluation:* are the run's to expand into the day's feedback names.
     assert list(results) == [name for name in DEFAULT_METRICS if not name.endswith(":*")]
     # The label-free defaults read what these canonical records have (answers, contexts) or say what they lack.
-    unlabelled = {name: results.pop(name) for name in DEFAULT_METRICS if name in OPERATIONS_FAMILIES + AGENT_FAMILIES}
+    label_free = OPERATIONS_FAMILIES + AGENT_FAMILIES + REFUSAL_FAMILIES
+    unlabelled = {name: results.pop(name) for name in DEFAULT_METRICS if name in label_free}
+    assert unlabelled["refusal"].values.tolist() == [0.0, 0.0]
     assert unlabelled["answer_length"].values.tolist() == [2.0, 1.0]
     assert unlabelled["empty_retrieval"].values.tolist() == [0.0, 0.0]
     for name, reason in (("latency_ms", "no_latency"), ("cost_usd", "no_usage"), ("retrieval_steps", "no_steps")):
