@@ -272,12 +272,13 @@ def test_backfill_monitor_and_report(tmp_path: Path) -> None:
     assert monitored.exit_code == 0, monitored.output
     outcome = json.loads(monitored.stdout)
     assert outcome["run"]["partition_date"] == str(dates[2])
-    assert outcome["drift_verdicts"] == {"insufficient_data": 2}  # two earlier partitions, three needed
+    # Two earlier partitions, three needed: both metrics and the questions' input drift.
+    assert outcome["drift_verdicts"] == {"insufficient_data": 3}
     shown = runner.invoke(app, ["monitor", "--date", str(dates[2]), *common])
     assert shown.exit_code == 0, shown.output
     assert f"drift verdicts for dt={dates[2]}" in shown.stdout and "{" not in shown.output
     (verdict_row,) = [line for line in shown.stdout.splitlines() if "insufficient_data" in line]
-    assert verdict_row.split("│")[2].strip() == "2"
+    assert verdict_row.split("│")[2].strip() == "3"
 
     # A day whose records are all bad: its quarantine and run row are published, the outcome is exit 3.
     broken = dates[2] + dt.timedelta(days=1)
