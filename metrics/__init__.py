@@ -9,6 +9,7 @@ from ragpulse.metrics.batch import RelevanceLabels, Step, StepRows, ToolCall, Tr
 from ragpulse.metrics.errors import InvalidRecordError, RagpulseError, ShapeError, UnknownMetricError
 from ragpulse.metrics.registry import (
     CONVERSATION_FAMILIES,
+    DEFAULT_FEEDBACK_METRICS,
     DEFAULT_METRICS,
     REGISTRY,
     STEP_FAMILIES,
@@ -20,6 +21,7 @@ from ragpulse.metrics.registry import (
 
 __all__ = [
     "CONVERSATION_FAMILIES",
+    "DEFAULT_FEEDBACK_METRICS",
     "DEFAULT_METRICS",
     "REGISTRY",
     "STEP_FAMILIES",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -26,6 +27,7 @@ __all__ = [
     "SCALES",
     "TOOL_EVALUATION",
     "USER_FEEDBACK",
+    "FeedbackReading",
     "feedback_value",
     "score_tool_evaluation",
     "score_user_feedback",
@@ -51,10 +53,32 @@ LABEL_VALUES: Mapping[str, float] = {
     **dict.fromkeys(("partially_correct", "partial", "neutral_positive", "mixed"), 0.5),
 }
 """Categories read as values, compared case-insensitively with spaces and dashes as underscores. A label not here is
-``not_applicable`` (``unmapped_label:<label>``), never guessed; ``labels`` extends it per run."""
+``not_applicable`` (``unmapped_label:<label>``), never guessed; a run's ``feedback_labels`` extend it."""
 
 SCALES: Mapping[str, tuple[float, float]] = {"stars": (1.0, 5.0), "star_rating": (1.0, 5.0)}
-"""Feedback names whose values are on a scale other than [0, 1]: (low, high), read as (v - low) / (high - low)."""
+"""Feedback names whose values are on a scale other than [0, 1]: (low, high), read as (v - low) / (high - low); a
+run's ``feedback_scales`` extend it."""
+
+
+@dataclass(frozen=True)
+class FeedbackReading:
+    """How a run reads feedback values: the label table and scales, the built-in ones with the run's own added or
+    replacing them (``ScoringConfig.feedback_labels``, ``feedback_scales``)."""
+
+    labels: Mapping[str, float] = field(default_factory=lambda: dict(LABEL_VALUES))
+    scales: Mapping[str, tuple[float, float]] = field(default_factory=lambda: dict(SCALES))
+
+    @classmethod
+    def with_own(
+        cls, labels: Mapping[str, float] | None = None, scales: Mapping[str, Sequence[float]] | None = None
+    ) -> FeedbackReading:
+        own_labels = {_label_key(label): float(value) for label, value in (labels or {}).items()}
+        own_scales = {name: (float(low), float(high)) for name, (low, high) in (scales or {}).items()}
+        return cls({**LABEL_VALUES, **own_labels}, {**SCALES, **own_scales})
+
+
+def _label_key(label: str) -> str:
+    return label.strip().lower().replace(" ", "_").replace("-", "_")
 
 
 def feedback_value(
@@ -68,37 +92,25 @@ def feedback_value(
         return (entry.value - low) / (high - low)
     if entry.label is None:
         return "no_value"
-    key = entry.label.strip().lower().replace(" ", "_").replace("-", "_")
-    value = labels.get(key)
+    value = labels.get(_label_key(entry.label))
     return f"unmapped_label:{entry.label}" if value is None else value
 
 
-def score_user_feedback(
-    batch: TraceBatch,
-    name: str,
-    labels: Mapping[str, float] = LABEL_VALUES,
-    scales: Mapping[str, tuple[float, float]] = SCALES,
-) -> MetricResult:
+def score_user_feedback(batch: TraceBatch, name: str, reading: FeedbackReading | None = None) -> MetricResult:
     """``user_feedback:<name>`` per turn; ``evaluation_only`` where only a tool's evaluator gave that name."""
-    return _score(batch, name, HUMAN_SOURCES, labels, scales, other="evaluation_only")
+    return _score(batch, name, HUMAN_SOURCES, reading or FeedbackReading(), other="evaluation_only")
 
 
-def score_tool_evaluation(
-    batch: TraceBatch,
-    name: str,
-    labels: Mapping[str, float] = LABEL_VALUES,
-    scales: Mapping[str, tuple[float, float]] = SCALES,
-) -> MetricResult:
+def score_tool_evaluation(batch: TraceBatch, name: str, reading: FeedbackReading | None = None) -> MetricResult:
     """``tool_evaluation:<name>`` per turn; ``human_only`` where only people gave that name."""
-    return _score(batch, name, frozenset({"evaluation"}), labels, scales, other="human_only")
+    return _score(batch, name, frozenset({"evaluation"}), reading or FeedbackReading(), other="human_only")
 
 
 def _score(
     batch: TraceBatch,
     name: str,
     sources: frozenset[str],
-    labels: Mapping[str, float],
-    scales: Mapping[str, tuple[float, float]],
+    reading: FeedbackReading,
     *,
     other: str,
 ) -> MetricResult:
@@ -112,7 +124,7 @@ def _score(
         if not counted:
             reasons[i] = other if named else "no_feedback"
             continue
-        read = [feedback_value(entry, labels, scales) for entry in counted]
+        read = [feedback_value(entry, reading.labels, reading.scales) for entry in counted]
         numbers = [value for value in read if isinstance(value, float)]
         if numbers:
             values[i] = sum(numbers) / len(numbers)

@@ -40,6 +40,7 @@ from ragpulse.metrics.prices import BUILTIN_PRICES, PriceTable
 
 __all__ = [
     "CONVERSATION_FAMILIES",
+    "DEFAULT_FEEDBACK_METRICS",
     "DEFAULT_METRICS",
     "REGISTRY",
     "STEP_FAMILIES",
@@ -72,8 +73,8 @@ JudgeFactory = Callable[["MetricRequest", Mapping[str, Any]], JudgeMetric]
 """Builds a judge metric from its request (variant) and the run's judge options (rubrics, weights...)."""
 ConversationFactory = Callable[["MetricRequest", Mapping[str, Any]], ConversationMetric]
 """Builds a judge metric whose unit is a conversation (:data:`CONVERSATION_FAMILIES`)."""
-FeedbackScorer = Callable[[TraceBatch, str], MetricResult]
-"""Reads the feedback of one name (the request's variant) from the batch alone."""
+FeedbackScorer = Callable[[TraceBatch, str, feedback.FeedbackReading], MetricResult]
+"""Reads the feedback of one name (the request's variant) from the batch alone, with the run's label table."""
 Scorer = (
     RankingScorer | AnswerScorer | AgentScorer | OperationsScorer | FeedbackScorer | JudgeFactory | ConversationFactory
 )
@@ -190,10 +191,12 @@ DEFAULT_METRICS: tuple[str, ...] = (
     "empty_retrieval",
     "answer_length",
     "refusal",
-    # Every feedback name the day holds, people's and tools' evaluations apart (tasks/scoring/feedback_names.py).
-    "user_feedback:*",
-    "tool_evaluation:*",
 )
+
+DEFAULT_FEEDBACK_METRICS: tuple[str, ...] = ("user_feedback:*", "tool_evaluation:*")
+"""Also in a run's default metrics (``ScoringConfig.metrics``): every feedback name the day holds, people's and tools'
+evaluations apart, expanded by the run after staging (tasks/scoring/feedback_names.py); nothing on a day without
+feedback. Kept out of :data:`DEFAULT_METRICS`, which lists metrics ``compute`` scores as named."""
 
 
 @dataclass(frozen=True)
@@ -263,10 +266,15 @@ def parse_metrics(names: Iterable[str]) -> list[MetricRequest]:
 
 
 def compute(
-    batch: TraceBatch, requests: Iterable[MetricRequest], *, prices: PriceTable = BUILTIN_PRICES
+    batch: TraceBatch,
+    requests: Iterable[MetricRequest],
+    *,
+    prices: PriceTable = BUILTIN_PRICES,
+    feedback_reading: feedback.FeedbackReading | None = None,
 ) -> dict[str, MetricResult]:
     """Compute every requested non-judge metric over one batch, building shared ranking arrays once; ``prices``
-    (``ragpulse.metrics.prices.merged_prices``) prices the application's model calls for ``cost_usd``."""
+    (``ragpulse.metrics.prices.merged_prices``) prices the application's model calls for ``cost_usd``;
+    ``feedback_reading`` (default: the built-in labels and scales) reads the feedback metrics' values."""
     arrays: RankingArrays | None = None
     results: dict[str, MetricResult] = {}
     for request in requests:
@@ -284,7 +292,8 @@ def compute(
         elif definition.needs == "feedback" and request.variant == feedback.EVERY_NAME:
             continue  # every name the day holds: the run expands it (tasks/scoring/feedback_names.py) before scoring
         elif definition.needs == "feedback":
-            results[request.name] = cast(FeedbackScorer, definition.scorer)(batch, str(request.variant))
+            reading = feedback_reading or feedback.FeedbackReading()
+            results[request.name] = cast(FeedbackScorer, definition.scorer)(batch, str(request.variant), reading)
         elif definition.needs in ("operations", "retrieval"):
             results[request.name] = cast(OperationsScorer, definition.scorer)(batch, prices)
         else:

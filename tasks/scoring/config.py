@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ragpulse.metrics import DEFAULT_METRICS, parse_metrics
+from ragpulse.metrics import DEFAULT_FEEDBACK_METRICS, DEFAULT_METRICS, parse_metrics
 from ragpulse.metrics.batch import StepAgainst
 from ragpulse.metrics.errors import RagpulseError
 from ragpulse.metrics.prices import TokenPrice, merged_prices
@@ -24,7 +24,11 @@ AUTO_EMBEDDING_TRACES = 2_000
 class ScoringConfig(ConfigGroup):
     """What is computed and in which batches."""
 
-    metrics: tuple[str, ...] = Field(default=DEFAULT_METRICS, min_length=1, description="Metric names, e.g. recall@5.")
+    metrics: tuple[str, ...] = Field(
+        default=(*DEFAULT_METRICS, *DEFAULT_FEEDBACK_METRICS),
+        min_length=1,
+        description="Metric names, e.g. recall@5; user_feedback:* publishes every feedback name of the day.",
+    )
     batch_size: int = Field(default=5000, ge=1, le=1_000_000, description="Traces per scoring task.")
     sample_rate: float = Field(
         default=1.0, gt=0.0, le=1.0, description="Share of traces the judge metrics score, chosen by trace_id."
@@ -49,6 +53,17 @@ class ScoringConfig(ConfigGroup):
         default_factory=dict,
         description="USD per million input_per_million/output_per_million tokens by model, for cost_usd: added to "
         "(or replacing entries of) the built-in table.",
+    )
+
+    feedback_labels: dict[str, float] = Field(
+        default_factory=dict,
+        description="Feedback categories read as values in [0, 1] by user_feedback/tool_evaluation (e.g. "
+        '{"great": 1, "meh": 0.5}): added to (or replacing entries of) the built-in table.',
+    )
+    feedback_scales: dict[str, tuple[float, float]] = Field(
+        default_factory=dict,
+        description="Feedback names whose values are on another scale than [0, 1], as [low, high] (e.g. "
+        '{"rating": [1, 10]}): added to the built-in scales (stars: [1, 5]).',
     )
 
     @field_validator("metrics", "step_against", mode="before")
@@ -85,6 +100,22 @@ class ScoringConfig(ConfigGroup):
             return tuple(request.name for request in parse_metrics(value))
         except RagpulseError as exc:
             raise ValueError(str(exc)) from exc
+
+    @field_validator("feedback_labels")
+    @classmethod
+    def _valid_feedback_labels(cls, value: dict[str, float]) -> dict[str, float]:
+        for label, number in value.items():
+            if not label.strip() or not (math.isfinite(number) and 0.0 <= number <= 1.0):
+                raise ValueError(f"feedback label {label!r} must map to a value in [0, 1], got {number!r}")
+        return value
+
+    @field_validator("feedback_scales")
+    @classmethod
+    def _valid_feedback_scales(cls, value: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+        for name, (low, high) in value.items():
+            if not (math.isfinite(low) and math.isfinite(high) and low < high):
+                raise ValueError(f"feedback scale {name!r} must be [low, high] with low < high, got {[low, high]}")
+        return value
 
     @field_validator("prices", mode="before")
     @classmethod

@@ -3,6 +3,7 @@ assemble a partition's scores."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -17,6 +18,8 @@ from prefect.transactions import IsolationLevel
 from ragpulse import metrics
 from ragpulse.metrics import MetricRequest, compute
 from ragpulse.metrics.batch import StepAgainst
+from ragpulse.metrics.feedback import FAMILIES as FEEDBACK_FAMILIES
+from ragpulse.metrics.feedback import FeedbackReading
 from ragpulse.metrics.operations import COST_USD
 from ragpulse.metrics.prices import TokenPrice, prices_digest
 from ragpulse.tasks.core import types as run_types
@@ -58,8 +61,12 @@ def _score_key(context: TaskRunContext, params: dict[str, Any]) -> str:
     prices = params.get("prices")
     costed = bool(prices) and any(r.family == COST_USD.name for r in requests)
     priced = [prices_digest(_price_table(prices))] if costed else []
+    # The run's feedback labels and scales only where a feedback metric is scored and the run has its own.
+    reading = params.get("feedback_reading")
+    fed = bool(reading) and any(r.family in FEEDBACK_FAMILIES for r in requests)
+    read = [json.dumps(reading, sort_keys=True)] if fed else []
     return "score-batch-" + digest(
-        params["batch"].content_hash, sorted((r.name, r.version) for r in requests), *per_step, *priced,
+        params["batch"].content_hash, sorted((r.name, r.version) for r in requests), *per_step, *priced, *read,
         scoring_fingerprint(),
     )  # fmt: skip
 
@@ -92,14 +99,18 @@ def score_batch(
     work_storage_options: dict[str, Any] | None = None,
     step_against: Sequence[StepAgainst] = _STEP_QUERY,
     prices: Mapping[str, Mapping[str, float]] | None = None,
+    feedback_reading: Mapping[str, Any] | None = None,
 ) -> ScoredBatch:
     """Compute the requested metrics for one staged batch, and those of ``STEP_FAMILIES`` per retrieval step too,
-    against each of ``step_against``; ``cost_usd`` with the built-in prices and the run's own ``prices``. Pure
-    scoring: never retried."""
+    against each of ``step_against``; ``cost_usd`` with the built-in prices and the run's own ``prices``; feedback
+    metrics with the run's ``feedback_reading`` ({"labels", "scales"} of ScoringConfig). Pure scoring: never
+    retried."""
     requests = [MetricRequest.parse(name) for name in metric_names]  # may be none: judge metrics only
     table = read_scoring_table(batch, requests, work_storage_options)
     traces = read_trace_batch(table)
-    results = compute(traces, requests, prices=_price_table(prices))
+    own = feedback_reading or {}
+    reading = FeedbackReading.with_own(own.get("labels"), own.get("scales"))
+    results = compute(traces, requests, prices=_price_table(prices), feedback_reading=reading)
     steps = rank_steps(traces, requests, step_against)
     get_run_logger().info(
         "scored %d traces x %d metrics, %d retrieval steps", len(traces), len(results),

@@ -31,12 +31,9 @@ DAY = dt.date(2026, 11, 20)
 EXPECTED: list[dict[str, Any]] = json.loads((AGENTS / "expected.json").read_text(encoding="utf-8"))
 AGENT_METRICS = ("context_relevance", "retrieval_steps", "tool_errors", "tool_call_accuracy", "agent_goal_accuracy")
 METRICS = (*DEFAULT_METRICS, *AGENT_METRICS)
-TURN_METRICS = len([m for m in METRICS if not m.endswith(":*")]) - 1
-"""agent_goal_accuracy scores conversations, not turns: every other metric has one row per trace (the feedback
-wildcards expand to nothing: these exports carry no feedback)."""
-STEP_METRICS = {m for m in DEFAULT_METRICS if not m.startswith("answer_") and not m.endswith(":*")} | {
-    "context_relevance"
-}
+TURN_METRICS = len(METRICS) - 1
+"""agent_goal_accuracy scores conversations, not turns: every other metric has one row per trace."""
+STEP_METRICS = {m for m in DEFAULT_METRICS if not m.startswith("answer_")} | {"context_relevance"}
 """Scored per step as well: the ranking families and the context judges (design §4)."""
 SOURCES: dict[str, tuple[TraceFormat, Path]] = {
     "openinference": ("openinference", AGENTS / "openinference"),

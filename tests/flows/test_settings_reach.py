@@ -97,6 +97,8 @@ def reach_values(tmp_path: Path) -> dict[str, Any]:
         "drift_estimator": "ppi",
         "labels": str(tmp_path / "labels.jsonl"),
         "labels_from": "feedback:relevance=context_relevance",
+        "feedback_labels": {"great": 1.0, "meh": 0.5},
+        "feedback_scales": {"rating": [1.0, 10.0]},
         "label_window_days": 3,
         "calibration_confidence": 0.9,
         "calibration_min_labels": 5,

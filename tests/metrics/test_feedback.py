@@ -6,6 +6,7 @@ import math
 
 from ragpulse.metrics._spec import Status
 from ragpulse.metrics.batch import Feedback, TraceBatch
+from ragpulse.metrics.feedback import FeedbackReading
 from ragpulse.metrics.registry import compute, parse_metrics
 
 
@@ -18,8 +19,10 @@ def _batch(feedback: list[list[Feedback] | None]) -> TraceBatch:
     )  # fmt: skip
 
 
-def _scores(batch: TraceBatch, name: str) -> list[tuple[str, float | None, str | None]]:
-    (result,) = compute(batch, parse_metrics([name])).values()
+def _scores(
+    batch: TraceBatch, name: str, reading: FeedbackReading | None = None
+) -> list[tuple[str, float | None, str | None]]:
+    (result,) = compute(batch, parse_metrics([name]), feedback_reading=reading).values()
     return [
         (Status(s).label, None if math.isnan(v) else round(float(v), 6), r)
         for v, s, r in zip(result.values, result.status, result.reasons, strict=True)
@@ -53,3 +56,14 @@ def test_a_tools_evaluation_is_never_user_feedback_and_the_reverse() -> None:
     assert _scores(batch, "tool_evaluation:helpfulness") == [
         ("ok", 0.4, None), ("not_applicable", None, "human_only")
     ]  # fmt: skip
+
+
+def test_a_runs_own_labels_and_scales_extend_the_built_in_ones() -> None:
+    batch = _batch([
+        [Feedback("verdict", None, "Meh", "annotation"), Feedback("rating", 7.0, None, "user")],
+        [Feedback("verdict", None, "correct", "annotation"), Feedback("rating", 1.0, None, "user")],
+    ])  # fmt: skip
+    reading = FeedbackReading.with_own({"meh": 0.5}, {"rating": [1.0, 10.0]})
+    assert [s[:2] for s in _scores(batch, "user_feedback:verdict", reading)] == [("ok", 0.5), ("ok", 1.0)]
+    assert [s[:2] for s in _scores(batch, "user_feedback:rating", reading)] == [("ok", 0.666667), ("ok", 0.0)]
+    assert _scores(batch, "user_feedback:verdict")[0] == ("not_applicable", None, "unmapped_label:Meh")
