@@ -126,9 +126,12 @@ def test_score_states_why_a_trace_is_not_scored() -> None:
     assert result.status.tolist() == [Status.OK, Status.OK, *[Status.NOT_APPLICABLE] * 3, Status.OK]
 
 
-def test_registry_runs_it_by_default(make_batch: Callable[..., TraceBatch], make_record: Callable[..., Any]) -> None:
-    batch = make_batch(make_record("q1", answer="I'm afraid I don't have that information."))
-    result = compute(batch, parse_metrics(["refusal"]))["refusal"]
-    assert result.values.tolist() == [1.0]
-    assert SPEC.name in DEFAULT_METRICS
+def test_the_default_run_scores_it_from_canonical_records(make_record: Callable[..., Any]) -> None:
+    records = [
+        make_record("q1", answer="I'm afraid I don't have that information."),
+        make_record("q2", answer="抱歉，根據提供的資料，我無法回答這個問題。") | {"language": "zh-TW"},
+        make_record("q3", answer="東京タワーの高さは333メートルです。") | {"language": "ja"},
+    ]
+    result = compute(TraceBatch.from_records(records), parse_metrics(DEFAULT_METRICS))["refusal"]
+    assert result.values.tolist() == [1.0, 1.0, 0.0]
     assert not SPEC.higher_is_better
