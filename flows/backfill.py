@@ -26,12 +26,14 @@ from ragpulse.tasks.config import (
     RunnerConfig,
     ScoringConfig,
     SourceConfig,
+    TopicsConfig,
 )
 from ragpulse.tasks.core.exceptions import ConfigError, PartitionNotFoundError
 from ragpulse.tasks.monitoring.tasks import detect_drift, send_alerts
 from ragpulse.tasks.planning.run import checked_run
 from ragpulse.tasks.planning.tasks import plan_backfill
 from ragpulse.tasks.reporting.run_summary import NothingScoredError, RunSummary
+from ragpulse.tasks.topics.tasks import assign_topics
 
 __all__ = [
     "MAX_CONCURRENCY",
@@ -138,6 +140,7 @@ def backfill(
     drift: DriftConfig = DriftConfig(),
     calibration: CalibrationConfig = CalibrationConfig(),
     alerts: AlertConfig = AlertConfig(),
+    topics: TopicsConfig = TopicsConfig(),
     concurrency: int = 2,
     force: bool = False,
     send_drift_alerts: bool = False,
@@ -155,7 +158,7 @@ def backfill(
         raise ConfigError(f"concurrency must lie in 1..{MAX_CONCURRENCY}, got {concurrency}")
     config = RunConfig(
         source=source, scoring=scoring, judge=judge, quality=quality, output=output, runner=runner, drift=drift,
-        calibration=calibration, alerts=alerts,
+        calibration=calibration, alerts=alerts, topics=topics,
     )  # fmt: skip
     # Before any task: a deployment run's parameters come from the API.
     with checked_run(config, alerts=send_drift_alerts):
@@ -205,7 +208,12 @@ def _backfill(
             calibrate(start=first, end=max(summaries), calibration=calibration, output=output)
         for day in sorted(d for d in (*plan.skipped, *summaries) if d >= first):
             run_id = summaries[day].run_id if day in summaries else ""
-            report = detect_drift(output.warehouse, day, drift, run_id=run_id)
+            if config.topics.enabled:
+                # A refit asked for is made once, for the first day; the later days are assigned to its topics.
+                refit = config.topics.refit and day == first
+                settings = config.topics.model_copy(update={"refit": refit})
+                assign_topics(output.warehouse, day, settings, run_id=run_id)
+            report = detect_drift(output.warehouse, day, drift, run_id=run_id, topics=config.topics)
             for verdict, count in report.verdict_counts().items():
                 verdicts[verdict] = verdicts.get(verdict, 0) + count
             if send_drift_alerts:

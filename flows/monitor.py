@@ -21,10 +21,12 @@ from ragpulse.tasks.config import (
     RunnerConfig,
     ScoringConfig,
     SourceConfig,
+    TopicsConfig,
 )
 from ragpulse.tasks.monitoring.tasks import detect_drift, send_alerts
 from ragpulse.tasks.planning.run import checked_run
 from ragpulse.tasks.reporting.run_summary import RunSummary
+from ragpulse.tasks.topics.tasks import assign_topics
 
 __all__ = ["MonitorResult", "monitor", "monitor_run_name", "partition_to_monitor"]
 
@@ -68,22 +70,27 @@ def monitor(
     drift: DriftConfig = DriftConfig(),
     calibration: CalibrationConfig = CalibrationConfig(),
     alerts: AlertConfig = AlertConfig(),
+    topics: TopicsConfig = TopicsConfig(),
     timezone: str = "UTC",
     lag_days: int = 1,
 ) -> MonitorResult:
     """Evaluate ``date`` (default: ``lag_days`` before the scheduled start in ``timezone``), publish its scores,
-    calibrate them on the human labels (with ``calibration.labels``), compare them with the previous partitions and
-    send each new drift alert once. A day that scored nothing fails the run once published (``NothingScoredError``
-    from ``evaluate_partition``), before the drift checks: it has no ok score to compare."""
+    calibrate them on the human labels (with ``calibration.labels``), assign its questions to topics (unless
+    ``topics.enabled`` is off; fit first when ``topics.refit`` or due), compare its scores and topic shares with
+    the previous partitions and send each new drift alert once. A day that scored nothing fails the run once
+    published (``NothingScoredError`` from ``evaluate_partition``), before the drift checks: it has no ok score to
+    compare."""
     config = RunConfig(
         source=source, scoring=scoring, judge=judge, quality=quality, output=output, runner=runner, drift=drift,
-        calibration=calibration, alerts=alerts,
+        calibration=calibration, alerts=alerts, topics=topics,
     )  # fmt: skip
     with checked_run(config, alerts=True):  # before any task: a deployment run's parameters come from the API
         day = date or partition_to_monitor(timezone, lag_days)
         summary = evaluate_partition(date=day, **config.partition_groups())
         if calibration.labels or calibration.labels_from:
             calibrate(start=day, end=day, calibration=calibration, output=output)
-        report = detect_drift(output.warehouse, day, drift, run_id=summary.run_id)
+        if topics.enabled:
+            assign_topics(output.warehouse, day, topics, run_id=summary.run_id)
+        report = detect_drift(output.warehouse, day, drift, run_id=summary.run_id, topics=topics)
         outcome = send_alerts(output.warehouse, report, alerts, run_id=summary.run_id)
         return MonitorResult(summary, report.verdict_counts(), outcome.to_dict())

@@ -47,7 +47,7 @@ class DriftConfig(ConfigGroup):
     )
     segment_key: str | None = Field(
         default=None,
-        description="Metadata key whose values get drift checks of their own, e.g. metadata.app; or language.",
+        description="Metadata key whose values get drift checks of their own, e.g. metadata.app; or language, topic.",
     )
     max_segments: int = Field(default=20, ge=1, le=1000, description="Largest segments of the day compared.")
     lower_is_better: tuple[str, ...] = Field(

@@ -48,6 +48,8 @@ from ragpulse.tasks.monitoring.delivery import (
     webhook_url,
 )
 from ragpulse.tasks.monitoring.questions import question_drift_rows
+from ragpulse.tasks.topics.config import TopicsConfig
+from ragpulse.tasks.topics.share import TOPIC_SEGMENT, share_rows, topic_segments
 from ragpulse.tasks.warehouse import ALERTS_SCHEMA, DRIFT_SCHEMA, SCORES_SCHEMA, open_warehouse
 
 __all__ = ["LANGUAGE_SEGMENT", "detect_drift", "send_alerts"]
@@ -58,9 +60,14 @@ LANGUAGE_SEGMENT = "language"
 
 @task(name="detect-drift", cache_policy=NO_CACHE, persist_result=False)
 def detect_drift(
-    warehouse_url: str, day: dt.date, settings: DriftConfig | None = None, run_id: str = ""
+    warehouse_url: str,
+    day: dt.date,
+    settings: DriftConfig | None = None,
+    run_id: str = "",
+    topics: TopicsConfig | None = None,
 ) -> DriftReport:
-    """Compare ``day``'s published scores with the previous partitions and replace its rows in ``drift``."""
+    """Compare ``day``'s published scores with the previous partitions and replace its rows in ``drift``; with
+    ``topics`` enabled, the day's topic shares too (``topic.share``, from ``trace_topics``)."""
     settings = settings or DriftConfig()
     logger = get_run_logger()
     warehouse = open_warehouse(warehouse_url)
@@ -71,7 +78,11 @@ def detect_drift(
     scores = pa.concat_tables([scores, _turns_by_their_steps(warehouse.read("step_scores", start=start, end=day))])
     questions = ["question"] if settings.question_drift else []
     segments = None
-    if settings.segment_key is not None:
+    if settings.segment_key == TOPIC_SEGMENT:
+        scores = scores.join(
+            topic_segments(warehouse, start, day), ["partition_date", "trace_id"], join_type="left outer"
+        )
+    if settings.segment_key not in (None, TOPIC_SEGMENT):
         by_language = settings.segment_key == LANGUAGE_SEGMENT
         column = "language" if by_language else "metadata"
         traces = warehouse.read(
@@ -94,6 +105,11 @@ def detect_drift(
     # The calibrated human means of `ragpulse calibrate`, where the settings compare them instead of raw means.
     estimates = warehouse.read("estimates", start=start, end=day) if settings.estimator == "ppi" else None
     rows = drift_rows(scores, day, window, settings, run_id, estimates)
+    if topics is not None and topics.enabled:
+        shares = share_rows(
+            warehouse, day, window, settings.thresholds(), min_share_delta=topics.min_share_delta, run_id=run_id
+        )
+        rows = pa.concat_tables([rows, shares])
     if questions:
         if segments is not None:
             traces = traces.append_column("segment", segments["segment"])

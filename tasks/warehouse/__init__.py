@@ -30,6 +30,8 @@ from ragpulse.tasks.warehouse.tables import (
     SCORES_SCHEMA,
     STEP_SCORES_SCHEMA,
     STEPS_SCHEMA,
+    TOPICS_SCHEMA,
+    TRACE_TOPICS_SCHEMA,
     TRACES_SCHEMA,
     VALIDATIONS_SCHEMA,
 )
@@ -45,7 +47,9 @@ __all__ = [
     "SCORES_SCHEMA",
     "STEPS_SCHEMA",
     "STEP_SCORES_SCHEMA",
+    "TOPICS_SCHEMA",
     "TRACES_SCHEMA",
+    "TRACE_TOPICS_SCHEMA",
     "VALIDATIONS_SCHEMA",
     "Publication",
     "RowSource",

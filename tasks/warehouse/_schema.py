@@ -27,6 +27,8 @@ from ragpulse.tasks.warehouse.tables import (
     SCORES_SCHEMA,
     STEP_SCORES_SCHEMA,
     STEPS_SCHEMA,
+    TOPICS_SCHEMA,
+    TRACE_TOPICS_SCHEMA,
     TRACES_SCHEMA,
     VALIDATIONS_SCHEMA,
 )
@@ -277,6 +279,21 @@ TABLES: dict[str, TableSpec] = {
         frozenset({"partition_date", "conversation_id", "n_turns"}) | _SCORED,
         checks=_SCORE_CHECKS,
     ),
+    "topics": TableSpec(
+        "topics",
+        TOPICS_SCHEMA,
+        frozenset(
+            {"partition_date", "topic_id", "name", "terms", "size", "threshold", "centroid", "created_date"}
+            | {"model_version", "embedding_model", "language_means", "run_id", "computed_at"}
+        ),
+    ),
+    "trace_topics": TableSpec(
+        "trace_topics",
+        TRACE_TOPICS_SCHEMA,
+        frozenset({"partition_date", "trace_id", "distance", "model_date", "run_id", "computed_at"}),
+        checks=(Check("distance >= 0", lambda t: pc.greater_equal(t["distance"], 0.0)),),
+        partition_index="brin",
+    ),
 }
 
 # The schema version table of SQL backends: one row per version applied.
@@ -318,6 +335,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     AddTable(10, "step_scores"),
     AddTable(10, "conversation_scores"),
     DefineViews(10),
+    # v11: topics of the questions (issue 32): the fitted topics, each day's traces' topics, and `topic` as a segment
+    # of the daily_scores view.
+    AddTable(11, "topics"),
+    AddTable(11, "trace_topics"),
+    DefineViews(11),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 # Columns stored as JSON where the database has the type, whatever version created the table.

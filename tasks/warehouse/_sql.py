@@ -205,6 +205,11 @@ class SqlWarehouse(abc.ABC):
         """Stage the rows, then under the partition's drift lock delete and insert, in one transaction."""
         self._replace(partition_date, {"drift": drift}, f"publishing drift of dt={partition_date}")
 
+    def publish_topics(self, partition_date: dt.date, trace_topics: pa.Table, topics: pa.Table | None = None) -> None:
+        """Replace the partition's trace topics, and with ``topics`` its fitted topics, in one transaction."""
+        rows = {"trace_topics": trace_topics} if topics is None else {"topics": topics, "trace_topics": trace_topics}
+        self._replace(partition_date, rows, f"publishing topics of dt={partition_date}")
+
     def publish_calibration(self, partition_date: dt.date, calibrations: pa.Table, estimates: pa.Table) -> None:
         """Replace the partition's calibrations and estimates together, in one transaction."""
         rows = {"calibrations": calibrations, "estimates": estimates}

@@ -2,7 +2,7 @@
 
 One definition per view in the SQL that DuckDB and PostgreSQL share; only reading a top-level metadata key differs
 (``ViewDialect``). Segments are two columns, ``segment_key`` and ``segment_value``, spelt as drift spells them:
-``all``/``all`` for the whole partition, ``language``/``ja``, ``metadata.app``/``docs-search``.
+``all``/``all`` for the whole partition, ``language``/``ja``, ``metadata.app``/``docs-search``, ``topic``/``3``.
 """
 
 from __future__ import annotations
@@ -80,6 +80,7 @@ def view_definitions(names: TableNames, dialect: ViewDialect, schema: str | None
     are constants."""
     scores, traces = qualified(names.scores, schema), qualified(names.traces, schema)
     step_scores = qualified(names.step_scores, schema)
+    trace_topics = qualified(names.trace_topics, schema)
     drift, alerts = qualified(names.drift, schema), qualified(names.alerts, schema)
     score = "s.partition_date, s.metric, s.value, s.status, s.judge_model, s.prompt_version"
     joined = f"{scores} AS s JOIN {traces} AS t ON t.partition_date = s.partition_date AND t.trace_id = s.trace_id"
@@ -93,6 +94,11 @@ def view_definitions(names: TableNames, dialect: ViewDialect, schema: str | None
                 UNION ALL
                 SELECT {score}, 'metadata.' || member.key, {dialect.text}
                 FROM {joined}, {dialect.each} WHERE {dialect.scalar}
+                UNION ALL
+                SELECT {score}, 'topic', CAST(tt.topic_id AS VARCHAR)
+                FROM {scores} AS s JOIN {trace_topics} AS tt
+                    ON tt.partition_date = s.partition_date AND tt.trace_id = s.trace_id
+                WHERE tt.topic_id IS NOT NULL
             )
             SELECT partition_date, metric, segment_key, segment_value, judge_model, prompt_version,
                 count(*) AS n,

@@ -176,6 +176,13 @@ class IcebergLake:
         rows = conform_partition({"drift": drift}, partition_date)
         self.replace_partition(partition_date, rows, action=f"publishing drift of dt={partition_date}")
 
+    def publish_topics(self, partition_date: dt.date, trace_topics: pa.Table, topics: pa.Table | None = None) -> None:
+        """Replace the date's trace topics, and with ``topics`` its fitted topics: one commit each, under the date's
+        lock."""
+        tables = {"trace_topics": trace_topics} if topics is None else {"topics": topics, "trace_topics": trace_topics}
+        rows = conform_partition(tables, partition_date)
+        self.replace_partition(partition_date, rows, action=f"publishing topics of dt={partition_date}")
+
     def publish_calibration(self, partition_date: dt.date, calibrations: pa.Table, estimates: pa.Table) -> None:
         """Replace the date's calibrations and estimates: one commit each, under the date's lock."""
         rows = conform_partition({"calibrations": calibrations, "estimates": estimates}, partition_date)

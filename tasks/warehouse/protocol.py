@@ -64,7 +64,9 @@ class Warehouse(Protocol):
     leaving every other table untouched.
     ``publish_drift`` replaces a partition's drift rows as a whole, atomically; ``record_alerts``
     appends to the alert ledger; ``publish_calibration`` replaces a partition's calibrations and estimates
-    together, atomically (the lake: table by table, restored on failure). ``read`` returns a table's rows with
+    together, atomically (the lake: table by table, restored on failure); ``publish_topics`` replaces a
+    partition's ``trace_topics`` rows, and with ``topics`` (a fit made for that partition) its ``topics`` rows
+    too, in the same way. ``read`` returns a table's rows with
     ``start <= partition_date <= end`` (either bound optional), only ``metrics`` when given,
     projected to ``columns``, typed by the table's schema; a warehouse or table that does not exist
     yet reads as empty, and reading never creates anything. ``url`` never carries a password.
@@ -81,6 +83,10 @@ class Warehouse(Protocol):
     def record_alerts(self, alerts: pa.Table) -> None: ...
 
     def publish_calibration(self, partition_date: dt.date, calibrations: pa.Table, estimates: pa.Table) -> None: ...
+
+    def publish_topics(
+        self, partition_date: dt.date, trace_topics: pa.Table, topics: pa.Table | None = None
+    ) -> None: ...
 
     def read(
         self,
@@ -117,6 +123,8 @@ class TableNames:
     steps: str = "steps"
     step_scores: str = "step_scores"
     conversation_scores: str = "conversation_scores"
+    topics: str = "topics"
+    trace_topics: str = "trace_topics"
     meta: str = "ragpulse_schema"
     daily_scores: str = "daily_scores"
     drift_segments: str = "drift_segments"

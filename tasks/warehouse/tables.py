@@ -1,4 +1,4 @@
-"""The Arrow schemas of the twelve published tables: the columns a ``Publication`` carries and ``Warehouse.read``
+"""The Arrow schemas of the fourteen published tables: the columns a ``Publication`` carries and ``Warehouse.read``
 returns, whichever backend stores them. How they are stored (keys, constraints, migrations) is ``_schema``'s."""
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ __all__ = [
     "SCORES_SCHEMA",
     "STEPS_SCHEMA",
     "STEP_SCORES_SCHEMA",
+    "TOPICS_SCHEMA",
     "TRACES_SCHEMA",
+    "TRACE_TOPICS_SCHEMA",
     "VALIDATIONS_SCHEMA",
 ]
 
@@ -269,6 +271,48 @@ ESTIMATES_SCHEMA = pa.schema(
         ("confidence", pa.float64()),
         ("labels_key", pa.string()),
         ("reason", pa.string()),
+        ("run_id", pa.string()),
+        ("computed_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+# One row per topic of a fit of the topic model (docs/topics.md): partition_date is the day the fit was made for,
+# and the model of a day is the newest fit made on or before it. terms is a JSON list of the characteristic terms
+# (the name is the first three), centroid a JSON list of floats (a unit vector of the embedding model), threshold
+# the cosine distance beyond which a question is not the topic's, size its members at fit, created_date the
+# partition of the fit that first found it (ids are kept across refits); language_means (JSON, the same in every row
+# of a fit) the baseline's mean embedding per language that questions are centred by before assignment.
+TOPICS_SCHEMA = pa.schema(
+    [
+        ("partition_date", pa.date32()),
+        ("topic_id", pa.int64()),
+        ("name", pa.string()),
+        ("terms", pa.string()),
+        ("size", pa.int64()),
+        ("threshold", pa.float64()),
+        ("centroid", pa.string()),
+        ("created_date", pa.date32()),
+        ("baseline_start", pa.date32()),
+        ("baseline_end", pa.date32()),
+        ("model_version", pa.string()),
+        ("embedding_model", pa.string()),
+        ("language_means", pa.string()),
+        ("run_id", pa.string()),
+        ("computed_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+# One row per published trace of a partition with a question: its topic (NULL when it is farther than every
+# topic's threshold), the cosine distance to the nearest topic, and for an unassigned question its cluster among
+# the day's unassigned ones (a new-topic candidate), with the fit date of the model it was assigned by.
+TRACE_TOPICS_SCHEMA = pa.schema(
+    [
+        ("partition_date", pa.date32()),
+        ("trace_id", pa.string()),
+        ("topic_id", pa.int64()),
+        ("distance", pa.float64()),
+        ("candidate", pa.int64()),
+        ("model_date", pa.date32()),
         ("run_id", pa.string()),
         ("computed_at", pa.timestamp("us", tz="UTC")),
     ]

@@ -393,6 +393,8 @@ def test_a_traces_table_from_before_zstd_is_rebuilt_once_with_its_rows(tmp_path:
             "scores",
             "step_scores",
             "steps",
+            "topics",
+            "trace_topics",
             "traces",
             "validations",
         ]
@@ -419,6 +421,8 @@ def test_table_names_can_carry_a_prefix(tmp_path: Path) -> None:
         ("rp_scores", "BASE TABLE"),
         ("rp_step_scores", "BASE TABLE"),
         ("rp_steps", "BASE TABLE"),
+        ("rp_topics", "BASE TABLE"),
+        ("rp_trace_topics", "BASE TABLE"),
         ("rp_traces", "BASE TABLE"),
         ("rp_turn_steps", "VIEW"),
         ("rp_validations", "BASE TABLE"),

