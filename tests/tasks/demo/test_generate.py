@@ -296,6 +296,35 @@ def test_last_day_retrieval_drop_for_drift_app(
     assert all(drop < 0.1 for app, drop in drops.items() if app != demo_data.DRIFT_APP)
 
 
+def test_operations_are_logged_per_app_and_the_drift_apps_index_slows_on_the_last_day(
+    parsed: Mapping[datetime.date, Mapping[str, list[dict[str, Any]]]],
+) -> None:
+    """Span times, token usage and span errors as a traced SDK logs them: every app but research-assistant; a failed
+    LLM span and root exactly where the generation timed out (no answer); the parts within the whole; and the drift
+    app's retrieval about three times slower on the last day while the others' holds."""
+    traces = [t for found in parsed.values() for t in found["valid"]]
+    for t in traces:
+        if t["metadata"]["app"] == "research-assistant":
+            assert t.get("usage") is t.get("errors") is t.get("latency_ms") is None  # null in Parquet, absent in JSON
+            continue
+        assert t["retrieval_latency_ms"] + t["generation_latency_ms"] <= t["latency_ms"] + 1
+        (call,) = t["usage"]
+        assert call["model"] == t["metadata"]["model"] and call["input_tokens"] > 0
+        assert (call["output_tokens"] == 0) == (t["answer"] is None)
+        assert [e["kind"] for e in t["errors"]] == (["llm", "root"] if t["answer"] is None else [])
+
+    def retrieval(app: str, chosen: list[datetime.date]) -> float:
+        found = [
+            t["retrieval_latency_ms"] for day in chosen for t in parsed[day]["valid"] if t["metadata"]["app"] == app
+        ]
+        return statistics.median(found)
+
+    before, last = days()[:-1], days()[-1:]
+    for app in set(demo_data.APPS) - {"research-assistant"}:
+        ratio = retrieval(app, last) / retrieval(app, before)
+        assert 2.2 < ratio < 4 if app == demo_data.DRIFT_APP else 0.7 < ratio < 1.4, (app, ratio)
+
+
 def test_deterministic_for_a_seed(demo_root: Path, tmp_path: Path) -> None:
     demo_data.generate_demo_traces(tmp_path, start=START, days=DAYS, traces_per_day=PER_DAY, seed=7)
     for day in days():
