@@ -109,6 +109,19 @@ def reach_values(tmp_path: Path) -> dict[str, Any]:
         "alert_timeout_seconds": 3.0,
         "alert_backoff_seconds": 0.5,
         "alert_report_url": "https://example.invalid/report",
+        "topics_enabled": False,
+        "refit_topics": True,
+        "topics_refit_after_days": 7,
+        "topics_baseline_partitions": 3,
+        "topics_min_topics": 3,
+        "topics_max_topics": 8,
+        "topics_min_topic_size": 5,
+        "topics_min_fit_questions": 20,
+        "topics_max_fit_questions": 500,
+        "topics_distance_quantile": 0.9,
+        "topics_min_share_delta": 0.05,
+        "topics_embedding_model": "all-MiniLM-L6-v2",
+        "topics_seed": 7,
     }
 
 
