@@ -58,6 +58,9 @@ def _annotation(record: Mapping[str, Any]) -> Span:
     staging finds by the span id (the record has no trace id). HUMAN annotations are a person's; LLM and CODE
     ones are evaluations Phoenix or the team's code computed."""
     span_id, annotation_id = record.get("span_id"), record.get("id")
+    if record.get("document_position") is not None:
+        reason = "a document annotation (one retrieved document's, not the turn's) is not read as feedback"
+        raise InvalidRecordError(None, "document_position", reason)
     if not isinstance(span_id, str) or not span_id:
         raise InvalidRecordError(None, "span_id", f"expected the annotated span's id, got {span_id!r}")
     source = _ANNOTATOR_SOURCES.get(str(record.get("annotator_kind")).upper())

@@ -13,6 +13,9 @@ from typing import Any
 
 import pytest
 
+from ragpulse.metrics.errors import InvalidRecordError
+from ragpulse.tasks.ingest.adapters import AdapterOptions
+from ragpulse.tasks.ingest.adapters.openinference import spans
 from tests.tasks.ingest.adapters.conftest import copy_with_mtime, quarantined, stage
 
 FIXTURES = Path(__file__).parents[3] / "fixtures"
@@ -98,3 +101,10 @@ def test_evaluations_are_never_a_persons(tmp_path: Path) -> None:
         by_name = {(e["name"], e["source"]) for row in rows.values() for e in row["feedback"] or ()}
         assert ("helpfulness", "evaluation") in by_name and ("format_check", "evaluation") in by_name
         assert not {name for name, source in by_name if source != "evaluation"} & {"helpfulness", "format_check"}
+
+
+def test_a_document_annotation_is_not_taken_for_the_turns_feedback() -> None:
+    record = {"span_id": "2cbe73f7f9a95760", "name": "relevance", "annotator_kind": "LLM", "document_position": 0,
+              "result": {"label": "relevant", "score": 1.0}}  # fmt: skip
+    with pytest.raises(InvalidRecordError, match="document annotation"):
+        list(spans(record, AdapterOptions()))
