@@ -22,15 +22,14 @@ compared; the means, interval, failure rate and coverage are NULL (there is no s
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from ragpulse.metrics.drift import Verdict
@@ -52,28 +51,36 @@ Embed = Callable[[Sequence[str]], NDArray[np.float32]]
 _WHITESPACE = re.compile(r"\s+")
 
 
-def _sample_order(days: pd.Series, trace_ids: pd.Series) -> list[bytes]:
-    """The sampling key of each row: SHA-256 over the ISO date and trace id joined by U+001F (as ``digest``)."""
-    return [
-        hashlib.sha256(f"{day.isoformat()}\x1f{trace}".encode()).digest()
-        for day, trace in zip(days, trace_ids, strict=True)
-    ]
-
-
-def _frame(traces: pa.Table) -> pd.DataFrame:
-    """Rows with a question (not blank), in sampling order; the segment column is NULL when not segmenting."""
-    asked = pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(traces["question"])), 0)
-    traces = traces.filter(pc.fill_null(asked, False))
-    frame = pd.DataFrame(
-        {
-            "day": traces["partition_date"].to_pylist(),
-            "trace_id": traces["trace_id"].to_pylist(),
-            "question": traces["question"].to_pylist(),
-            "segment": traces["segment"].to_pylist() if "segment" in traces.column_names else None,
-        }
-    )
-    frame["order"] = _sample_order(frame["day"], frame["trace_id"])
-    return frame.sort_values(["order", "trace_id"], kind="stable").reset_index(drop=True)
+def _sampled(traces: pa.Table, day: dt.date, window: Sequence[dt.date], per_side: int) -> pd.DataFrame:
+    """The rows with a question (not blank) of ``day`` (``current``) and of the ``window`` that some sample takes:
+    the first ``per_side`` of each side, and of each side's segments, in sampling order (SHA-256 over the ISO date
+    and trace id joined by U+001F, as ``digest``; then the trace id), with their ranks there and the sizes they were
+    taken from. DuckDB hashes and ranks in one pass: a million questions a day never reach Python."""
+    if "segment" not in traces.column_names:
+        traces = traces.append_column("segment", pa.nulls(traces.num_rows, pa.string()))
+    days = pa.array(sorted({day, *window}), pa.date32())
+    with duckdb.connect() as con:
+        con.register("traces", traces.select(["partition_date", "trace_id", "question", "segment"]))
+        return con.sql(
+            """
+            WITH asked AS (
+                SELECT partition_date AS day, trace_id, question, CAST(segment AS VARCHAR) AS segment,
+                       partition_date = $day AS current,
+                       sha256(strftime(partition_date, '%Y-%m-%d') || chr(31) || trace_id) AS key
+                FROM traces
+                WHERE question IS NOT NULL AND NOT regexp_full_match(question, '\\s*')
+                  AND list_contains($days, partition_date)
+            )
+            SELECT day, trace_id, question, segment, current,
+                   row_number() OVER (PARTITION BY current ORDER BY key, trace_id) AS rank_all,
+                   row_number() OVER (PARTITION BY current, segment ORDER BY key, trace_id) AS rank_segment,
+                   count(*) OVER (PARTITION BY current) AS n_all,
+                   count(*) OVER (PARTITION BY current, segment) AS n_segment
+            FROM asked
+            QUALIFY rank_all <= $per_side OR (segment IS NOT NULL AND rank_segment <= $per_side)
+            """,
+            params={"day": day, "days": days.to_pylist(), "per_side": per_side},
+        ).df()
 
 
 def _segments(current: pd.DataFrame, settings: DriftConfig) -> list[tuple[str, str | None]]:
@@ -81,11 +88,20 @@ def _segments(current: pd.DataFrame, settings: DriftConfig) -> list[tuple[str, s
     segments: list[tuple[str, str | None]] = [("all", None)]
     if settings.segment_key is None:
         return segments
-    sizes = current.dropna(subset=["segment"]).groupby("segment")["trace_id"].nunique()
-    sizes.index = sizes.index.astype(str)
+    sizes = current.dropna(subset=["segment"]).groupby("segment")["n_segment"].first()
     for value in sizes.sort_index().sort_values(ascending=False, kind="stable").index[: settings.max_segments]:
-        segments.append((f"{settings.segment_key}={value}", value))
+        segments.append((f"{settings.segment_key}={value}", str(value)))
     return segments
+
+
+def _side(rows: pd.DataFrame, value: str | None, per_side: int) -> tuple[pd.DataFrame, int]:
+    """One side's sample of the segment ``value`` (None: all of it), in sampling order, and the size it came from."""
+    if value is None:
+        taken = rows[rows["rank_all"] <= per_side].sort_values("rank_all")
+        return taken, int(rows["n_all"].iloc[0]) if len(rows) else 0
+    members = rows[rows["segment"] == value]
+    taken = members[members["rank_segment"] <= per_side].sort_values("rank_segment")
+    return taken, int(members["n_segment"].iloc[0]) if len(members) else 0
 
 
 def _excerpt(question: str) -> str:
@@ -117,17 +133,15 @@ def question_drift_rows(
     embedding rows; ``encoder`` names it in ``detail``. Every sampled question is embedded once. A day without any
     question has no rows."""
     thresholds = settings.thresholds()
-    frame = _frame(traces)
-    current_all = frame[frame["day"] == day]
+    per_side = settings.question_sample
+    frame = _sampled(traces, day, window, per_side)
+    current_all, baseline_all = frame[frame["current"]], frame[~frame["current"]]
     if current_all.empty:  # no question to test (like a metric without scores that day): no row
         return DRIFT_SCHEMA.empty_table()
-    baseline_all = frame[frame["day"].isin(set(window))]
-    per_side = settings.question_sample
     plans: list[tuple[str, pd.DataFrame, pd.DataFrame, int, int]] = []
     for label, value in _segments(current_all, settings):
-        current = current_all if value is None else current_all[current_all["segment"].astype(str) == value]
-        baseline = baseline_all if value is None else baseline_all[baseline_all["segment"].astype(str) == value]
-        plans.append((label, baseline.head(per_side), current.head(per_side), len(baseline), len(current)))
+        (base, n_baseline), (cur, n_current) = _side(baseline_all, value, per_side), _side(current_all, value, per_side)
+        plans.append((label, base, cur, n_baseline, n_current))
     texts = sorted({q for _, base, cur, _, _ in plans for q in (*base["question"], *cur["question"])})
     tested = [plan for plan in plans if _testable(plan[1], plan[2], thresholds.min_baseline_partitions, settings)]
     rows_of = dict(zip(texts, embed(texts), strict=True)) if tested else {}
