@@ -1,7 +1,8 @@
 """No silent zero: a day of agent traces as tracing tools export them (questions, answers and retrieved documents, no
-relevance labels, no reference answers) scored without a judge gives no ok score. The command line publishes it all
-the same, then says so: outcome ``nothing_scored``, a warning naming why and what would apply, exit 4, and the flow
-run failed in Prefect."""
+relevance labels, no reference answers) scored by the metrics that need labels, without a judge, gives no ok score.
+The command line publishes it all the same, then says so: outcome ``nothing_scored``, a warning naming why and what
+would apply, exit 4, and the flow run failed in Prefect. The default set, with its label-free metrics, scores the
+same day."""
 
 from __future__ import annotations
 
@@ -16,11 +17,16 @@ from pathlib import Path
 import duckdb
 from prefect.client.orchestration import get_client
 
-from ragpulse.metrics import DEFAULT_METRICS
+from ragpulse.metrics import DEFAULT_METRICS, MetricRequest
 
 DAY = dt.date(2026, 4, 7)
 LABELLED_DAY = DAY - dt.timedelta(days=1)
 TRACES = 30
+LABELLED = [
+    m for m in DEFAULT_METRICS if MetricRequest.parse(m).definition.needs == "ranking" or m.startswith("answer_")
+]
+LABELLED.remove("answer_length")
+"""The defaults that need relevance labels or reference answers."""
 QUESTIONS = [
     ("東京タワーの高さは?", "東京タワーの高さは333メートルです。", "東京タワーは高さ333メートルの電波塔である。"),
     ("长城有多长?", "长城全长约两万一千公里。", "明长城全长约8851.8公里,历代长城总长约21196公里。"),
@@ -70,7 +76,8 @@ def _query(tmp_path: Path, sql: str) -> list[tuple[object, ...]]:
 
 def test_a_day_without_labels_or_judge_is_published_then_exits_4(tmp_path: Path, prefect_api: str) -> None:
     _write_day(tmp_path / "traces", DAY, labelled=False)
-    done = _cli(["evaluate", "--json", "--date", str(DAY), *_common(tmp_path)], tmp_path, prefect_api)
+    metrics = ["--metrics", ",".join(LABELLED)]
+    done = _cli(["evaluate", "--json", "--date", str(DAY), *metrics, *_common(tmp_path)], tmp_path, prefect_api)
 
     assert done.returncode == 4, done.stderr[-3000:]
     summary = json.loads(done.stdout)
@@ -78,12 +85,12 @@ def test_a_day_without_labels_or_judge_is_published_then_exits_4(tmp_path: Path,
     assert summary["gaps"] == ["no_labels", "no_references", "no_judge"]
     assert summary["would_apply"] == ["context_relevance", "faithfulness", "answer_relevancy"]
     assert summary["staged"]["with_contexts"] == TRACES and summary["staged"]["with_labels"] == 0
-    assert {m["metric"]: m["coverage"] for m in summary["metrics"]} == dict.fromkeys(DEFAULT_METRICS, 0.0)
-    n_scores = TRACES * len(DEFAULT_METRICS)
+    assert {m["metric"]: m["coverage"] for m in summary["metrics"]} == dict.fromkeys(LABELLED, 0.0)
+    n_scores = TRACES * len(LABELLED)
     warning = " ".join(done.stderr.split())
     assert "Traceback" not in done.stderr
     assert (
-        f"warning: dt={DAY}: nothing scored: 0 ok scores of {n_scores} ({len(DEFAULT_METRICS)} metric(s) x "
+        f"warning: dt={DAY}: nothing scored: 0 ok scores of {n_scores} ({len(LABELLED)} metric(s) x "
         f"{TRACES} trace(s)); not ok: no_relevance_labels ("
     ) in warning
     assert (
@@ -104,6 +111,28 @@ def test_a_day_without_labels_or_judge_is_published_then_exits_4(tmp_path: Path,
         run = client.read_flow_run(uuid.UUID(summary["run_id"]))  # a day's run id is its flow run's
     assert run.state is not None and run.state.is_failed()
     assert "nothing scored" in (run.state.message or "")
+
+
+def test_the_default_metrics_score_the_same_day_without_labels_or_judge(tmp_path: Path, prefect_api: str) -> None:
+    _write_day(tmp_path / "traces", DAY, labelled=False)
+    done = _cli(["evaluate", "--json", "--date", str(DAY), *_common(tmp_path)], tmp_path, prefect_api)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)["outcome"] == "scored"
+    rows = _query(
+        tmp_path,
+        "SELECT metric, status, reason, count(*) FROM scores WHERE metric IN ('answer_length', 'empty_retrieval', "
+        "'latency_ms', 'retrieval_steps') GROUP BY ALL ORDER BY 1",
+    )
+    assert rows == [
+        ("answer_length", "ok", None, TRACES),
+        ("empty_retrieval", "ok", None, TRACES),
+        ("latency_ms", "not_applicable", "no_latency", TRACES),  # the format's latency_ms was not logged
+        ("retrieval_steps", "not_applicable", "no_steps", TRACES),
+    ]
+    # Japanese and Chinese answers have their characters' length, the English its words'.
+    lengths = dict(_query(tmp_path, "SELECT trace_id, value FROM scores WHERE metric = 'answer_length'"))
+    assert [lengths[f"{DAY}-{i}"] for i in range(3)] == [16.0, 11.0, 5.0]
 
 
 def test_a_backfill_names_each_day_that_scored_nothing(tmp_path: Path, prefect_api: str) -> None:
