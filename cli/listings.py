@@ -16,13 +16,13 @@ __all__ = ["list_metrics", "list_settings"]
 
 def list_metrics(as_json: JsonOption = False) -> None:
     """List the metrics: their versions, definitions, what they need and which run by default."""
-    from ragpulse.metrics import DEFAULT_METRICS, REGISTRY
+    from ragpulse.metrics import DEFAULT_EMBEDDING_METRICS, DEFAULT_METRICS, REGISTRY
     from ragpulse.metrics.registry import spec_name
 
     rows: list[dict[str, Any]] = []
     for definition in REGISTRY.values():
         spec = definition.spec
-        defaults = [name for name in DEFAULT_METRICS if name.split("@")[0] == spec.name]
+        defaults = [name for name in (*DEFAULT_METRICS, *DEFAULT_EMBEDDING_METRICS) if name.split("@")[0] == spec.name]
         rows.append(
             {"name": spec_name(spec), "family": spec.name, "version": spec.version, "summary": spec.summary,
              "needs": definition.needs, "default": bool(defaults), "defaults": defaults, "lower": spec.lower,

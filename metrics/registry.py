@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -40,6 +40,7 @@ from ragpulse.metrics.prices import BUILTIN_PRICES, PriceTable
 
 __all__ = [
     "CONVERSATION_FAMILIES",
+    "DEFAULT_EMBEDDING_METRICS",
     "DEFAULT_FEEDBACK_METRICS",
     "DEFAULT_METRICS",
     "REGISTRY",
@@ -142,6 +143,8 @@ def _definitions() -> dict[str, MetricDefinition]:
         (embedding_signals.CONTEXT_RELEVANCE_MEAN, "embeddings", embedding_signals.create),
         (embedding_signals.ANSWER_SUPPORT, "embeddings", embedding_signals.create),
         (embedding_signals.ANSWER_RELEVANCE, "embeddings", embedding_signals.create),
+        # The refusal question asked of the encoder: labelled prototypes, on the embedding signals' sample.
+        (refusal.EMBEDDING_SPEC, "embeddings", refusal.create_embedding),
         # A conversation's metric: run by agent_goal_accuracy.judge_conversations, never per trace.
         (agent_goal_accuracy.SPEC, "judge", agent_goal_accuracy.create),
     ]
@@ -192,6 +195,19 @@ DEFAULT_METRICS: tuple[str, ...] = (
     "answer_length",
     "refusal",
 )
+
+DEFAULT_EMBEDDING_METRICS: tuple[str, ...] = tuple(
+    spec.name
+    for spec in (
+        embedding_signals.CONTEXT_RELEVANCE,
+        embedding_signals.CONTEXT_RELEVANCE_MEAN,
+        embedding_signals.ANSWER_SUPPORT,
+        embedding_signals.ANSWER_RELEVANCE,
+    )
+)
+"""Also in a run's default metrics (``ScoringConfig.metrics``): the embedding signals, each validated against human
+labels (ROC AUC on ARES, JSQuAD, CMRC 2018; docs/metrics.md), run on the day's ``embedding_sample`` by the judge
+task with the run's local encoder. Kept out of :data:`DEFAULT_METRICS`, which ``compute`` scores without a model."""
 
 DEFAULT_FEEDBACK_METRICS: tuple[str, ...] = ("user_feedback:*", "tool_evaluation:*")
 """Also in a run's default metrics (``ScoringConfig.metrics``): every feedback name the day holds, people's and tools'
@@ -271,10 +287,12 @@ def compute(
     *,
     prices: PriceTable = BUILTIN_PRICES,
     feedback_reading: feedback.FeedbackReading | None = None,
+    refusal_phrases: Sequence[str] = (),
 ) -> dict[str, MetricResult]:
     """Compute every requested non-judge metric over one batch, building shared ranking arrays once; ``prices``
     (``ragpulse.metrics.prices.merged_prices``) prices the application's model calls for ``cost_usd``;
-    ``feedback_reading`` (default: the built-in labels and scales) reads the feedback metrics' values."""
+    ``feedback_reading`` (default: the built-in labels and scales) reads the feedback metrics' values;
+    ``refusal_phrases`` are the application's own fallback sentences, refusals wherever ``refusal`` finds them."""
     arrays: RankingArrays | None = None
     results: dict[str, MetricResult] = {}
     for request in requests:
@@ -296,6 +314,8 @@ def compute(
             results[request.name] = cast(FeedbackScorer, definition.scorer)(batch, str(request.variant), reading)
         elif definition.needs in ("operations", "retrieval"):
             results[request.name] = cast(OperationsScorer, definition.scorer)(batch, prices)
+        elif request.family == refusal.SPEC.name:
+            results[request.name] = refusal.score(batch, phrases=refusal_phrases)
         else:
             results[request.name] = cast(AnswerScorer, definition.scorer)(batch, request.k)
     return results

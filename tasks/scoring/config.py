@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ragpulse.metrics import DEFAULT_FEEDBACK_METRICS, DEFAULT_METRICS, parse_metrics
+from ragpulse.metrics import DEFAULT_EMBEDDING_METRICS, DEFAULT_FEEDBACK_METRICS, DEFAULT_METRICS, parse_metrics
 from ragpulse.metrics.batch import StepAgainst
 from ragpulse.metrics.errors import RagpulseError
 from ragpulse.metrics.prices import TokenPrice, merged_prices
+from ragpulse.metrics.refusal import phrase_form
 from ragpulse.tasks.core.config_base import ConfigGroup, split_list
 
 __all__ = ["AUTO_EMBEDDING_TRACES", "ScoringConfig"]
@@ -25,7 +27,7 @@ class ScoringConfig(ConfigGroup):
     """What is computed and in which batches."""
 
     metrics: tuple[str, ...] = Field(
-        default=(*DEFAULT_METRICS, *DEFAULT_FEEDBACK_METRICS),
+        default=(*DEFAULT_METRICS, *DEFAULT_EMBEDDING_METRICS, *DEFAULT_FEEDBACK_METRICS),
         min_length=1,
         description="Metric names, e.g. recall@5; user_feedback:* publishes every feedback name of the day.",
     )
@@ -55,6 +57,13 @@ class ScoringConfig(ConfigGroup):
         "(or replacing entries of) the built-in table.",
     )
 
+    refusal_phrases: tuple[str, ...] = Field(
+        default=(),
+        description="The application's own fallback sentences (e.g. the one its system prompt prescribes): an answer "
+        "holding one is a refusal for the refusal metric, compared by words after the lexicon's normalisation. A JSON "
+        "array of strings, or one phrase per line.",
+    )
+
     feedback_labels: dict[str, float] = Field(
         default_factory=dict,
         description="Feedback categories read as values in [0, 1] by user_feedback/tool_evaluation (e.g. "
@@ -75,6 +84,27 @@ class ScoringConfig(ConfigGroup):
     @classmethod
     def _once_each(cls, value: tuple[StepAgainst, ...]) -> tuple[StepAgainst, ...]:
         return tuple(dict.fromkeys(value))
+
+    @field_validator("refusal_phrases", mode="before")
+    @classmethod
+    def _phrase_list(cls, value: Any) -> Any:
+        """Phrases hold commas, so text is a JSON array or one phrase per line, never comma-separated."""
+        if not isinstance(value, str):
+            return value
+        if value.lstrip().startswith("["):
+            try:
+                return json.loads(value)
+            except ValueError as exc:
+                raise ValueError(f"refusal_phrases must be a JSON array of strings: {exc}") from None
+        return value.splitlines()
+
+    @field_validator("refusal_phrases")
+    @classmethod
+    def _usable_phrases(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for phrase in value:
+            if not phrase_form(phrase):
+                raise ValueError(f"refusal phrase {phrase!r} holds no word to match")
+        return tuple(dict.fromkeys(phrase.strip() for phrase in value))
 
     @field_validator("embedding_sample", mode="before")
     @classmethod
