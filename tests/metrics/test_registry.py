@@ -61,8 +61,14 @@ JUDGE_FAMILIES = [
     "aspect_critique",
     "llm_judge",
     "answer_semantic_similarity",
+    "embedding_context_relevance",
+    "embedding_context_relevance_mean",
+    "embedding_answer_support",
+    "embedding_answer_relevance",
+    "embedding_refusal",
     "agent_goal_accuracy",
 ]
+EMBEDDING_FAMILIES = {name for name in JUDGE_FAMILIES if name.startswith("embedding_")} | {"answer_semantic_similarity"}
 
 
 def test_registry_holds_every_family_keyed_by_spec_name() -> None:
@@ -80,7 +86,7 @@ def test_registry_holds_every_family_keyed_by_spec_name() -> None:
         elif name in FEEDBACK_FAMILIES:
             assert definition.needs == "feedback"
         elif name in JUDGE_FAMILIES:
-            assert definition.needs == ("embeddings" if name == "answer_semantic_similarity" else "judge")
+            assert definition.needs == ("embeddings" if name in EMBEDDING_FAMILIES else "judge")
         else:
             assert definition.needs == ("answers" if name.startswith("answer_") else "ranking")
 
