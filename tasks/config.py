@@ -33,6 +33,7 @@ from pydantic.fields import FieldInfo
 
 from ragpulse.metrics import parse_metrics
 from ragpulse.metrics.operations import COST_USD
+from ragpulse.metrics.refusal import SPEC as REFUSAL
 from ragpulse.metrics.registry import STEP_FAMILIES
 from ragpulse.tasks.calibration.config import CalibrationConfig
 from ragpulse.tasks.core.config_base import (
@@ -206,7 +207,8 @@ class RunConfig(BaseModel):
     def fingerprint(self) -> str:
         """Hash of what can change scores: metric names and versions, the judge's sample rate (it decides which
         traces get judge scores), what retrieval steps are scored against (when a metric is scored per step), the
-        run's own model prices (when ``cost_usd`` is scored), and
+        run's own model prices (when ``cost_usd`` is scored), the application's fallback phrases (when ``refusal``
+        is scored), and
         for an adapter format the format and its options (they decide which question, answer and contexts a trace
         gets). Defaults add nothing, so older hashes stay valid."""
         requests = parse_metrics(self.scoring.metrics)
@@ -218,6 +220,8 @@ class RunConfig(BaseModel):
             versions.append(["step_against", list(self.scoring.step_against)])
         if self.scoring.prices and any(request.family == COST_USD.name for request in requests):
             versions.append(["prices", self.scoring.prices])
+        if self.scoring.refusal_phrases and any(request.family == REFUSAL.name for request in requests):
+            versions.append(["refusal_phrases", sorted(self.scoring.refusal_phrases)])
         if self.source.format != CANONICAL_FORMAT:
             options = parse_options(self.source.format, self.source.format_options).to_dict()
             versions.append(["trace_format", self.source.format, options])

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ragpulse.metrics import MetricResult, Status, TraceBatch, embedding_signals
+from ragpulse.metrics import MetricResult, Status, TraceBatch, embedding_signals, refusal
 from ragpulse.metrics.agent_goal_accuracy import ConversationMetric
 from ragpulse.metrics.judge import JudgeMetric
 from ragpulse.metrics.registry import build_conversation_metrics, build_judge_metrics, parse_metrics
@@ -143,7 +143,13 @@ def expand_sample(result: MetricResult, mask: NDArray[np.bool_]) -> MetricResult
 
 
 EMBEDDING_METRICS = frozenset(
-    {"answer_relevancy", "answer_correctness", "answer_semantic_similarity", *embedding_signals.FAMILIES}
+    {
+        "answer_relevancy",
+        "answer_correctness",
+        "answer_semantic_similarity",
+        *embedding_signals.FAMILIES,
+        refusal.EMBEDDING_SPEC.name,
+    }
 )
 """Metric families whose scores come (partly) from an embedding model's cosines."""
 
@@ -185,12 +191,23 @@ def scorer_prompt_versions(judge_metrics: Sequence[JudgeMetric], options: Mappin
             versions[metric.name] += f"+cross_encoder={options.get('cross_encoder_model')}"
         else:
             versions[metric.name] += embedder
+        if metric.spec.name == refusal.EMBEDDING_SPEC.name:  # recomputed prototypes move its scores too
+            from ragpulse.tasks.embeddings.refusal_prototypes import prototypes_digest
+
+            versions[metric.name] += f"+prototypes={prototypes_digest()}"
     return versions
 
 
-def judge_context_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """``options`` with the models they name loaded, as the judge metrics read them."""
+def judge_context_options(options: Mapping[str, Any], judge_metrics: Sequence[JudgeMetric] = ()) -> dict[str, Any]:
+    """``options`` with the models they name loaded, as the judge metrics read them; for ``embedding_refusal`` among
+    ``judge_metrics``, the shipped prototypes and the identity of the run's encoder, which they must match."""
     resolved = dict(options)
+    if any(m.spec.name == refusal.EMBEDDING_SPEC.name for m in judge_metrics):
+        from ragpulse.tasks.embeddings.models import embedding_identity
+        from ragpulse.tasks.embeddings.refusal_prototypes import load_refusal_prototypes
+
+        resolved[refusal.PROTOTYPES_OPTION] = load_refusal_prototypes()
+        resolved[refusal.ENCODER_OPTION] = embedding_identity(embedding_model(options))
     if options.get("similarity_mode") == "cross_encoder":
         from ragpulse.tasks.embeddings.models import CrossEncoderScorer
 

@@ -29,6 +29,7 @@ from ragpulse.metrics.batch import TraceBatch
 from ragpulse.metrics.embedding_signals import FAMILIES as SIGNAL_FAMILIES
 from ragpulse.metrics.embedding_signals import embedded_texts as signal_texts
 from ragpulse.metrics.judge import JudgeContext, JudgeMetric, judge_batch
+from ragpulse.metrics.refusal import EMBEDDING_SPEC as EMBEDDING_REFUSAL
 from ragpulse.metrics.registry import build_conversation_metrics, build_judge_metrics, parse_metrics
 from ragpulse.tasks.core import types as run_types
 from ragpulse.tasks.core.fingerprint import code_fingerprint, digest
@@ -56,6 +57,9 @@ if TYPE_CHECKING:
 
 __all__ = ["judge_conversations", "judge_score_batch"]
 
+_SAMPLED_FAMILIES = SIGNAL_FAMILIES | {EMBEDDING_REFUSAL.name}
+"""Run on the embedding signals' sample (``scoring.embedding_sample``): the signals and ``embedding_refusal``."""
+
 
 def _judge_key(context: TaskRunContext, params: dict[str, Any]) -> str:
     requests = parse_metrics(params["metric_names"])
@@ -67,7 +71,7 @@ def _judge_key(context: TaskRunContext, params: dict[str, Any]) -> str:
     per_step = [list(scoring.step_against)] if any(r.per_step for r in requests if r.is_judge) else []
     # The embedding signals' share of the day, where they are requested (it decides which traces get them).
     day = params.get("day_traces") or params["batch"].n_rows
-    signal_rate = [scoring.embedding_rate(day)] if any(r.family in SIGNAL_FAMILIES for r in requests) else []
+    signal_rate = [scoring.embedding_rate(day)] if any(r.family in _SAMPLED_FAMILIES for r in requests) else []
     return "judge-batch-" + digest(
         params["batch"].content_hash,
         sorted((m.name, m.spec.version, prompt_versions[m.name]) for m in built),
@@ -107,8 +111,8 @@ async def judge_score_batch(
     mask = sampled(traces.trace_ids, scoring.sample_rate)
     # The same hash with its own rate: the smaller of the two samples lies inside the larger.
     signal_mask = sampled(traces.trace_ids, scoring.embedding_rate(day_traces or len(traces)))
-    signals = [m for m in judge_metrics if m.spec.name in SIGNAL_FAMILIES]
-    judged_here = [m for m in judge_metrics if m.spec.name not in SIGNAL_FAMILIES]
+    signals = [m for m in judge_metrics if m.spec.name in _SAMPLED_FAMILIES]
+    judged_here = [m for m in judge_metrics if m.spec.name not in _SAMPLED_FAMILIES]
     uses_llm = any(m.uses_llm for m in judge_metrics)
     client = OpenAIJudge(judge, refresh_cache=scoring.rescore == "all") if uses_llm else None
     embedder = embedder_for(options, judge_metrics)
@@ -116,12 +120,14 @@ async def judge_score_batch(
     # The texts the metrics will embed, encoded in large batches beside the judge's calls (not before them: the
     # first calls would wait for the whole encode); the metrics' own encodes queue behind and hit the LRU.
     queries, passages = signal_texts(signal_subset, frozenset(m.spec.name for m in signals))
+    if any(m.spec.name == EMBEDDING_REFUSAL.name for m in signals):  # the answers, as answer relevance embeds them
+        queries += [a.strip() for a in signal_subset.answers if a and a.strip()]
     prefetch = (
         asyncio.ensure_future(embedder.prefetch([*_embedded_texts(subset, judged_here), *queries], passages=passages))
         if embedder is not None
         else None
     )
-    context = JudgeContext(judge=client, embedder=embedder, options=judge_context_options(options))  # type: ignore[arg-type]
+    context = JudgeContext(judge=client, embedder=embedder, options=judge_context_options(options, judge_metrics))  # type: ignore[arg-type]
     prompt_versions = scorer_prompt_versions(judge_metrics, options)
     try:
         raw = await judge_batch(subset, judged_here, context)

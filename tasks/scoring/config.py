@@ -96,7 +96,7 @@ class ScoringConfig(ConfigGroup):
                 return json.loads(value)
             except ValueError as exc:
                 raise ValueError(f"refusal_phrases must be a JSON array of strings: {exc}") from None
-        return value.splitlines()
+        return [line for line in value.splitlines() if line.strip()]
 
     @field_validator("refusal_phrases")
     @classmethod

@@ -16,7 +16,7 @@ from prefect.locking.filesystem import FileSystemLockManager
 from prefect.transactions import IsolationLevel
 
 from ragpulse import metrics
-from ragpulse.metrics import MetricRequest, compute
+from ragpulse.metrics import MetricRequest, compute, refusal
 from ragpulse.metrics.batch import StepAgainst
 from ragpulse.metrics.feedback import FAMILIES as FEEDBACK_FAMILIES
 from ragpulse.metrics.feedback import FeedbackReading
@@ -65,9 +65,12 @@ def _score_key(context: TaskRunContext, params: dict[str, Any]) -> str:
     reading = params.get("feedback_reading")
     fed = bool(reading) and any(r.family in FEEDBACK_FAMILIES for r in requests)
     read = [json.dumps(reading, sort_keys=True)] if fed else []
+    # The application's fallback phrases only where refusal is scored and the run names some.
+    phrases = params.get("refusal_phrases")
+    declined = [sorted(phrases)] if phrases and any(r.family == refusal.SPEC.name for r in requests) else []
     return "score-batch-" + digest(
         params["batch"].content_hash, sorted((r.name, r.version) for r in requests), *per_step, *priced, *read,
-        scoring_fingerprint(),
+        *declined, scoring_fingerprint(),
     )  # fmt: skip
 
 
@@ -100,17 +103,20 @@ def score_batch(
     step_against: Sequence[StepAgainst] = _STEP_QUERY,
     prices: Mapping[str, Mapping[str, float]] | None = None,
     feedback_reading: Mapping[str, Any] | None = None,
+    refusal_phrases: Sequence[str] = (),
 ) -> ScoredBatch:
     """Compute the requested metrics for one staged batch, and those of ``STEP_FAMILIES`` per retrieval step too,
     against each of ``step_against``; ``cost_usd`` with the built-in prices and the run's own ``prices``; feedback
-    metrics with the run's ``feedback_reading`` ({"labels", "scales"} of ScoringConfig). Pure scoring: never
-    retried."""
+    metrics with the run's ``feedback_reading`` ({"labels", "scales"} of ScoringConfig); ``refusal`` with the
+    application's own ``refusal_phrases``. Pure scoring: never retried."""
     requests = [MetricRequest.parse(name) for name in metric_names]  # may be none: judge metrics only
     table = read_scoring_table(batch, requests, work_storage_options)
     traces = read_trace_batch(table)
     own = feedback_reading or {}
     reading = FeedbackReading.with_own(own.get("labels"), own.get("scales"))
-    results = compute(traces, requests, prices=_price_table(prices), feedback_reading=reading)
+    results = compute(
+        traces, requests, prices=_price_table(prices), feedback_reading=reading, refusal_phrases=refusal_phrases
+    )
     steps = rank_steps(traces, requests, step_against)
     get_run_logger().info(
         "scored %d traces x %d metrics, %d retrieval steps", len(traces), len(results),

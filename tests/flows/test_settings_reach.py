@@ -98,6 +98,7 @@ def reach_values(tmp_path: Path) -> dict[str, Any]:
         "labels": str(tmp_path / "labels.jsonl"),
         "labels_from": "feedback:relevance=context_relevance",
         "feedback_labels": {"great": 1.0, "meh": 0.5},
+        "refusal_phrases": ["Sorry, I can only help with billing.", "恐れ入りますが、その件にはお答えできません。"],
         "feedback_scales": {"rating": [1.0, 10.0]},
         "label_window_days": 3,
         "calibration_confidence": 0.9,

@@ -230,6 +230,26 @@ def test_venv_sees_only_the_wheels_ragpulse(venv: Venv, tmp_path: Path) -> None:
         assert Path(location).is_relative_to(venv.site_packages), f"{location} is not the wheel's"
 
 
+PROTOTYPES_PROBE = """
+import json
+from importlib import resources
+from ragpulse.tasks.embeddings.refusal_prototypes import load_refusal_prototypes
+prototypes = load_refusal_prototypes()
+data = resources.files("ragpulse.tasks.embeddings") / "data" / "refusal_prototypes.npy"
+print(json.dumps({"file": str(data), "rows": len(prototypes.labels), "encoder": prototypes.encoder}))
+"""
+
+
+def test_refusal_prototypes_load_from_the_installed_wheel(venv: Venv, tmp_path: Path) -> None:
+    """embedding_refusal's prototypes are package data: read from the wheel's site-packages, their hash checked."""
+    from ragpulse.tasks.embeddings.refusal_prototypes import load_refusal_prototypes
+
+    found = json.loads(_run([venv.python, "-c", PROTOTYPES_PROBE], cwd=tmp_path, env=_env(venv, tmp_path)).stdout)
+    assert Path(found["file"]).is_relative_to(venv.site_packages)
+    shipped = load_refusal_prototypes()
+    assert (found["rows"], found["encoder"]) == (len(shipped.labels), shipped.encoder)
+
+
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 def test_user_modules_and_ragpulse_coexist(venv: Venv, tmp_path: Path, layout: str) -> None:
     """The user's flows/tasks/metrics win their names; ragpulse's modules live under ragpulse only."""
