@@ -30,10 +30,11 @@ from ragpulse.tasks.config import DriftConfig, OutputConfig, ScoringConfig, Sour
 from ragpulse.tasks.demo.generate import generate_demo_traces
 from ragpulse.tasks.reporting.grafana import dashboard_json
 from ragpulse.tasks.warehouse import ALERTS_SCHEMA, open_warehouse
+from ragpulse.tasks.warehouse._views import LOWER_IS_BETTER
 
 START = dt.date(2026, 3, 2)
 DAYS = 4
-METRICS = ("document_mrr", "hit_rate@5", "answer_f1")
+METRICS = ("document_mrr", "hit_rate@5", "answer_f1", "latency_ms", "retrieval_latency_ms")
 PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 _SUMMARY_KEY = ("partition_date", "metric", "segment_key", "segment_value")
@@ -136,6 +137,8 @@ def _expected_summary(url: str) -> dict[tuple[Any, ...], dict[str, Any]]:
             "p10": float(np.percentile(values, 10)) if len(values) else None,
             "p50": float(np.percentile(values, 50)) if len(values) else None,
             "p90": float(np.percentile(values, 90)) if len(values) else None,
+            "p95": float(np.percentile(values, 95)) if len(values) else None,
+            "p99": float(np.percentile(values, 99)) if len(values) else None,
             "coverage": len(values) / n,
             "failure_rate": sum(r["status"] == "failed" for r in rows) / n,
         }
@@ -162,6 +165,38 @@ def test_daily_scores_are_the_summary_of_every_segment_computed_from_the_tables(
     keys = {key for (_, _, key, _) in got}
     assert keys == {"all", "language", "metadata.app", "metadata.model", "metadata.tenant"}
     assert {value for (_, _, key, value) in got if key == "language"} >= {"en", "ja", "zh"}
+
+
+@pytest.mark.parametrize("backend", ["duckdb", "postgresql"])
+def test_the_planted_latency_regression_is_degraded_in_its_app_and_the_view_has_its_tail(
+    warehouses: dict[str, str], pg_schema: str, backend: str
+) -> None:
+    """The demo's last day has docs-search's index three times slower: its retrieval latency rises, which drift calls
+    degraded (a lower-is-better metric), while the other apps' holds; its end-to-end latency rises too, by a few
+    hundred ms in a second or more, too little in a day of ~20 turns to be significant."""
+    last = START + dt.timedelta(days=DAYS - 1)
+    rows = _view(
+        warehouses[backend],
+        pg_schema,
+        "SELECT metric, segment_value, verdict, baseline_mean, current_mean FROM drift_segments "
+        f"WHERE partition_date = DATE '{last}' AND metric IN ('latency_ms', 'retrieval_latency_ms') "
+        "AND segment_key = 'metadata.app'",
+    )
+    verdicts = {(row["metric"], row["segment_value"]): row for row in rows}
+    slower = verdicts[("retrieval_latency_ms", "docs-search")]
+    assert slower["verdict"] == "degraded" and slower["current_mean"] > 2 * slower["baseline_mean"], slower
+    end_to_end = verdicts[("latency_ms", "docs-search")]
+    assert end_to_end["current_mean"] > end_to_end["baseline_mean"] and end_to_end["verdict"] != "improved"
+    assert verdicts[("retrieval_latency_ms", "support-bot")]["verdict"] not in ("degraded", "improved")
+    # research-assistant logs no latency: all its rows are not_applicable, so there is no mean to compare.
+    assert verdicts[("latency_ms", "research-assistant")]["current_mean"] is None
+    tail = _view(
+        warehouses[backend],
+        pg_schema,
+        "SELECT p50, p95, p99 FROM daily_scores WHERE metric = 'latency_ms' AND segment_key = 'all' "
+        f"AND partition_date = DATE '{last}'",
+    )
+    assert len(tail) == 1 and tail[0]["p50"] < tail[0]["p95"] <= tail[0]["p99"]
 
 
 def test_duckdb_and_postgresql_views_agree(warehouses: dict[str, str], pg_schema: str) -> None:
@@ -295,8 +330,11 @@ def test_worst_traces_rank_each_days_scores_from_the_lowest(
         same = [
             s["value"] for s in scores if (s["partition_date"], s["metric"]) == (row["partition_date"], row["metric"])
         ]
-        assert row["worst_rank"] == 1 + sum(value < row["value"] for value in same)
-        assert row["higher_is_better"] is True and row["question"]
+        higher = row["metric"] not in LOWER_IS_BETTER  # latencies: the slowest trace is the worst
+        assert row["worst_rank"] == 1 + sum(
+            (value < row["value"]) if higher else (value > row["value"]) for value in same
+        )
+        assert row["higher_is_better"] is higher and row["question"]
 
 
 def test_postgresql_stores_trace_metadata_as_jsonb(warehouses: dict[str, str], pg_schema: str) -> None:
@@ -378,6 +416,10 @@ def test_every_dashboard_panel_returns_rows_of_its_panel_types_shape(
                 assert len(rows) == 1 and types == ["int8"] and rows[0][0] >= 0
             else:
                 assert target["format"] == "table" and len(set(names)) == len(names)
+        if panel["title"] == "Latency p50 and p95":
+            for _, _, rows in results:
+                assert {str(row[1]).rsplit(" ", 1)[-1] for row in rows} <= {"p50", "p95"}
+                assert {str(row[1]).split(" ", 1)[0] for row in rows} <= {"latency_ms", "retrieval_latency_ms"}
         if panel["title"] == "Worst traces":
             for _, _, rows in results:
                 assert all(1 <= row[2] <= 10 for row in rows)
