@@ -51,18 +51,24 @@ Embed = Callable[[Sequence[str]], NDArray[np.float32]]
 _WHITESPACE = re.compile(r"\s+")
 
 
-def _sampled(traces: pa.Table, day: dt.date, window: Sequence[dt.date], per_side: int) -> pd.DataFrame:
-    """The rows with a question (not blank) of ``day`` (``current``) and of the ``window`` that some sample takes:
-    the first ``per_side`` of each side, and of each side's segments, in sampling order (SHA-256 over the ISO date
-    and trace id joined by U+001F, as ``digest``; then the trace id), with their ranks there and the sizes they were
-    taken from. DuckDB hashes and ranks in one pass: a million questions a day never reach Python."""
+Samples = dict[tuple[bool, str | None], tuple[pd.DataFrame, int]]
+"""(current?, segment value or None for all) -> (the sample in sampling order, the number of questions it is from)."""
+
+
+def _sampled(traces: pa.Table, day: dt.date, window: Sequence[dt.date], per_side: int) -> Samples:
+    """The samples of ``day`` (current) and of the ``window``, each side whole and per segment: the first
+    ``per_side`` rows with a question (not blank) in sampling order, which is SHA-256 over the ISO date and trace id
+    joined by U+001F (as ``digest``), then the trace id. DuckDB keeps the first ones per group (``min_by`` with a
+    count, no sort of the whole table): a drift check over 8 days of a million traces never brings them to Python."""
     if "segment" not in traces.column_names:
         traces = traces.append_column("segment", pa.nulls(traces.num_rows, pa.string()))
-    days = pa.array(sorted({day, *window}), pa.date32())
+    taken = """count(*) AS n,
+               min_by({'day': day, 'trace_id': trace_id, 'question': question, 'key': key}, (key, trace_id), $per_side)
+                   AS rows"""
     with duckdb.connect() as con:
         con.register("traces", traces.select(["partition_date", "trace_id", "question", "segment"]))
-        return con.sql(
-            """
+        groups = con.sql(
+            f"""
             WITH asked AS (
                 SELECT partition_date AS day, trace_id, question, CAST(segment AS VARCHAR) AS segment,
                        partition_date = $day AS current,
@@ -71,37 +77,35 @@ def _sampled(traces: pa.Table, day: dt.date, window: Sequence[dt.date], per_side
                 WHERE question IS NOT NULL AND NOT regexp_full_match(question, '\\s*')
                   AND list_contains($days, partition_date)
             )
-            SELECT day, trace_id, question, segment, current,
-                   row_number() OVER (PARTITION BY current ORDER BY key, trace_id) AS rank_all,
-                   row_number() OVER (PARTITION BY current, segment ORDER BY key, trace_id) AS rank_segment,
-                   count(*) OVER (PARTITION BY current) AS n_all,
-                   count(*) OVER (PARTITION BY current, segment) AS n_segment
-            FROM asked
-            QUALIFY rank_all <= $per_side OR (segment IS NOT NULL AND rank_segment <= $per_side)
+            SELECT current, NULL AS segment, {taken} FROM asked GROUP BY current
+            UNION ALL
+            SELECT current, segment, {taken} FROM asked WHERE segment IS NOT NULL GROUP BY current, segment
             """,
-            params={"day": day, "days": days.to_pylist(), "per_side": per_side},
-        ).df()
+            params={"day": day, "days": sorted({day, *window}), "per_side": per_side},
+        ).fetchall()
+    return {(current, segment): (_in_order(rows), n) for current, segment, n, rows in groups}
 
 
-def _segments(current: pd.DataFrame, settings: DriftConfig) -> list[tuple[str, str | None]]:
+def _in_order(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """A sample's rows by (key, trace id): the permutations pick rows by position, so the order must not depend on
+    the order the rows were read in."""
+    frame = pd.DataFrame(rows, columns=["day", "trace_id", "question", "key"])
+    return frame.sort_values(["key", "trace_id"], kind="stable").reset_index(drop=True)
+
+
+def _segments(samples: Samples, settings: DriftConfig) -> list[tuple[str, str | None]]:
     """``all``, then the day's ``max_segments`` largest segments by questions (equal sizes by value)."""
     segments: list[tuple[str, str | None]] = [("all", None)]
     if settings.segment_key is None:
         return segments
-    sizes = current.dropna(subset=["segment"]).groupby("segment")["n_segment"].first()
-    for value in sizes.sort_index().sort_values(ascending=False, kind="stable").index[: settings.max_segments]:
-        segments.append((f"{settings.segment_key}={value}", str(value)))
+    sizes = sorted(((-n, value) for (current, value), (_, n) in samples.items() if current and value is not None))
+    segments += [(f"{settings.segment_key}={value}", value) for _, value in sizes[: settings.max_segments]]
     return segments
 
 
-def _side(rows: pd.DataFrame, value: str | None, per_side: int) -> tuple[pd.DataFrame, int]:
-    """One side's sample of the segment ``value`` (None: all of it), in sampling order, and the size it came from."""
-    if value is None:
-        taken = rows[rows["rank_all"] <= per_side].sort_values("rank_all")
-        return taken, int(rows["n_all"].iloc[0]) if len(rows) else 0
-    members = rows[rows["segment"] == value]
-    taken = members[members["rank_segment"] <= per_side].sort_values("rank_segment")
-    return taken, int(members["n_segment"].iloc[0]) if len(members) else 0
+def _side(samples: Samples, current: bool, value: str | None) -> tuple[pd.DataFrame, int]:
+    """One side's sample of the segment ``value`` (None: all of it) and the number of questions it is from."""
+    return samples.get((current, value), (pd.DataFrame(columns=["day", "trace_id", "question"]), 0))
 
 
 def _excerpt(question: str) -> str:
@@ -133,14 +137,12 @@ def question_drift_rows(
     embedding rows; ``encoder`` names it in ``detail``. Every sampled question is embedded once. A day without any
     question has no rows."""
     thresholds = settings.thresholds()
-    per_side = settings.question_sample
-    frame = _sampled(traces, day, window, per_side)
-    current_all, baseline_all = frame[frame["current"]], frame[~frame["current"]]
-    if current_all.empty:  # no question to test (like a metric without scores that day): no row
+    samples = _sampled(traces, day, window, settings.question_sample)
+    if (True, None) not in samples:  # no question to test (like a metric without scores that day): no row
         return DRIFT_SCHEMA.empty_table()
     plans: list[tuple[str, pd.DataFrame, pd.DataFrame, int, int]] = []
-    for label, value in _segments(current_all, settings):
-        (base, n_baseline), (cur, n_current) = _side(baseline_all, value, per_side), _side(current_all, value, per_side)
+    for label, value in _segments(samples, settings):
+        (base, n_baseline), (cur, n_current) = _side(samples, False, value), _side(samples, True, value)
         plans.append((label, base, cur, n_baseline, n_current))
     texts = sorted({q for _, base, cur, _, _ in plans for q in (*base["question"], *cur["question"])})
     tested = [plan for plan in plans if _testable(plan[1], plan[2], thresholds.min_baseline_partitions, settings)]
