@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,7 +197,7 @@ def phrase_form(text: str) -> str:
     return " ".join(_WORD.findall(_normalized(text).casefold()))
 
 
-def phrase_matcher(phrases: Sequence[str]) -> Any:
+def phrase_matcher(phrases: Sequence[str]) -> Callable[[str], bool]:
     """A test of whether an answer holds one of ``phrases`` (both in :func:`phrase_form`); where a phrase begins or
     ends with a letter of a spaced script, that end must be a word edge ("no help" is not in "piano helper").
 
