@@ -55,9 +55,11 @@ def share_rows(
     run_id: str,
 ) -> pa.Table:
     """Drift rows of ``topic.share`` for ``day``: per topic of the day or the baseline (and ``none``), the share of
-    traces then and now by the two-proportion test. A significant rise of at least ``min_share_delta`` is
-    ``degraded`` (what alerts: a topic gaining traffic needs a look), a significant fall ``improved``; too few
-    traces or baseline partitions is ``insufficient_data``. Empty when the day has no trace topics."""
+    traces then and now by the two-proportion test, significant below ``alpha`` divided by the number of topics
+    compared (Bonferroni: the topics' shares are tested together and sum to one). A significant rise of at least
+    ``min_share_delta`` is ``degraded`` (what alerts: a topic gaining traffic needs a look), a significant fall
+    ``improved``; too few traces or baseline partitions is ``insufficient_data``. Empty when the day or its baseline
+    window has no trace topics (topics started today: nothing to compare yet)."""
     start = min(window) if window else day
     rows = warehouse.read("trace_topics", start=start, end=day, columns=["partition_date", "trace_id", "topic_id"])
     names = _topic_names(warehouse, day)
@@ -68,10 +70,15 @@ def share_rows(
     in_window = pc.is_in(rows["partition_date"], value_set=pa.array(list(window), pa.date32()))
     baseline_rows = rows.filter(in_window)
     baseline, baseline_n, partitions = _counts(baseline_rows)
+    if not baseline_n:
+        return DRIFT_SCHEMA.empty_table()
     dates = sorted(set(baseline_rows["partition_date"].to_pylist()))
     now = dt.datetime.now(dt.UTC)
     records: list[dict[str, Any]] = []
-    for label in sorted(set(current) | set(baseline), key=lambda x: (x == UNASSIGNED_SEGMENT, len(x), x)):
+    labels = sorted(set(current) | set(baseline), key=lambda x: (x == UNASSIGNED_SEGMENT, len(x), x))
+    # Bonferroni over the day's topics: one false alarm in 1/alpha days at most, however many topics there are.
+    alpha = thresholds.alpha / len(labels)
+    for label in labels:
         k0, k1 = baseline.get(label, 0), current.get(label, 0)
         name = "questions no topic took" if label == UNASSIGNED_SEGMENT else names.get(label, "a topic")
         record: dict[str, Any] = {
@@ -87,14 +94,11 @@ def share_rows(
             "run_id": run_id,
             "computed_at": now,
         }
-        if not baseline_n:
-            records.append({**record, "verdict": Verdict.NO_BASELINE.value, "detail": f"{name}: no baseline"})
-            continue
         test = share_test(k0, baseline_n, k1, current_n, confidence=thresholds.confidence)
         moved = f"{name}: share {test.baseline_share:.1%} -> {test.current_share:.1%} (p={test.p_value:.2g})"
         if partitions < thresholds.min_baseline_partitions or min(baseline_n, current_n) < thresholds.min_samples:
             verdict = Verdict.INSUFFICIENT_DATA
-        elif test.p_value < thresholds.alpha and abs(test.delta) >= min_share_delta:
+        elif test.p_value < alpha and abs(test.delta) >= min_share_delta:
             verdict = Verdict.DEGRADED if test.delta > 0 else Verdict.IMPROVED
         else:
             verdict = Verdict.STABLE

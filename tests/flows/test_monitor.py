@@ -106,6 +106,9 @@ def baseline_warehouse(history: Path, tmp_path_factory: pytest.TempPathFactory) 
     return warehouse, work
 
 
+SCORE_METRICS = "WHERE metric NOT IN ('topic.share', 'input.question_embedding')"
+
+
 def _query(warehouse: Path, sql: str) -> list[tuple[Any, ...]]:
     with duckdb.connect(str(warehouse), read_only=True) as con:
         return con.execute(sql).fetchall()
@@ -125,8 +128,11 @@ def test_noise_before_the_drop_never_alerts(baseline_warehouse: tuple[Path, Path
     assert verdicts <= {"no_baseline", "insufficient_data", "stable", "improved"}
     first_compared = min(day for day, verdict, _ in rows if verdict == "stable")
     assert first_compared == DAYS[3]  # three baseline partitions are needed
-    # Every metric is compared overall and for both apps, every day.
-    assert _query(baseline_warehouse[0], "SELECT DISTINCT count(*) FROM drift GROUP BY partition_date") == [(9,)]
+    # Every score metric is compared overall and for both apps, every day (beside the questions' input drift and,
+    # once topics are fit, each topic's share of the day).
+    assert _query(
+        baseline_warehouse[0], f"SELECT DISTINCT count(*) FROM drift {SCORE_METRICS} GROUP BY partition_date"
+    ) == [(9,)]
 
 
 def test_backfill_skips_what_is_published_with_the_same_configuration(
@@ -179,7 +185,9 @@ def test_the_drop_is_detected_on_its_day_and_alerted_once(
     assert len(webhook.messages) == 1
     assert second.alerts["sent"] == [] and sorted(second.alerts["already_sent"]) == sorted(first.alerts["sent"])
     path = Path(warehouse.removeprefix("duckdb:///"))
-    assert _query(path, f"SELECT count(*) FROM drift WHERE partition_date = '{DROP_DAY}'") == [(9,)]
+    assert _query(path, f"SELECT count(*) FROM drift {SCORE_METRICS} AND partition_date = '{DROP_DAY}'") == [(9,)]
+    shares = _query(path, f"SELECT count(*) FROM drift WHERE metric = 'topic.share' AND partition_date = '{DROP_DAY}'")
+    assert shares[0][0] >= 2  # the demo's questions fall into topics, compared with the baseline's
     ledger = _query(path, "SELECT channel, status, count(*) FROM alerts GROUP BY ALL ORDER BY ALL")
     assert ledger == [("event", "sent", len(degraded)), ("webhook", "sent", len(degraded))]
     with get_client(sync_client=True) as client:
