@@ -282,14 +282,21 @@ def fit_model(
     return dataclasses.replace(shell, topics=tuple(topics))
 
 
+_CANDIDATE_SAMPLE = 2000
+
+
 def cluster_candidates(embeddings: NDArray[np.float64], settings: TopicsConfig) -> NDArray[np.int64]:
     """Candidate numbers (0, 1, ...) for the day's unassigned questions, clustered among themselves with at most
     one candidate per ``min_topic_size`` questions; all ``UNASSIGNED`` when there are fewer than that. Numbered by
-    size, largest first, so candidate 0 is the one closest to becoming a topic."""
+    size, largest first, so candidate 0 is the one closest to becoming a topic. Beyond 2000 questions the clusters
+    are made on a seeded sample of 2000 and every question goes to the nearest (the cost of a fit, not more)."""
     if len(embeddings) < settings.min_topic_size:
         return np.full(len(embeddings), UNASSIGNED, dtype=np.int64)
-    most = min(settings.max_topics, len(embeddings) // settings.min_topic_size)
-    labels = choose_clustering(embeddings, range(2, most + 1), seed=settings.seed).labels
+    rng = np.random.default_rng(settings.seed)
+    sample = np.sort(rng.choice(len(embeddings), size=min(_CANDIDATE_SAMPLE, len(embeddings)), replace=False))
+    most = min(settings.max_topics, len(sample) // settings.min_topic_size)
+    clustering = choose_clustering(embeddings[sample], range(2, most + 1), seed=settings.seed)
+    labels, _ = nearest(embeddings, clustering.centroids)
     order = np.argsort(-np.bincount(labels), kind="stable")
     rank: NDArray[np.int64] = np.argsort(order, kind="stable")[labels].astype(np.int64)
     return rank

@@ -119,6 +119,7 @@ def reach_values(tmp_path: Path) -> dict[str, Any]:
         "topics_min_topic_size": 5,
         "topics_min_fit_questions": 20,
         "topics_max_fit_questions": 500,
+        "topics_max_day_questions": 5000,
         "topics_distance_quantile": 0.9,
         "topics_min_share_delta": 0.05,
         "topics_embedding_model": "all-MiniLM-L6-v2",
