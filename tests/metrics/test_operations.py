@@ -10,7 +10,14 @@ import pytest
 
 from ragpulse.metrics import DEFAULT_METRICS, MetricRequest, Status, Step, TraceBatch, compute
 from ragpulse.metrics.batch import Operations, SpanError, Usage
-from ragpulse.metrics.prices import BUILTIN_PRICES, TokenPrice, merged_prices, price_of, prices_digest
+from ragpulse.metrics.prices import (
+    BUILTIN_PRICES,
+    PRICE_SOURCE,
+    TokenPrice,
+    merged_prices,
+    price_of,
+    prices_digest,
+)
 from ragpulse.tasks.warehouse._views import LOWER_IS_BETTER
 
 OPERATIONAL = (
@@ -96,7 +103,7 @@ def test_cost_multiplies_each_calls_tokens_by_its_models_price() -> None:
     batch = _batch(
         6,
         operations=[
-            # gpt-4o-mini 0.15/0.60 and claude-3-5-haiku 0.80/4.00 USD per million tokens (the built-in table).
+            # gpt-4o-mini 0.15/0.60 and claude-3-5-haiku 0.80/4.00 USD per million tokens (the table below).
             Operations(usage=(Usage("gpt-4o-mini", 1200, 80), Usage("claude-3-5-haiku-20241022", 300, 20))),
             Operations(usage=()),
             Operations(usage=(Usage("gpt-4o-mini", 100, 10), Usage("qwen2.5-7b", 100, 10))),
@@ -105,8 +112,9 @@ def test_cost_multiplies_each_calls_tokens_by_its_models_price() -> None:
             Operations(errors=()),
         ],
     )
+    prices = merged_prices({"gpt-4o-mini": TokenPrice(0.15, 0.60), "claude-3-5-haiku": TokenPrice(0.80, 4.0)})
     by_hand = (1200 * 0.15 + 80 * 0.60 + 300 * 0.80 + 20 * 4.0) / 1e6
-    got = _values(batch, "cost_usd")
+    got = _values(batch, "cost_usd", prices)
     assert math.isclose(got[0], by_hand, rel_tol=1e-12)
     assert got[1:] == [
         0.0,
@@ -135,7 +143,16 @@ def test_cost_multiplies_each_calls_tokens_by_its_models_price() -> None:
     ],
 )
 def test_a_logged_model_name_finds_its_models_price(logged: str, table_name: str) -> None:
-    assert price_of(logged, BUILTIN_PRICES) == BUILTIN_PRICES[table_name]
+    # A table of its own: the built-in list follows the providers (retired models leave it), the lookup rules do not.
+    names = ("gpt-4o-mini", "gpt-4o", "gpt-4.1-nano", "claude-sonnet-4-5", "claude-3-5-sonnet", "gemini-2.5-flash")
+    table = {name: TokenPrice(i, 2 * i) for i, name in enumerate((*names, "mistral-large", "mistral-small"), 1)}
+    assert price_of(logged, table) == table[table_name]
+
+
+def test_the_built_in_prices_are_litellms_list_as_read() -> None:
+    assert PRICE_SOURCE.startswith("LiteLLM ") and "read 20" in PRICE_SOURCE
+    assert BUILTIN_PRICES["gpt-4o-mini"] == TokenPrice(0.15, 0.6)
+    assert all(p.input_per_million >= 0 and p.output_per_million >= 0 for p in BUILTIN_PRICES.values())
 
 
 @pytest.mark.parametrize("logged", ["gpt-4o-audio-preview", "my-finetune", "llama-3.1-8b", "gpt-4o-mini-tts"])
