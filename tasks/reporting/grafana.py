@@ -2,9 +2,10 @@
 
 Every panel reads the warehouse's views (tasks/warehouse/_views.py, docs/warehouses.md "Views") through Grafana's
 PostgreSQL data source: trends per metric and segment, the drift band of each metric, coverage and failure rates,
-the latest alerts and the worst traces. Three variables pick what is shown: ``metric`` (several), ``segment_key``
-(one) and ``segment_value`` (several). Variables reach SQL only through ``${name:sqlstring}``, which Grafana quotes
-and escapes, because segment values are the traces' own metadata. docs/dashboards.md shows it running.
+the latest alerts and the worst traces; the topics panel reads the ``trace_topics`` and ``topics`` tables. Three
+variables pick what is shown: ``metric`` (several), ``segment_key`` (one) and ``segment_value`` (several).
+Variables reach SQL only through ``${name:sqlstring}``, which Grafana quotes and escapes, because segment values
+are the traces' own metadata. docs/dashboards.md shows it running.
 """
 
 from __future__ import annotations
@@ -242,6 +243,41 @@ def dashboard_json(
         )
     )
 
+    # Each topic's share of the day's assigned questions (tasks/topics), named by its newest fit; a topic rising is
+    # what topic.share drift alerts on.
+    topic_names = (
+        f"SELECT DISTINCT ON (topic_id) topic_id, name FROM {view('topics')} ORDER BY topic_id, partition_date DESC"
+    )
+    topic_shares = (
+        timeseries.Panel()
+        .title("Topics: share of the questions")
+        .description(
+            "Each topic's share of the day's questions (no topic: far from every topic, where new topics start); "
+            "a rising share is alerted as topic.share (docs/topics.md)."
+        )
+        .datasource(source)
+        .unit("percentunit")
+        .min(0)
+        .max(1)
+        .show_points(common.VisibilityMode.ALWAYS)
+        .span(24)
+        .height(8)
+        .with_target(
+            sql(
+                f"""
+                SELECT tt.partition_date::timestamptz AS time,
+                    CASE WHEN tt.topic_id IS NULL THEN 'no topic'
+                         ELSE '#' || tt.topic_id || ' ' || coalesce(n.name, '') END AS metric,
+                    count(*)::double precision
+                        / (sum(count(*)) OVER (PARTITION BY tt.partition_date))::double precision AS value
+                FROM {view("trace_topics")} AS tt LEFT JOIN ({topic_names}) AS n ON n.topic_id = tt.topic_id
+                WHERE $__timeFilter(tt.partition_date)
+                GROUP BY tt.partition_date, 2 ORDER BY 1, 2
+                """
+            )
+        )
+    )
+
     def variable(name: str, label: str, query: str, *, multi: bool, current: str | None = None) -> Any:
         built = (
             dashboard.QueryVariable(name)
@@ -294,6 +330,8 @@ def dashboard_json(
         .with_panel(trend("Failure rate", "failure_rate", "Share of traces whose score failed.", "percentunit", hi=1))
         .with_row(dashboard.Row("Latency"))
         .with_panel(latency)
+        .with_row(dashboard.Row("Topics"))
+        .with_panel(topic_shares)
         .with_row(dashboard.Row("Drift: $segment_value").repeat("segment_value"))
         .with_panel(band)
         .with_row(dashboard.Row("Alerts and traces"))

@@ -1,7 +1,8 @@
 """What the HTML report shows, read from the warehouse: per-metric means, failure rates and coverage per
 partition (over all traces, and over the chosen drift segment's traces for its charts), the drift rows, the
 latest partition's worst traces with their text, its calibration against human labels, and for agents its
-retrieval steps (worst steps and turns per step metric) and conversations (failing ones per conversation metric).
+retrieval steps (worst steps and turns per step metric) and conversations (failing ones per conversation metric),
+and the topics of its questions (shares, per-topic means, new-topic candidates with example questions).
 
 Plain data only, so the page (render.py) is tested without a warehouse and this side without HTML; reading
 is one function (``read_report_data``) over ``Warehouse.read``.
@@ -31,6 +32,9 @@ __all__ = [
     "MetricPoint",
     "ReportData",
     "StepMetric",
+    "TopicCandidate",
+    "TopicRow",
+    "Topics",
     "TraceScore",
     "TurnSteps",
     "WorstStep",
@@ -40,6 +44,7 @@ __all__ = [
     "read_report_data",
     "segment_scores",
     "step_metrics",
+    "topic_summary",
     "worst_traces",
 ]
 
@@ -186,6 +191,39 @@ class Conversations:
 
 
 @dataclass(frozen=True)
+class TopicRow:
+    """A topic on the latest partition: its share of the assigned-or-not questions, the baseline's share and the
+    verdict where ``topic.share`` drift compared them, and the mean of its traces' ok scores per metric."""
+
+    topic_id: int
+    name: str
+    n: int
+    share: float
+    baseline_share: float | None
+    verdict: str | None
+    means: dict[str, float]
+
+
+@dataclass(frozen=True)
+class TopicCandidate:
+    """Questions of the latest partition far from every topic, clustered together: a new topic in the making."""
+
+    candidate: int
+    n: int
+    examples: list[str]
+
+
+@dataclass(frozen=True)
+class Topics:
+    n_questions: int
+    n_unassigned: int
+    fit_date: dt.date
+    topics: list[TopicRow]
+    candidates: list[TopicCandidate]
+    metrics: list[str]
+
+
+@dataclass(frozen=True)
 class ReportData:
     """Everything the page shows, already read from the warehouse. ``drift`` holds drift-table rows as dicts;
     ``points`` cover all traces, ``segment_points`` the traces of ``segment`` (unused for ``all``)."""
@@ -207,6 +245,8 @@ class ReportData:
     """The latest partition's step metrics; empty on a day without step scores (no section)."""
     conversations: Conversations | None = None
     """The latest partition's conversations; None on a day without any (no section)."""
+    topics: Topics | None = None
+    """The latest partition's topics; None on a day without trace topics (no section)."""
 
     @property
     def latest(self) -> dt.date | None:
@@ -478,6 +518,63 @@ def conversation_summary(conversation_scores: pa.Table, traces: pa.Table, *, n: 
     )
 
 
+_TOPIC_METRICS = 4
+_EXAMPLES = 3
+
+
+def topic_summary(
+    trace_topics: pa.Table, topics: pa.Table, scores: pa.Table, traces: pa.Table, drift: list[dict[str, Any]]
+) -> Topics | None:
+    """One partition's topics from its ``trace_topics`` rows, the newest fit's ``topics`` rows (names), its ok
+    ``scores`` (the means of the ``_TOPIC_METRICS`` metrics with the most ok scores, per topic), its ``traces``
+    (candidates' example questions, the first by trace id) and its ``topic.share`` drift rows. None without rows."""
+    if not trace_topics.num_rows or not topics.num_rows:
+        return None
+    fit_date = pc.max(topics["partition_date"]).as_py()
+    names = {r["topic_id"]: r["name"] for r in topics.to_pylist() if r["partition_date"] == fit_date}
+    rows = trace_topics.to_pylist()
+    total = len(rows)
+    by_topic: dict[int, list[str]] = defaultdict(list)
+    by_candidate: dict[int, list[str]] = defaultdict(list)
+    for row in rows:
+        if row["topic_id"] is not None:
+            by_topic[row["topic_id"]].append(row["trace_id"])
+        elif row["candidate"] is not None:
+            by_candidate[row["candidate"]].append(row["trace_id"])
+    ok = [r for r in scores.to_pylist() if r["status"] == "ok"]
+    counted: dict[str, int] = defaultdict(int)
+    for r in ok:
+        counted[r["metric"]] += 1
+    metrics = sorted(sorted(counted), key=lambda m: -counted[m])[:_TOPIC_METRICS]
+    values: dict[tuple[str, str], float] = {(r["trace_id"], r["metric"]): r["value"] for r in ok}
+    shares = {r["segment"]: r for r in drift if r["metric"] == "topic.share"}
+    topic_rows = []
+    for topic_id, members in sorted(by_topic.items(), key=lambda item: (-len(item[1]), item[0])):
+        compared = shares.get(f"topic={topic_id}", {})
+        means = {}
+        for metric in metrics:
+            found = [values[(t, metric)] for t in members if (t, metric) in values]
+            means[metric] = sum(found) / len(found) if found else math.nan
+        topic_rows.append(
+            TopicRow(
+                topic_id=topic_id,
+                name=names.get(topic_id, ""),
+                n=len(members),
+                share=len(members) / total,
+                baseline_share=compared.get("baseline_mean"),
+                verdict=compared.get("verdict"),
+                means=means,
+            )
+        )
+    questions = {r["trace_id"]: r["question"] for r in traces.to_pylist()}
+    candidates = [
+        TopicCandidate(number, len(members), [questions.get(t) or "" for t in sorted(members)[:_EXAMPLES]])
+        for number, members in sorted(by_candidate.items())
+    ]
+    unassigned = sum(1 for row in rows if row["topic_id"] is None)
+    return Topics(total, unassigned, fit_date, topic_rows, candidates, metrics)
+
+
 def read_report_data(
     warehouse_url: str,
     *,
@@ -567,6 +664,8 @@ def read_report_data(
                  "last_trace_id"],
         metrics=metric_list,
     )  # fmt: skip
+    trace_topics = warehouse.read("trace_topics", start=latest, end=latest)
+    fitted = warehouse.read("topics", end=latest, columns=["partition_date", "topic_id", "name"])
     # The latest partition's calibration (docs/calibration.md): empty where `ragpulse calibrate` has not run.
     calibration = {
         key: warehouse.read(key, start=latest, end=latest, metrics=metric_list).to_pylist()
@@ -577,5 +676,8 @@ def read_report_data(
         worst=worst_traces(scores, traces, n=worst, metric=rank_metric),
         steps=step_metrics(step_scores, steps, traces, n=worst),
         conversations=conversation_summary(conversation_scores, traces, n=worst),
+        topics=topic_summary(
+            trace_topics, fitted, scores, traces, [r for r in data.drift if r["partition_date"] == latest]
+        ),
         **calibration,
     )

@@ -234,3 +234,31 @@ def test_too_few_baseline_questions_fit_no_topics_and_say_so(tmp_path: Path, cap
     assert report.model is None
     assert "20 baseline question(s) in 2 partition(s)" in report.reason and "no topics fit" in report.reason
     assert warehouse.read("topics").num_rows == 0 and warehouse.read("trace_topics").num_rows == 0
+
+
+def test_the_report_shows_the_topics_their_shares_and_the_candidates(tmp_path: Path) -> None:
+    from ragpulse.tasks.reporting.html.data import read_report_data
+    from ragpulse.tasks.reporting.html.render import render_report
+
+    url = f"duckdb:///{tmp_path / 'w.duckdb'}"
+    warehouse = open_warehouse(url)
+    for day in BASELINE:
+        warehouse.publish(publication(day, EVEN))
+    warehouse.publish(publication(DAY, {"password": 8, "delivery": 8, "weather": 8, "baking": 12}, weather_score=0.2))
+    with disable_run_logger():
+        assign_topics.fn(url, DAY, SETTINGS, run_id="r1")
+
+    data = read_report_data(url)
+    assert data.topics is not None
+    weather = _weather_topic(warehouse)
+    rows = {row.topic_id: row for row in data.topics.topics}
+    assert set(rows) == {0, 1, 2} and data.topics.n_questions == 36
+    assert rows[weather].means["document_mrr"] == pytest.approx(0.2)
+    assert sum(row.n for row in rows.values()) + data.topics.n_unassigned == 36
+    (candidate,) = [c for c in data.topics.candidates if c.n >= SETTINGS.min_topic_size]
+    assert len(candidate.examples) == 3 and all("蛋糕" in q or "ケーキ" in q or "cake" in q for q in candidate.examples)
+    page = render_report(data)
+    section = page[page.index('<section id="topics">') : page.index("</section>", page.index('id="topics"'))]
+    for row in rows.values():
+        assert f'data-topic-id="{row.topic_id}"' in section and row.name.split(" · ")[0] in section
+    assert candidate.examples[0] in section
