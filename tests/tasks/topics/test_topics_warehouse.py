@@ -262,3 +262,20 @@ def test_the_report_shows_the_topics_their_shares_and_the_candidates(tmp_path: P
     for row in rows.values():
         assert f'data-topic-id="{row.topic_id}"' in section and row.name.split(" · ")[0] in section
     assert candidate.examples[0] in section
+
+
+def test_a_day_beyond_max_day_questions_is_assigned_on_the_same_sample_every_run(tmp_path: Path) -> None:
+    url = f"duckdb:///{tmp_path / 'w.duckdb'}"
+    warehouse = open_warehouse(url)
+    for day in BASELINE[-3:]:
+        warehouse.publish(publication(day, EVEN))
+    warehouse.publish(publication(DAY, {"password": 40, "delivery": 40, "weather": 40}))
+    settings = SETTINGS.model_copy(update={"max_day_questions": 100})
+    with disable_run_logger():
+        first = assign_topics.fn(url, DAY, settings, run_id="r1")
+        sampled = set(warehouse.read("trace_topics", start=DAY, end=DAY)["trace_id"].to_pylist())
+        assign_topics.fn(url, DAY, settings, run_id="r2")
+    again = warehouse.read("trace_topics", start=DAY, end=DAY)
+    assert first.n_assigned + first.n_unassigned == len(sampled) == 100
+    assert set(again["trace_id"].to_pylist()) == sampled and set(again["run_id"].to_pylist()) == {"r2"}
+    assert {t.split("-")[3] for t in sampled} == {"password", "delivery", "weather"}
