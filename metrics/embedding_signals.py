@@ -163,7 +163,7 @@ class EmbeddingSignal:
         if self.signal == "answer_relevance":
             rows = await embedder.embed([trace.answer.strip(), trace.question.strip()])
             return Outcome.ok(float(cosine_matrix(rows[:1], rows[1:])[0, 0]))
-        texts = [c.strip() for c in trace.contexts if c.strip()]
+        texts = embedded_contexts(trace.contexts)
         if not texts:
             return Outcome.not_applicable("no_contexts")
         passages = await passage_rows(embedder, texts)
@@ -180,6 +180,17 @@ _NEEDS: dict[Signal, tuple[Literal["question", "answer", "contexts"], ...]] = {
     "answer_support": ("answer", "contexts"),
     "answer_relevance": ("question", "answer"),
 }
+
+
+EMBEDDED_CONTEXTS = 5
+"""Contexts a signal compares, the first in rank order: encoding a passage costs ten times a question (bench/README.md,
+embedding signals), and retrievers return up to 20; what reaches the top of the ranking is what the generator reads
+most."""
+
+
+def embedded_contexts(contexts: Sequence[str]) -> list[str]:
+    """The non-blank contexts a signal embeds: the first :data:`EMBEDDED_CONTEXTS` of them, stripped."""
+    return [text for c in contexts if (text := c.strip())][:EMBEDDED_CONTEXTS]
 
 
 async def passage_rows(embedder: Embedder, texts: Sequence[str]) -> NDArray[np.floating[Any]]:
@@ -204,7 +215,7 @@ def embedded_texts(batch: TraceBatch, families: frozenset[str]) -> tuple[list[st
         if ANSWER_SUPPORT.name in families:
             queries += split_sentences(trace.answer, trace.language)
         if families - {ANSWER_RELEVANCE.name}:
-            passages += [c.strip() for c in trace.contexts if c.strip()]
+            passages += embedded_contexts(trace.contexts)
     return [q for q in queries if q], [p for p in passages if p]
 
 

@@ -232,3 +232,27 @@ def test_the_signals_are_registered_as_embedding_metrics_on_the_cosine_scale() -
     (metric,) = build_judge_metrics(parse_metrics([ANSWER_SUPPORT.name]), {})
     assert isinstance(metric, EmbeddingSignal) and not metric.uses_llm
     assert metric.prompt_version == "embedding_signals/1"
+
+
+def test_only_the_first_five_contexts_in_rank_order_are_compared() -> None:
+    # The question's own passage ranked sixth: the signals read the top five, as the generator mostly does.
+    others = [f"大阪の話{i}。" for i in range(5)]
+    embedder = ScriptedEmbedder(
+        {"東京の人口は？": [1.0, 0.0], "東京は大きい。": [1.0, 0.0]} | {text: (0.0, 1.0) for text in others}
+    )
+    one = TraceBatch(
+        trace_ids=["t"],
+        context_ids=[[None] * 6],
+        context_texts=[[*others, "東京の人口は約1400万人です。"]],
+        relevant_ids=[None],
+        relevant_texts=[None],
+        answers=["東京は大きい。"],
+        references=[[]],
+        questions=["東京の人口は？"],
+        languages=["ja"],
+    )
+    metrics = build_judge_metrics(parse_metrics([CONTEXT_RELEVANCE.name]), {})
+    result = asyncio.run(judge_batch(one, metrics, JudgeContext(judge=None, embedder=embedder)))  # type: ignore[arg-type]
+    assert result[CONTEXT_RELEVANCE.name].values.tolist() == [0.0]
+    assert embedder.passages == others
+    assert embedded_texts(one, frozenset({CONTEXT_RELEVANCE.name}))[1] == others
