@@ -44,7 +44,7 @@ from ragpulse.tasks.ingest.adapters._model import (
     tool_documents,
 )
 
-__all__ = ["any_value", "spans"]
+__all__ = ["EVALUATION_EVENT", "any_value", "spans"]
 
 _LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 _RETRIEVAL_OPERATIONS = frozenset({"retrieval", "vector_db_retrieve"})
