@@ -44,18 +44,21 @@ __all__ = [
 
 
 class Verdict(enum.StrEnum):
-    """Outcome of one comparison, most severe first among the alerting ones."""
+    """Outcome of one comparison, most severe first among the alerting ones. ``SHIFTED`` is a significant change
+    in what comes in (the questions, a topic's share) rather than in quality: it needs a look, after the quality
+    verdicts, and is neither better nor worse."""
 
     DEGRADED = "degraded"
     FAILURE_RATE_UP = "failure_rate_up"
     COVERAGE_DOWN = "coverage_down"
+    SHIFTED = "shifted"
     IMPROVED = "improved"
     STABLE = "stable"
     INSUFFICIENT_DATA = "insufficient_data"
     NO_BASELINE = "no_baseline"
 
 
-ALERTING = frozenset({Verdict.DEGRADED, Verdict.FAILURE_RATE_UP, Verdict.COVERAGE_DOWN})
+ALERTING = frozenset({Verdict.DEGRADED, Verdict.FAILURE_RATE_UP, Verdict.COVERAGE_DOWN, Verdict.SHIFTED})
 
 _SEVERITY = {verdict.value: rank for rank, verdict in enumerate(Verdict)}
 

@@ -7,9 +7,10 @@ multilingual encoder (``DEFAULT_EMBEDDING_MODEL``) and compared by the kernel tw
 ``ragpulse.metrics.embedding_drift`` (MMD with a permutation p-value), overall and per segment like score drift.
 A row goes to the ``drift`` table as metric ``QUESTION_METRIC``:
 
-- ``degraded`` (alerts): the permutation p-value is below ``1 - confidence`` and MMD^2 at least
-  ``question_min_mmd``; a distribution has no better or worse, so the verdict reads "the questions moved", and its
-  ``detail`` quotes the day's questions that most set it apart (the largest witness values), cut and masked;
+- ``shifted`` (alerts): the permutation p-value is below ``1 - confidence`` and MMD^2 at least
+  ``question_min_mmd``; a distribution has no better or worse, so the verdict says the questions moved, not that
+  quality dropped, and its ``detail`` quotes the day's questions that most set it apart (the largest witness
+  values), cut and masked;
 - ``stable``: tested, no significant difference;
 - ``insufficient_data``: fewer than ``min_baseline_partitions`` baseline partitions or ``min_samples`` questions on
   either side (the test was not run); ``no_baseline``: no earlier partition has questions.
@@ -222,4 +223,4 @@ def _verdict(
         return Verdict.STABLE, f"questions unchanged: {finding}", result.mmd2, result.p_value
     quoted = "; ".join(f'"{q}"' for q in _examples(list(cur["question"]), result.witness))
     detail = f"questions shifted: {finding}; most characteristic of the day: {quoted}"
-    return Verdict.DEGRADED, detail, result.mmd2, result.p_value
+    return Verdict.SHIFTED, detail, result.mmd2, result.p_value

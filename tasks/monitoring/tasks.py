@@ -23,6 +23,7 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
+from ragpulse.metrics.drift import Verdict
 from ragpulse.tasks.core.artifacts import artifact_key
 from ragpulse.tasks.core.types import DriftReport
 from ragpulse.tasks.embeddings.models import DEFAULT_EMBEDDING_MODEL, embedding_identity, local_embedder
@@ -132,10 +133,10 @@ def _question_drift(
     rows = question_drift_rows(
         traces, day, window, settings, run_id, embedder.embed, embedding_identity(DEFAULT_EMBEDDING_MODEL)
     )
-    tested = [v for v in rows["verdict"].to_pylist() if v in ("stable", "degraded")]
+    tested = [v for v in rows["verdict"].to_pylist() if v in (Verdict.STABLE, Verdict.SHIFTED)]
     get_run_logger().info(
         "dt=%s: input drift of the questions: %d segment(s) tested, %d shifted", day, len(tested),
-        tested.count("degraded"),
+        tested.count(Verdict.SHIFTED),
     )  # fmt: skip
     return rows
 

@@ -180,7 +180,9 @@ def dashboard_json(
     alerting = (
         stat.Panel()
         .title("Alerting verdicts")
-        .description("Drift verdicts of the selected metrics that alert (degraded, failure_rate_up, coverage_down).")
+        .description(
+            "Drift verdicts of the selected metrics that alert (degraded, failure_rate_up, coverage_down, shifted)."
+        )
         .datasource(source)
         .span(4)
         .height(4)

@@ -56,10 +56,10 @@ def share_rows(
 ) -> pa.Table:
     """Drift rows of ``topic.share`` for ``day``: per topic of the day or the baseline (and ``none``), the share of
     traces then and now by the two-proportion test, significant below ``alpha`` divided by the number of topics
-    compared (Bonferroni: the topics' shares are tested together and sum to one). A significant rise of at least
-    ``min_share_delta`` is ``degraded`` (what alerts: a topic gaining traffic needs a look), a significant fall
-    ``improved``; too few traces or baseline partitions is ``insufficient_data``. Empty when the day or its baseline
-    window has no trace topics (topics started today: nothing to compare yet)."""
+    compared (Bonferroni: the topics' shares are tested together and sum to one). A significant rise or fall of at
+    least ``min_share_delta`` is ``shifted`` (it alerts: a topic gaining or losing traffic needs a look, but says
+    nothing of quality), its detail saying which; too few traces or baseline partitions is ``insufficient_data``.
+    Empty when the day or its baseline window has no trace topics (topics started today: nothing to compare yet)."""
     start = min(window) if window else day
     rows = warehouse.read("trace_topics", start=start, end=day, columns=["partition_date", "trace_id", "topic_id"])
     names = _topic_names(warehouse, day)
@@ -95,11 +95,13 @@ def share_rows(
             "computed_at": now,
         }
         test = share_test(k0, baseline_n, k1, current_n, confidence=thresholds.confidence)
-        moved = f"{name}: share {test.baseline_share:.1%} -> {test.current_share:.1%} (p={test.p_value:.2g})"
+        change = f"{test.baseline_share:.1%} -> {test.current_share:.1%} (p={test.p_value:.2g})"
+        moved = f"{name}: share {change}"
         if partitions < thresholds.min_baseline_partitions or min(baseline_n, current_n) < thresholds.min_samples:
             verdict = Verdict.INSUFFICIENT_DATA
         elif test.p_value < alpha and abs(test.delta) >= min_share_delta:
-            verdict = Verdict.DEGRADED if test.delta > 0 else Verdict.IMPROVED
+            verdict = Verdict.SHIFTED
+            moved = f"{name}: share {'rose' if test.delta > 0 else 'fell'} {change}"
         else:
             verdict = Verdict.STABLE
         records.append(

@@ -54,6 +54,7 @@ __all__ = [
     "DefineViews",
     "Migration",
     "Query",
+    "ReplaceCheck",
     "StoreAsJson",
     "TableSpec",
     "check_partition",
@@ -79,6 +80,7 @@ VERDICTS = (
     "improved",
     "failure_rate_up",
     "coverage_down",
+    "shifted",
     "insufficient_data",
     "no_baseline",
 )
@@ -107,6 +109,8 @@ class Check:
 
     sql: str
     holds: Callable[[pa.Table], pa.ChunkedArray]
+    # The column a check of allowed values is over, so that a migration can name the check it replaces.
+    column: str | None = None
 
 
 @dataclass(frozen=True)
@@ -169,13 +173,32 @@ class DefineViews:
     version: int
 
 
-Migration = AddColumn | AddTable | StoreAsJson | DefineViews
+@dataclass(frozen=True)
+class ReplaceCheck:
+    """Schema version ``version`` allows other values in ``table.column``: its check is replaced by the current one
+    (``TABLES``). A SQL backend swaps the constraint, keeping every row; the lake checks in Python already."""
+
+    version: int
+    table: str
+    column: str
+
+    @property
+    def index(self) -> int:
+        """The check's position among its table's checks: SQL backends name constraints by it."""
+        return next(i for i, check in enumerate(TABLES[self.table].checks) if check.column == self.column)
+
+    @property
+    def check(self) -> Check:
+        return TABLES[self.table].checks[self.index]
+
+
+Migration = AddColumn | AddTable | StoreAsJson | DefineViews | ReplaceCheck
 
 
 def _in(column: str, values: tuple[str, ...]) -> Check:
     """``column IN (values)``, in SQL and in pyarrow."""
     listed = ", ".join(f"'{value}'" for value in values)
-    return Check(f"{column} IN ({listed})", lambda t: pc.is_in(t[column], value_set=pa.array(values)))
+    return Check(f"{column} IN ({listed})", lambda t: pc.is_in(t[column], value_set=pa.array(values)), column)
 
 
 # The checks of every table of scores: a known status, and a value exactly when it is ok.
@@ -305,7 +328,7 @@ META = TableSpec(
 )
 
 # Additive only: a column is added as NULL for existing rows, a table starts empty, a text column may become JSON
-# holding the same values, views are defined anew; no row is rewritten or dropped in SQL.
+# holding the same values, views are defined anew, a check allows more values; no row is changed or dropped in SQL.
 MIGRATIONS: tuple[Migration, ...] = (
     AddColumn(2, "runs", PUBLISHED_AT),
     # v3: which judge and prompt produced a score, and what the run's judge calls cost.
@@ -340,6 +363,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     AddTable(11, "topics"),
     AddTable(11, "trace_topics"),
     DefineViews(11),
+    # v11: the `shifted` drift verdict (a change in what users ask, not in quality) for input drift and topic shares.
+    ReplaceCheck(11, "drift", "verdict"),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 # Columns stored as JSON where the database has the type, whatever version created the table.

@@ -34,6 +34,7 @@ from ragpulse.tasks.warehouse._schema import (
     AddColumn,
     DefineViews,
     Query,
+    ReplaceCheck,
     StoreAsJson,
     TableSpec,
     completes_version,
@@ -385,6 +386,8 @@ class SqlWarehouse(abc.ABC):
             for migration in pending:
                 if isinstance(migration, AddColumn | StoreAsJson):
                     self._migrate_column(conn, migration)
+                elif isinstance(migration, ReplaceCheck):
+                    self._replace_check(conn, migration)
                 if completes_version(migration):
                     conn.execute(
                         meta.insert().values(version=migration.version, applied_at=sa.func.current_timestamp())
@@ -409,6 +412,20 @@ class SqlWarehouse(abc.ABC):
                     sa.text(f"ALTER TABLE {target} ALTER COLUMN {column} TYPE {json_type} USING {column}::{json_type}")
                 )
                 _log.info("stored %s.%s of warehouse %s as %s", table.name, migration.column, self.url, json_type)
+
+    def _replace_check(self, conn: sa.Connection, migration: ReplaceCheck) -> None:
+        """Swap the check on ``table.column`` for the current one, under the name ``_table`` gives it; the rows stay
+        and are checked once against it (they all hold: the new check allows more)."""
+        table = self._tables[migration.table]
+        preparer = conn.dialect.identifier_preparer
+        target, name = preparer.format_table(table), preparer.quote(f"{table.name}_check{migration.index}")
+        conn.execute(
+            sa.text(
+                f"ALTER TABLE {target} DROP CONSTRAINT IF EXISTS {name}, "
+                f"ADD CONSTRAINT {name} CHECK ({migration.check.sql})"
+            )
+        )
+        _log.info("replaced the check on %s.%s of warehouse %s", table.name, migration.column, self.url)
 
     def _views(self) -> dict[str, str]:
         """``{view name: SELECT}`` in creation order."""

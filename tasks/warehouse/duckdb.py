@@ -31,6 +31,7 @@ from ragpulse.tasks.warehouse._schema import (
     AddColumn,
     DefineViews,
     Query,
+    ReplaceCheck,
     TableSpec,
     completes_version,
     conform,
@@ -376,6 +377,13 @@ class DuckDBWarehouse:
                             f"ALTER TABLE {self._table(migration.table)} ADD COLUMN IF NOT EXISTS "
                             f"{_quote(migration.column)} {_TYPES[migration.field.type]}"
                         )
+                    elif isinstance(migration, ReplaceCheck):
+                        # DuckDB cannot alter a CHECK: the table is rebuilt with the current one, in this transaction.
+                        self._rebuild(con, migration.table)
+                        _log.info(
+                            "rebuilt table %s of warehouse %s with the check on %s of schema version %d",
+                            getattr(self.tables, migration.table), self.path, migration.column, migration.version,
+                        )  # fmt: skip
                     if completes_version(migration):
                         con.execute(f"INSERT INTO {meta} VALUES (?, now())", [migration.version])
                         _log.info("migrated warehouse %s to schema version %d", self.path, migration.version)
@@ -444,6 +452,16 @@ class DuckDBWarehouse:
             if anew or name not in present:
                 con.execute(f"CREATE OR REPLACE VIEW {_quote(name)} AS {select}")
 
+    def _rebuild(self, con: duckdb.DuckDBPyConnection, key: str) -> None:
+        """Recreate table ``key`` at its current shape (columns, NOT NULLs, checks, compression) with its rows: what
+        DuckDB takes to change a check or a compression, which it cannot alter in place."""
+        name = getattr(self.tables, key)
+        previous = f"{name}__before_rebuild"
+        con.execute(f"ALTER TABLE {_quote(name)} RENAME TO {_quote(previous)}")
+        con.execute(_create_table(TABLES[key], name, exists_ok=False))
+        con.execute(f"INSERT INTO {_quote(name)} BY NAME SELECT * FROM {_quote(previous)}")
+        con.execute(f"DROP TABLE {_quote(previous)}")
+
     def _store_long_text_with_zstd(self, con: duckdb.DuckDBPyConnection) -> None:
         """Rebuild, once, a table created before its long text was stored with zstd (``_ZSTD_COLUMNS``): DuckDB
         cannot change a column's compression in place, and otherwise every later publish would pay the slow one."""
@@ -454,9 +472,5 @@ class DuckDBWarehouse:
             ).fetchone()
             if found is None or _ZSTD in found[0].upper():
                 continue
-            previous = f"{name}__before_zstd"
-            con.execute(f"ALTER TABLE {_quote(name)} RENAME TO {_quote(previous)}")
-            con.execute(_create_table(TABLES[key], name, exists_ok=False))
-            con.execute(f"INSERT INTO {_quote(name)} BY NAME SELECT * FROM {_quote(previous)}")
-            con.execute(f"DROP TABLE {_quote(previous)}")
+            self._rebuild(con, key)
             _log.info("rebuilt table %s of warehouse %s to store its long text with zstd", name, self.path)

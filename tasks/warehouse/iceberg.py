@@ -546,6 +546,7 @@ class IcebergLake:
                         if migration.column not in table.schema().column_names:
                             with table.update_schema() as update:
                                 update.union_by_name(pa.schema([migration.field]))
+                    # Nothing to do for views, JSON or checks: the lake has no views and checks rows in Python.
                     _log.info("migrated warehouse %s to schema version %d", self.url, migration.version)
             if version != SCHEMA_VERSION:
                 catalog.update_namespace_properties(

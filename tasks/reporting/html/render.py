@@ -29,8 +29,9 @@ from ragpulse.tasks.reporting.html.data import MetricPoint, ReportData, WorstTra
 
 __all__ = ["build_report", "render_report", "write_report"]
 
-# Verdicts of the drift table drawn as markers: a change for the worse (what alerts), and one for the better.
-_WORSE = ALERTING
+# Verdicts of the drift table drawn as markers: a change for the worse (a quality alert), and one for the better.
+# A shift of the questions alerts but is neither: drawn plain.
+_WORSE = ALERTING - {Verdict.SHIFTED}
 _BETTER = frozenset({Verdict.IMPROVED})
 
 # What a missing number shows as.

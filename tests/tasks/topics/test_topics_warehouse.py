@@ -192,8 +192,9 @@ def _weather_topic(warehouse: Any) -> int:
 
 def test_a_topic_whose_share_grew_alerts_and_its_scores_drift_on_their_own(tmp_path: Path) -> None:
     """Seven days asking three topics evenly, then a day where weather questions are three times as many and score
-    0.2 instead of 0.8: ``topic.share`` of weather is degraded (its share rose), the other topics' shares fell
-    (improved); with ``segment_key = "topic"`` ``document_mrr`` is degraded for weather only."""
+    0.2 instead of 0.8: ``topic.share`` of weather is shifted (its share rose), the other topics' shares fell
+    (shifted too where significant: a change in what is asked, not in quality); with ``segment_key = "topic"``
+    ``document_mrr`` is degraded for weather only."""
     url = f"duckdb:///{tmp_path / 'w.duckdb'}"
     warehouse = open_warehouse(url)
     for day in BASELINE:
@@ -209,18 +210,20 @@ def test_a_topic_whose_share_grew_alerts_and_its_scores_drift_on_their_own(tmp_p
     weather = _weather_topic(warehouse)
     rows = {(r["metric"], r["segment"]): r for r in report.rows.to_pylist()}
     share = rows[("topic.share", f"topic={weather}")]
-    assert share["verdict"] == "degraded" and share["delta"] > 0.3, share
+    assert share["verdict"] == "shifted" and share["delta"] > 0.3, share
+    assert ": share rose " in share["detail"], share
     assert share["baseline_mean"] == pytest.approx(1 / 3, abs=0.1)
     others = [r for (metric, segment), r in rows.items() if metric == "topic.share" and segment != f"topic={weather}"]
-    # The others' shares fell (significantly for some: improved); none of them alerts.
-    assert {r["verdict"] for r in others} <= {"improved", "stable"} and any(r["delta"] < 0 for r in others)
+    # The others' shares fell: never degraded or improved, shifted where significant, and then said to have fallen.
+    assert {r["verdict"] for r in others} <= {"shifted", "stable"} and any(r["delta"] < 0 for r in others)
+    assert all(": share fell " in r["detail"] for r in others if r["verdict"] == "shifted")
     assert rows[("document_mrr", f"topic={weather}")]["verdict"] == "degraded"
     per_topic = [
         r for (metric, segment), r in rows.items() if metric == "document_mrr" and segment.startswith("topic=")
     ]
     assert len(per_topic) == 3  # weather and the two others (10 traces each today: too few to judge)
     assert {r["verdict"] for r in per_topic if r["segment"] != f"topic={weather}"} == {"insufficient_data"}
-    assert any(a.metric == "topic.share" for a in report.alerts)
+    assert ("topic.share", f"topic={weather}", "shifted") in {(a.metric, a.segment, a.verdict) for a in report.alerts}
     assert warehouse.read("drift", start=DAY, end=DAY).num_rows == report.rows.num_rows
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -62,9 +63,11 @@ from ragpulse.tasks.warehouse._schema import (
     STAGING_RUN_COLUMNS,
     STATUSES,
     TABLES,
+    VERDICTS,
     AddColumn,
     AddTable,
     DefineViews,
+    ReplaceCheck,
     StoreAsJson,
 )
 from ragpulse.tasks.warehouse.iceberg import schema_version_property
@@ -85,6 +88,8 @@ V9_KEYS = ("calibrations", "estimates")
 V10_KEYS = ("steps", "step_scores", "conversation_scores")
 V11_KEYS = ("topics", "trace_topics")
 V8_KEYS = tuple(key for key in KEYS if key not in (*V9_KEYS, *V10_KEYS, *V11_KEYS))
+# The drift verdicts before v11 added `shifted`, as the check of the drift table listed them.
+V10_VERDICT_CHECK = "verdict IN ({})".format(", ".join(f"'{v}'" for v in VERDICTS if v != "shifted"))
 # The views of schema version 8 and 10, by TableNames field.
 VIEW_KEYS = ("daily_scores", "drift_segments", "latest_alerts", "worst_traces")
 V10_VIEW_KEYS = ("turn_steps", "conversations", "conversation_turns")
@@ -345,6 +350,14 @@ def _duckdb(tmp_path: Path) -> Backend:
             for key in V11_KEYS if version < 11 else ():
                 con.execute("DROP VIEW IF EXISTS daily_scores")  # defined anew by v11 over trace_topics
                 con.execute(f"DROP TABLE {key}")
+            if 4 <= version < 11:  # the drift table with its check before `shifted`, and its rows
+                (ddl,) = con.execute("SELECT sql FROM duckdb_tables() WHERE table_name = 'drift'").fetchone() or ("",)
+                old = re.sub(r"CHECK\(\(verdict IN \([^)]*\)\)\)", f"CHECK ({V10_VERDICT_CHECK})", ddl)
+                assert old != ddl, ddl
+                con.execute("ALTER TABLE drift RENAME TO drift_v11")
+                con.execute(old)
+                con.execute("INSERT INTO drift SELECT * FROM drift_v11")
+                con.execute("DROP TABLE drift_v11")
             for key in (*V10_VIEW_KEYS, *V10_KEYS) if version < 10 else ():
                 con.execute(f"DROP {'VIEW' if key in V10_VIEW_KEYS else 'TABLE'} {key}")
             if 4 <= version < 10:
@@ -403,6 +416,16 @@ def _postgres(schema: str) -> Backend:
             for key in V11_KEYS if version < 11 else ():
                 con.execute(sql.SQL("DROP VIEW IF EXISTS {}").format(table("daily_scores")))
                 con.execute(sql.SQL("DROP TABLE {}").format(table(key)))
+            if 4 <= version < 11:  # the drift check before `shifted`, under the name the backend gives it
+                check = sql.Identifier(f"{names.drift}_check0")
+                con.execute(
+                    sql.SQL("ALTER TABLE {} DROP CONSTRAINT {}, ADD CONSTRAINT {} CHECK ({})").format(
+                        table("drift"),
+                        check,
+                        check,
+                        sql.SQL(V10_VERDICT_CHECK),  # type: ignore[arg-type]
+                    )
+                )
             for key in V10_VIEW_KEYS if version < 10 else ():
                 con.execute(sql.SQL("DROP VIEW {}").format(table(key)))
             for key in V10_KEYS if version < 10 else ():
@@ -750,6 +773,8 @@ def test_migrations_are_additive_and_consecutive() -> None:
             assert migration.field.nullable and migration.column not in TABLES[migration.table].required
         elif isinstance(migration, StoreAsJson):
             assert TABLES[migration.table].schema.field(migration.column).type == pa.string()
+        elif isinstance(migration, ReplaceCheck):
+            assert migration.check.column == migration.column
         else:
             assert isinstance(migration, AddTable | DefineViews)
             assert isinstance(migration, DefineViews) or migration.table in TABLES
@@ -1263,6 +1288,49 @@ def test_a_v10_warehouse_gains_the_topics_tables_and_keeps_its_rows(migrated: Ba
     assert migrated.version() == SCHEMA_VERSION == 11
     assert {key: migrated.rows(key) for key in old} == old
     assert migrated.rows("trace_topics") == _expected(trace_topics(DAY, "t1"))
+    assert migrated.leftovers() == []
+
+
+def _shifted_refused(backend: Backend) -> bool:
+    """Whether the stored check on the drift table refuses ``shifted``, asked of the database itself (the lake
+    has no stored check: its rows are checked in Python, always against the current list)."""
+    if backend.url.startswith("duckdb:"):
+        with duckdb.connect(backend.url.removeprefix("duckdb:///")) as con:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                con.execute("UPDATE drift SET verdict = 'shifted'")
+            except duckdb.ConstraintException:
+                return True
+            finally:
+                con.execute("ROLLBACK")
+            return False
+    drift_table = sql.Identifier(backend.url.rsplit("schema=", 1)[1], backend.tables.drift)
+    with psycopg.connect(PG_DSN) as con:
+        try:
+            con.execute(sql.SQL("UPDATE {} SET verdict = 'shifted'").format(drift_table))
+        except psycopg.errors.CheckViolation:
+            return True
+        finally:
+            con.rollback()
+        return False
+
+
+def test_a_v10_warehouse_with_drift_rows_is_migrated_and_accepts_shifted(migrated: Backend) -> None:
+    migrated.open().publish_drift(DAY, drift(DAY, "d1"))
+    migrated.rewind(10)
+    old = migrated.rows("drift")
+    assert len(old) == 4
+    if not migrated.url.startswith("file:"):
+        assert _shifted_refused(migrated)
+    later = DAY + dt.timedelta(days=1)
+    migrated.open().publish_drift(later, drift(later, "d2", verdict="shifted"))
+    assert migrated.version() == SCHEMA_VERSION == 11
+    assert [r for r in migrated.rows("drift") if r["run_id"] == "d1"] == old
+    assert "shifted" in {r["verdict"] for r in migrated.rows("drift") if r["run_id"] == "d2"}
+    # The check was replaced, not dropped: an unknown verdict is still refused, and nothing changes.
+    with pytest.raises(WarehouseError, match="previous rows kept"):
+        migrated.open().publish_drift(later, drift(later, "d3", verdict="worse"))
+    assert {r["run_id"] for r in migrated.rows("drift")} == {"d1", "d2"}
     assert migrated.leftovers() == []
 
 
