@@ -171,6 +171,11 @@ def test_a_comparison_does_not_depend_on_the_order_of_the_values() -> None:
 
 
 def test_verdicts_sort_most_severe_first() -> None:
-    mixed = ["stable", "no_baseline", "improved", "coverage_down", "insufficient_data", "degraded", "failure_rate_up"]
+    mixed = [
+        "stable", "no_baseline", "improved", "shifted", "coverage_down", "insufficient_data", "degraded",
+        "failure_rate_up",
+    ]  # fmt: skip
     assert sorted(mixed, key=severity) == [v.value for v in Verdict]
+    # A shift of the inputs alerts after every quality verdict, and before anything that does not alert.
+    assert list(Verdict)[3] is Verdict.SHIFTED and set(list(Verdict)[:4]) == ALERTING
     assert severity("something_new") > severity(Verdict.NO_BASELINE)
