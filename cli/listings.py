@@ -16,13 +16,17 @@ __all__ = ["list_metrics", "list_settings"]
 
 def list_metrics(as_json: JsonOption = False) -> None:
     """List the metrics: their versions, definitions, what they need and which run by default."""
-    from ragpulse.metrics import DEFAULT_EMBEDDING_METRICS, DEFAULT_METRICS, REGISTRY
+    from ragpulse.metrics import REGISTRY
+    from ragpulse.metrics._request import split_metric_name
     from ragpulse.metrics.registry import spec_name
+    from ragpulse.tasks.scoring.config import ScoringConfig
+
+    run_defaults = ScoringConfig().metrics  # what a run scores when given no metric list
 
     rows: list[dict[str, Any]] = []
     for definition in REGISTRY.values():
         spec = definition.spec
-        defaults = [name for name in (*DEFAULT_METRICS, *DEFAULT_EMBEDDING_METRICS) if name.split("@")[0] == spec.name]
+        defaults = [name for name in run_defaults if (parts := split_metric_name(name)) and parts.family == spec.name]
         rows.append(
             {"name": spec_name(spec), "family": spec.name, "version": spec.version, "summary": spec.summary,
              "needs": definition.needs, "default": bool(defaults), "defaults": defaults, "lower": spec.lower,

@@ -20,8 +20,9 @@ from typer.testing import CliRunner
 
 from ragpulse.cli import app
 from ragpulse.cli.startup import quiet_run_failures
-from ragpulse.metrics import DEFAULT_METRICS, REGISTRY
+from ragpulse.metrics import REGISTRY
 from ragpulse.metrics.registry import spec_name
+from ragpulse.tasks.scoring.config import ScoringConfig
 
 runner = CliRunner()
 ROOT = Path(__file__).parents[3]
@@ -77,7 +78,8 @@ def test_metrics_as_json() -> None:
     assert listed["precision"]["name"] == "precision@k" and listed["precision"]["defaults"] == ["precision@5"]
     assert listed["document_ndcg"]["defaults"] == ["document_ndcg", "document_ndcg@10"]
     assert listed["faithfulness"]["needs"] == "judge" and not listed["faithfulness"]["default"]
-    assert sorted(name for row in listed.values() for name in row["defaults"]) == sorted(DEFAULT_METRICS)
+    assert sorted(name for row in listed.values() for name in row["defaults"]) == sorted(ScoringConfig().metrics)
+    assert listed["user_feedback"]["defaults"] == ["user_feedback:*"] and listed["refusal"]["default"]
     assert all(row["default"] == bool(row["defaults"]) for row in listed.values())
 
 
