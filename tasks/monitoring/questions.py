@@ -40,7 +40,14 @@ from ragpulse.tasks.core.redaction import redact_url
 from ragpulse.tasks.monitoring.config import DriftConfig
 from ragpulse.tasks.warehouse import DRIFT_SCHEMA
 
-__all__ = ["QUESTION_EXAMPLES", "QUESTION_EXAMPLE_CHARS", "QUESTION_METRIC", "question_drift_rows"]
+__all__ = [
+    "QUESTION_EXAMPLES",
+    "QUESTION_EXAMPLE_CHARS",
+    "QUESTION_METRIC",
+    "Embed",
+    "Samples",
+    "question_drift_rows",
+]
 
 QUESTION_METRIC = "input.question_embedding"
 QUESTION_EXAMPLES = 3
