@@ -35,7 +35,7 @@ class TopicsConfig(ConfigGroup):
         default=2000, ge=10, le=100_000, description="Baseline questions a fit embeds (a deterministic sample)."
     )
     max_day_questions: int = Field(
-        default=10_000, ge=100, description="Questions of a day assigned (a deterministic sample beyond that)."
+        default=2000, ge=100, description="Questions of a day assigned (a deterministic sample beyond that)."
     )
     distance_quantile: float = Field(
         default=0.95, gt=0.5, le=1.0, description="A topic's radius: this quantile of its members' distances."
