@@ -390,13 +390,11 @@ def demo(
         start = dt.date.today() - dt.timedelta(days=days)
         dates = generate_demo_traces(traces, start=start, days=days, traces_per_day=traces_per_day)
         wanted.record(directory)
-    chosen = {"embedding_sample": "40", **({"metrics": metrics} if metrics else {})}
     try:
         # The demo stands alone: no environment or ragpulse.toml of the shell it runs in changes it.
         run_config = RunConfig(
             source=SourceConfig(url=str(traces)),
-            # 40 embedded traces a day instead of 200: the encoder's CPU would be most of a demo day's time here.
-            scoring=ScoringConfig.model_validate(chosen),
+            scoring=ScoringConfig.model_validate({"metrics": metrics} if metrics else {}),
             output=OutputConfig(warehouse=f"duckdb:///{warehouse_path}", work_dir=str(directory / ".work")),
             drift=DriftConfig(segment_key="metadata.app"),
         )
