@@ -22,6 +22,7 @@ import pytest
 
 from ragpulse.flows.evaluate import evaluate_partition
 from ragpulse.metrics import DEFAULT_METRICS
+from ragpulse.metrics.registry import MetricRequest
 from ragpulse.tasks.config import OutputConfig, ScoringConfig, SourceConfig, TraceFormat
 from tests.doubles.judge_server import JudgeServer, running_judge_server
 from tests.tasks.ingest.adapters.conftest import copy_with_mtime
@@ -30,10 +31,10 @@ AGENTS = Path(__file__).parents[1] / "fixtures" / "agents"
 DAY = dt.date(2026, 11, 20)
 EXPECTED: list[dict[str, Any]] = json.loads((AGENTS / "expected.json").read_text(encoding="utf-8"))
 AGENT_METRICS = ("context_relevance", "retrieval_steps", "tool_errors", "tool_call_accuracy", "agent_goal_accuracy")
-METRICS = (*DEFAULT_METRICS, *AGENT_METRICS)
+METRICS = tuple(dict.fromkeys((*DEFAULT_METRICS, *AGENT_METRICS)))  # retrieval_steps is a default too
 TURN_METRICS = len(METRICS) - 1
 """agent_goal_accuracy scores conversations, not turns: every other metric has one row per trace."""
-STEP_METRICS = {m for m in DEFAULT_METRICS if not m.startswith("answer_")} | {"context_relevance"}
+STEP_METRICS = {m for m in DEFAULT_METRICS if MetricRequest.parse(m).per_step} | {"context_relevance"}
 """Scored per step as well: the ranking families and the context judges (design §4)."""
 SOURCES: dict[str, tuple[TraceFormat, Path]] = {
     "openinference": ("openinference", AGENTS / "openinference"),

@@ -172,7 +172,7 @@ def test_labels_file_to_published_interval_on_ares_human_labels(
         scoring=ScoringConfig(metrics=("context_relevance",)),
         output=OutputConfig(warehouse=f"duckdb:///{warehouse}", work_dir=str(tmp_path / "work")),
         calibration=CalibrationConfig(labels=str(labels)),
-        drift=DriftConfig(estimator="ppi"),
+        drift=DriftConfig(estimator="ppi", question_drift=False),  # the one verdict: context_relevance's
     )
     assert result.verdicts == {"no_baseline": 1}
     with duckdb.connect(str(warehouse), read_only=True) as con:

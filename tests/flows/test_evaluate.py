@@ -79,7 +79,8 @@ def test_evaluates_publishes_and_reruns_idempotently(traces: Path, tmp_path: Pat
     second = evaluate_partition(scoring=ScoringConfig(batch_size=50), **kwargs)
     assert second.n_batches_cached == second.n_batches == first.n_batches
     assert (second.outcome, second.unchanged_since) == ("unchanged", first.run_id)
-    assert second.metrics == first.metrics and second.n_quarantined == first.n_quarantined
+    # repr: a metric with no ok score has a NaN mean, which == never matches
+    assert repr(second.metrics) == repr(first.metrics) and second.n_quarantined == first.n_quarantined
     assert _count(warehouse, "SELECT count(*) FROM runs") == 1
     assert _scores(warehouse) == rows
 
@@ -206,7 +207,7 @@ def test_failing_output_suite_publishes_nothing(traces: Path, tmp_path: Path) ->
             {
                 "name": "team_scores_out",
                 "expectations": [
-                    {"type": "expect_column_mean_to_be_between", "kwargs": {"column": "value", "min_value": 0.99}}
+                    {"type": "expect_column_mean_to_be_between", "kwargs": {"column": "value", "min_value": 1e9}}
                 ],
             }
         )
