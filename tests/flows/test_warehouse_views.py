@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 from ragpulse.cli import app
 from ragpulse.flows.backfill import backfill
 from ragpulse.metrics.drift import ALERTING
-from ragpulse.tasks.config import DriftConfig, OutputConfig, ScoringConfig, SourceConfig
+from ragpulse.tasks.config import DriftConfig, OutputConfig, ScoringConfig, SourceConfig, TopicsConfig
 from ragpulse.tasks.demo.generate import generate_demo_traces
 from ragpulse.tasks.reporting.grafana import dashboard_json
 from ragpulse.tasks.warehouse import ALERTS_SCHEMA, open_warehouse
@@ -61,9 +61,15 @@ def warehouses(tmp_path_factory: pytest.TempPathFactory, pg_schema: str) -> dict
             end=START + dt.timedelta(days=DAYS - 1),
             scoring=ScoringConfig(metrics=METRICS, batch_size=50),
             output=OutputConfig(warehouse=url, work_dir=str(root / f"work-{name}")),
+            # The score views from score rows alone: the questions' drift and topics have their own view tests.
             drift=DriftConfig(
-                segment_key="metadata.app", baseline_partitions=3, min_baseline_partitions=1, min_samples=10
+                segment_key="metadata.app",
+                baseline_partitions=3,
+                min_baseline_partitions=1,
+                min_samples=10,
+                question_drift=False,
             ),
+            topics=TopicsConfig(enabled=False),
             return_state=True,
         )
         assert state.is_completed(), state
@@ -397,6 +403,8 @@ def test_every_dashboard_panel_returns_rows_of_its_panel_types_shape(
             picked[variable["name"]] = [value for (value,) in rows]
     assert set(picked["metric"]) == set(METRICS) and segment_key in {"all", *picked["segment_key"]}
     for panel in _panels(document):
+        if panel["title"].startswith("Topics"):
+            continue  # the backfill above ran without topics; tests/tasks/topics runs that panel's SQL on PostgreSQL
         (target,) = panel["targets"]
         assert target["datasource"] == {"type": "grafana-postgresql-datasource", "uid": "ragpulse-warehouse"}
         repeated = panel.get("repeat")
