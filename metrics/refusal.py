@@ -44,6 +44,7 @@ from ragpulse.metrics._prompting import Trace
 from ragpulse.metrics._refusal_lexicon import LEXICONS, Lexicon
 from ragpulse.metrics._request import MetricName
 from ragpulse.metrics._spec import MetricResult, MetricSpec
+from ragpulse.metrics._vectors import unit_rows
 from ragpulse.metrics.batch import TraceBatch
 from ragpulse.metrics.errors import ShapeError
 from ragpulse.metrics.judge import JudgeContext, Outcome
@@ -298,12 +299,12 @@ class RefusalPrototypes:
 
     @functools.cached_property
     def unit_vectors(self) -> NDArray[np.float64]:
-        return _unit(np.asarray(self.vectors, dtype=np.float64))
+        return unit_rows(np.asarray(self.vectors, dtype=np.float64))
 
     @functools.cached_property
     def centroids(self) -> NDArray[np.float64]:
         """The unit mean of each class's rows: answers (row 0), refusals (row 1)."""
-        return _unit(np.stack([self.unit_vectors[self.labels == label].mean(axis=0) for label in (0, 1)]))
+        return unit_rows(np.stack([self.unit_vectors[self.labels == label].mean(axis=0) for label in (0, 1)]))
 
 
 def classify(answer_vectors: NDArray[np.floating[Any]], prototypes: RefusalPrototypes) -> NDArray[np.bool_]:
@@ -317,7 +318,7 @@ def classify(answer_vectors: NDArray[np.floating[Any]], prototypes: RefusalProto
     >>> classify(np.array([[1.0, 1.1]]), replace(protos, k=0)).tolist()  # nearest centroid: (0.95, 0.05) vs (0, 1)
     [False]
     """
-    rows = _unit(np.atleast_2d(np.asarray(answer_vectors, dtype=np.float64)))
+    rows = unit_rows(np.atleast_2d(np.asarray(answer_vectors, dtype=np.float64)))
     vectors = prototypes.unit_vectors
     if rows.shape[1] != vectors.shape[1]:
         raise ShapeError("answer_vectors", f"rows of width {vectors.shape[1]}", f"width {rows.shape[1]}")
@@ -328,12 +329,6 @@ def classify(answer_vectors: NDArray[np.floating[Any]], prototypes: RefusalProto
     nearest = np.argpartition(-similarity, prototypes.k - 1, axis=1)[:, : prototypes.k]
     labels = np.asarray(prototypes.labels, dtype=np.int64)
     return np.asarray(labels[nearest].mean(axis=1) >= prototypes.share - 1e-9)
-
-
-def _unit(rows: NDArray[np.float64]) -> NDArray[np.float64]:
-    norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    unit: NDArray[np.float64] = np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
-    return unit
 
 
 class EmbeddingRefusal:

@@ -16,6 +16,8 @@ from statistics import NormalDist
 import numpy as np
 from numpy.typing import NDArray
 
+from ragpulse.metrics._vectors import unit_rows
+
 __all__ = [
     "Clustering",
     "ShareTest",
@@ -35,11 +37,6 @@ class Clustering:
     centroids: NDArray[np.float64]
     labels: NDArray[np.int64]
     silhouette: float
-
-
-def _unit(rows: NDArray[np.float64]) -> NDArray[np.float64]:
-    norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    return rows / np.where(norms == 0.0, 1.0, norms)
 
 
 def nearest(
@@ -83,7 +80,7 @@ def spherical_kmeans(
                 far = int(np.argmin((points * centroids[labels]).sum(axis=1)))
                 sums[empty] = points[far]
                 labels[far] = empty
-            centroids = _unit(sums)
+            centroids = unit_rows(sums)
         cohesion = float((points * centroids[labels]).sum())
         if best is None or cohesion > best[0]:
             best = (cohesion, centroids, labels)

@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
+from ragpulse.metrics._vectors import unit_rows
 from ragpulse.metrics.topics import choose_clustering, class_tf_idf, nearest
 from ragpulse.tasks.topics.config import TopicsConfig
 from ragpulse.tasks.topics.terms import terms_of
@@ -66,12 +67,6 @@ _KEPT_TERMS = 10
 def language_of(tag: str | None) -> str:
     """The primary subtag of a BCP 47 tag (``zh-Hant`` is ``zh``), or ``*`` when there is none."""
     return tag.split("-", 1)[0].strip().lower() or ANY_LANGUAGE if tag else ANY_LANGUAGE
-
-
-def _unit(rows: NDArray[np.float64]) -> NDArray[np.float64]:
-    norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    unit: NDArray[np.float64] = rows / np.where(norms == 0.0, 1.0, norms)
-    return unit
 
 
 @dataclass(frozen=True)
@@ -109,7 +104,7 @@ class TopicModel:
         if not len(embeddings):
             return embeddings
         means = [self.language_means.get(language_of(tag), self.language_means[ANY_LANGUAGE]) for tag in languages]
-        return _unit(embeddings - np.stack(means))
+        return unit_rows(embeddings - np.stack(means))
 
     def assign(self, embeddings: NDArray[np.float64]) -> Assignment:
         """Each centred unit row's nearest topic, or ``UNASSIGNED`` when it lies beyond that topic's radius."""
