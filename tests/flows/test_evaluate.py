@@ -13,7 +13,6 @@ from typing import Any
 
 import duckdb
 import pytest
-from prefect.client.orchestration import get_client
 
 from ragpulse.flows.evaluate import evaluate_partition
 from ragpulse.metrics import DEFAULT_METRICS
@@ -22,6 +21,7 @@ from ragpulse.tasks.core.artifacts import warehouse_tag
 from ragpulse.tasks.core.exceptions import PartitionNotFoundError
 from ragpulse.tasks.demo.generate import generate_demo_traces
 from ragpulse.tasks.quality.tasks import OutputValidationError
+from tests.artifacts import latest_markdown
 
 DAY = dt.date(2026, 3, 2)
 TRACES = 120
@@ -118,13 +118,10 @@ def test_a_changed_day_or_gate_is_published_again(traces: Path, tmp_path: Path) 
 
 def test_summary_artifacts_are_attached(traces: Path, tmp_path: Path) -> None:
     evaluate_partition(date=DAY, **_groups(traces, tmp_path / "w.duckdb", tmp_path))
-    with get_client(sync_client=True) as client:
-        artifacts = client.read_latest_artifacts()
-    by_key = {a.key: a for a in artifacts}
     tag = warehouse_tag(f"duckdb:///{tmp_path / 'w.duckdb'}")
-    table = json.loads(by_key[f"ragpulse-summary-{DAY}-local-{tag}"].data)
+    table = json.loads(latest_markdown(f"ragpulse-summary-{DAY}-local-{tag}"))
     assert {row["metric"] for row in table} == set(DEFAULT_METRICS)
-    assert "quarantined" in by_key[f"ragpulse-run-{DAY}-local-{tag}"].data
+    assert "quarantined" in latest_markdown(f"ragpulse-run-{DAY}-local-{tag}")
 
 
 def test_s3_source_scores_the_same_as_local_files(traces: Path, tmp_path: Path, s3) -> None:  # type: ignore[no-untyped-def]
@@ -222,7 +219,5 @@ def test_failing_output_suite_publishes_nothing(traces: Path, tmp_path: Path) ->
         "AND suite = 'team_scores_out' AND NOT success",
     )
     assert failed == 1
-    with get_client(sync_client=True) as client:
-        artifacts = {a.key: a for a in client.read_latest_artifacts()}
     key = f"ragpulse-rejected-{DAY}-local-{warehouse_tag(f'duckdb:///{warehouse}')}"
-    assert "expect\\_column\\_mean\\_to\\_be\\_between" in artifacts[key].data  # markdown-escaped
+    assert "expect\\_column\\_mean\\_to\\_be\\_between" in latest_markdown(key)  # markdown-escaped

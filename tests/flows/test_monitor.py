@@ -12,13 +12,13 @@ from typing import Any
 
 import duckdb
 import pytest
-from prefect.client.orchestration import get_client
 
 from ragpulse.flows.backfill import backfill, progress_listener
 from ragpulse.flows.monitor import monitor
 from ragpulse.tasks.config import AlertConfig, DriftConfig, OutputConfig, ScoringConfig, SourceConfig
 from ragpulse.tasks.core.artifacts import warehouse_tag
 from ragpulse.tasks.monitoring.delivery import WEBHOOK_URL_ENV
+from tests.artifacts import latest_markdown
 from tests.doubles.webhook_receiver import SECRET_PATH, WebhookReceiver
 
 START = dt.date(2026, 4, 1)
@@ -190,10 +190,8 @@ def test_the_drop_is_detected_on_its_day_and_alerted_once(
     assert shares[0][0] >= 2  # the demo's questions fall into topics, compared with the baseline's
     ledger = _query(path, "SELECT channel, status, count(*) FROM alerts GROUP BY ALL ORDER BY ALL")
     assert ledger == [("event", "sent", len(degraded)), ("webhook", "sent", len(degraded))]
-    with get_client(sync_client=True) as client:
-        artifact = client.read_latest_artifacts()
-    drift_md = next(a for a in artifact if a.key == f"ragpulse-drift-{DROP_DAY}-local-{warehouse_tag(warehouse)}")
-    assert "degraded" in str(drift_md.data) and SECRET_PATH not in str(drift_md.data)
+    drift_md = latest_markdown(f"ragpulse-drift-{DROP_DAY}-local-{warehouse_tag(warehouse)}")
+    assert "degraded" in drift_md and SECRET_PATH not in drift_md
 
 
 def test_drift_segmented_by_language_finds_the_drop_in_japanese(

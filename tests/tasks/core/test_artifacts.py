@@ -35,6 +35,7 @@ from ragpulse.tasks.reporting.rejected import rejected_markdown
 from ragpulse.tasks.reporting.run_summary import MetricSummary, RunSummary
 from ragpulse.tasks.reporting.tasks import run_markdown
 from ragpulse.tasks.warehouse import DRIFT_SCHEMA, VALIDATIONS_SCHEMA
+from tests.artifacts import latest_markdown
 
 DAY = dt.date(2026, 3, 1)
 PREFECT_KEY = re.compile(r"^[a-z0-9-]+$")  # prefect.types.names: what an artifact key may hold
@@ -162,12 +163,6 @@ def _subflow_call() -> None:
     """Stands for the task run Prefect records in a flow run for each subflow it calls."""
 
 
-def _latest_markdown(key: str) -> str:
-    with get_client(sync_client=True) as client:
-        (artifact,) = [a for a in client.read_latest_artifacts() if a.key == key]
-    return str(artifact.data)
-
-
 def test_a_subflow_of_a_deployment_run_keys_by_the_deployment(prefect_api: str) -> None:
     with get_client(sync_client=True) as client:
         flow_id = client.create_flow(_parent)
@@ -175,7 +170,7 @@ def test_a_subflow_of_a_deployment_run_keys_by_the_deployment(prefect_api: str) 
         flow_run = client.create_flow_run_from_deployment(deployment_id, parameters={"warehouse_url": "a.duckdb"})
     key = run_flow(_parent, flow_run=flow_run, parameters={"warehouse_url": "a.duckdb"})
     assert key == f"ragpulse-run-2026-03-01-nightly-keys-{warehouse_tag('a.duckdb')}"
-    assert _latest_markdown(str(key)) == "# a.duckdb"
+    assert latest_markdown(str(key)) == "# a.duckdb"
 
 
 def test_the_deployment_is_found_through_the_parent_runs(prefect_api: str) -> None:
@@ -207,10 +202,10 @@ def test_runs_of_one_date_into_two_warehouses_keep_two_artifacts(prefect_api: st
         _alerts(url, f"metric_{name}")
         keys[name] = f"ragpulse-drift-2026-03-01-{LOCAL_DEPLOYMENT}-{warehouse_tag(url)}"
     assert keys["first"] != keys["second"]
-    assert "| metric\\_first |" in _latest_markdown(keys["first"])
-    assert "| metric\\_second |" in _latest_markdown(keys["second"])
+    assert "| metric\\_first |" in latest_markdown(keys["first"])
+    assert "| metric\\_second |" in latest_markdown(keys["second"])
     _alerts(f"duckdb:///{tmp_path / 'first'}.duckdb", "metric_again")  # same warehouse, same key: replaced
-    assert "| metric\\_again |" in _latest_markdown(keys["first"])
+    assert "| metric\\_again |" in latest_markdown(keys["first"])
 
 
 # ---------------------------------------------------------------- escaping
