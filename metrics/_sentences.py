@@ -113,6 +113,8 @@ def split_sentences(text: str, language: str | None = None) -> list[str]:
     ['東京は日本の首都です。', '人口は約1400万人です！']
     >>> split_sentences("Dr. Smith met J. K. Rowling in the U.S. in 1998. It was raining.")
     ['Dr. Smith met J. K. Rowling in the U.S. in 1998.', 'It was raining.']
+    >>> split_sentences("Lo regula el manual de RR. HH. de la empresa. No dice más.", "es")
+    ['Lo regula el manual de RR. HH. de la empresa.', 'No dice más.']
     >>> split_sentences("Am 3. Oktober 1990 wurde Deutschland vereint. Das war z.B. ein Feiertag.", "de")
     ['Am 3. Oktober 1990 wurde Deutschland vereint.', 'Das war z.B. ein Feiertag.']
     """
@@ -144,12 +146,17 @@ def _split_latin(text: str, *, german: bool) -> list[str]:
     return pieces
 
 
+def _is_spanish_plural_initials(word: str) -> bool:
+    """A doubled capital, Spanish's plural abbreviation (``EE. UU.``, ``RR. HH.``, ``CC. OO.``)."""
+    return len(word) == 2 and word[0] == word[1] and word.isalpha() and word.isupper()
+
+
 def _ends_sentence(text: str, match: re.Match[str], *, german: bool) -> bool:
     """Whether the full stop of ``match`` ends a sentence, judged by the word it ends and the word after it."""
     before = _WORD_BEFORE.search(text, 0, match.start() + 1)
     word = before.group(1) if before else ""
     core = word.rstrip(".").lstrip(_CLOSERS + "(").lower()
-    if core in _ABBREVIATIONS or (len(core) == 1 and core.isalpha()):
+    if core in _ABBREVIATIONS or (len(core) == 1 and core.isalpha()) or _is_spanish_plural_initials(word.rstrip(".")):
         return False
     if german and _GERMAN_ORDINAL.match(word):
         return False

@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,7 @@ from numpy.typing import NDArray
 from ragpulse.metrics._prompting import Trace
 from ragpulse.metrics._refusal_lexicon import LEXICONS, Lexicon
 from ragpulse.metrics._request import MetricName
+from ragpulse.metrics._sentences import split_sentences
 from ragpulse.metrics._spec import MetricResult, MetricSpec
 from ragpulse.metrics._vectors import unit_rows
 from ragpulse.metrics.batch import TraceBatch
@@ -111,7 +112,6 @@ _QUOTED = re.compile(
     r'"[^"\n]{0,300}"|\u201c[^\u201d\n]{0,300}\u201d|\u201e[^\u201c\u201d\n]{0,300}[\u201c\u201d]'
     r"|«[^»\n]{0,300}»|「[^」\n]{0,300}」|『[^』\n]{0,300}』"
 )
-_SENTENCE_END = re.compile(r"[.…]+(?=\s|$)|[!?]+|[。\n]+")
 # A comma followed by a subordinate question word, complementiser or purpose clause, maybe after a preposition,
 # continues the clause ("erwähnt nicht, wann ..."; "kann nicht sagen, mit welcher Version ..."; "liegen nicht
 # genügend Informationen vor, um ... zu beantworten").
@@ -129,7 +129,6 @@ _CLAUSE_END = re.compile(
 _LABEL = re.compile(r"^(?:answer|response|antwort|respuesta|réponse|回答|答案|答|답변|답)\s*:\s*")
 _EDGES = re.compile(r"^[\W_]+|[\W_]+$")
 _SPACES = re.compile(r"[^\S\n]+")
-_LAST_WORD = re.compile(r"\w+$")
 
 
 def is_refusal(answer: str, language: str | None = None) -> bool:
@@ -147,9 +146,9 @@ def is_refusal(answer: str, language: str | None = None) -> bool:
     """
     lexicons = list(LEXICONS.values()) if language is None else _lexicons_for(language)
     last_is_refusal = False
-    for sentence in _sentences(_unquoted(_normalized(answer))):
+    for sentence in split_sentences(_unquoted(_normalized(answer)), language):
         said = ""
-        for clause in _CLAUSE_END.split(sentence):
+        for clause in _CLAUSE_END.split(sentence.casefold()):
             core = _EDGES.sub("", _LABEL.sub("", _EDGES.sub("", clause)))
             if not core:
                 continue
@@ -237,23 +236,6 @@ def _unquoted(text: str) -> str:
     if _QUOTED.fullmatch(stripped):
         return stripped[1:-1]
     return _QUOTED.sub(" ", text)
-
-
-def _sentences(text: str) -> Iterator[str]:
-    """Sentences of NFKC text, case-folded; a full stop after one or two capitals is an abbreviation or an initial
-    (``RR. HH.``, ``EE. UU.``, ``J. K. Rowling``), not a sentence end."""
-    start = 0
-    for end in _SENTENCE_END.finditer(text):
-        if text[end.start()] == "." and _is_initials(text, end.start()):
-            continue
-        yield text[start : end.start()].casefold()
-        start = end.end()
-    yield text[start:].casefold()
-
-
-def _is_initials(text: str, stop: int) -> bool:
-    word = _LAST_WORD.search(text, 0, stop)
-    return word is not None and len(word[0]) <= 2 and word[0].isalpha() and word[0].isupper()
 
 
 def _clause_kind(clause: str, said: str, lexicons: Iterable[Lexicon]) -> str:

@@ -206,8 +206,8 @@ EMBEDDING_SIGNALS: tuple[str, ...] = tuple(
     )
 )
 """The embedding signals, each validated against human labels (ROC AUC on ARES, JSQuAD, CMRC 2018; docs/metrics.md),
-run on the day's ``embedding_sample`` by the judge task with the run's local encoder. Not yet in a run's default
-metrics: asked for by name (``--metrics``), as the encoder's CPU per test day would more than double the test suite."""
+run on the day's ``embedding_sample`` by the judge task with the run's local encoder. Also in a run's default metrics
+(``ScoringConfig.metrics``); kept out of :data:`DEFAULT_METRICS`, which ``compute`` scores without a model."""
 
 DEFAULT_FEEDBACK_METRICS: tuple[str, ...] = ("user_feedback:*", "tool_evaluation:*")
 """Also in a run's default metrics (``ScoringConfig.metrics``): every feedback name the day holds, people's and tools'
