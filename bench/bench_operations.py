@@ -26,21 +26,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import best, cpu_model
-from ragpulse.metrics import MetricRequest, Step, TraceBatch, compute
+from ragpulse.metrics import REGISTRY, MetricRequest, Step, TraceBatch, compute, operations
 from ragpulse.metrics.batch import Operations, SpanError, Usage
 from ragpulse.metrics.prices import merged_prices
 
 RESULTS = Path(__file__).resolve().parent / "results"
+# The metrics metrics/operations.py scores, and the agent's retrieval steps, read from the same spans.
 OPERATIONAL = (
-    "latency_ms",
-    "retrieval_latency_ms",
-    "generation_latency_ms",
-    "input_tokens",
-    "output_tokens",
-    "cost_usd",
-    "error",
-    "empty_retrieval",
-    "answer_length",
+    *(name for name, definition in REGISTRY.items() if definition.scorer.__module__ == operations.__name__),
     "retrieval_steps",
 )
 LABELLED = ("document_mrr", "document_ndcg@10", "recall@5", "answer_exact_match_normalized", "answer_f1")
