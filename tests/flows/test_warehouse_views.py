@@ -31,11 +31,11 @@ from ragpulse.tasks.demo.generate import generate_demo_traces
 from ragpulse.tasks.reporting.grafana import dashboard_json
 from ragpulse.tasks.warehouse import ALERTS_SCHEMA, open_warehouse
 from ragpulse.tasks.warehouse._views import LOWER_IS_BETTER
+from tests.grafana import PG_DSN, grafana_sql, panels, pg_rows
 
 START = dt.date(2026, 3, 2)
 DAYS = 4
 METRICS = ("document_mrr", "hit_rate@5", "answer_f1", "latency_ms", "retrieval_latency_ms")
-PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 _SUMMARY_KEY = ("partition_date", "metric", "segment_key", "segment_value")
 
@@ -293,9 +293,9 @@ def test_a_mean_not_compared_is_insufficient_data_in_the_report_and_draws_no_ban
     }
     assert {pair: shown[pair] for pair in quiet} == {pair: row["verdict"] for pair, row in quiet.items()}
     (metric, segment), row = next((pair, row) for pair, row in quiet.items() if row["verdict"] == "insufficient_data")
-    band = next(p for p in _panels(dashboard_json(schema=pg_schema)) if p["title"].endswith("drift band"))
+    band = next(p for p in panels(dashboard_json(schema=pg_schema)) if p["title"].endswith("drift band"))
     picked = {"metric": [metric], "segment_key": [row["segment_key"]], "segment_value": [row["segment_value"]]}
-    names, _, points = _pg_rows(_grafana_sql(band["targets"][0]["rawSql"], picked, (START, latest)))
+    names, _, points = pg_rows(grafana_sql(band["targets"][0]["rawSql"], picked, (START, latest)))
     (point,) = [dict(zip(names, p, strict=True)) for p in points if p[0].date() == latest]
     assert point["daily mean"] is not None and (point["band low"], point["band high"]) == (None, None), segment
 
@@ -356,37 +356,6 @@ def test_postgresql_stores_trace_metadata_as_jsonb(warehouses: dict[str, str], p
     assert {row["app"] for row in apps} == {json.loads(metadata)["app"] for metadata in traces}
 
 
-_MACRO_TIME_FILTER = re.compile(r"\$__timeFilter\(([^)]*)\)")
-_VARIABLE = re.compile(r"\$\{(\w+):sqlstring\}")
-
-
-def _sqlstring(values: list[str]) -> str:
-    """Grafana's ``sqlstring`` format: each value quoted, quotes doubled, joined by commas."""
-    return ",".join("'" + value.replace("'", "''") + "'" for value in values)
-
-
-def _grafana_sql(raw: str, picked: dict[str, list[str]], days: tuple[dt.date, dt.date]) -> str:
-    """``raw`` as Grafana's PostgreSQL data source sends it: the time macro and ``${var:sqlstring}`` expanded."""
-    first, last = days
-    window = f"'{first:%Y-%m-%d}T00:00:00Z' AND '{last:%Y-%m-%d}T23:59:59Z'"
-    expanded = _MACRO_TIME_FILTER.sub(lambda m: f"{m.group(1)} BETWEEN {window}", raw)
-    assert "$__" not in expanded, expanded
-    return _VARIABLE.sub(lambda m: _sqlstring(picked[m.group(1)]), expanded)
-
-
-def _pg_rows(raw_sql: str) -> tuple[list[str], list[str], list[tuple[Any, ...]]]:
-    """Column names, PostgreSQL type names and rows of a query, as the data source receives them."""
-    with psycopg.connect(PG_DSN) as con:
-        cursor = con.execute(raw_sql)  # type: ignore[arg-type]
-        rows = cursor.fetchall()
-        types = [con.adapters.types.get(d.type_code).name for d in cursor.description or []]  # type: ignore[union-attr]
-        return [d.name for d in cursor.description or []], types, rows
-
-
-def _panels(document: dict[str, Any]) -> list[dict[str, Any]]:
-    return [panel for panel in document["panels"] if panel["type"] != "row"]
-
-
 @pytest.mark.parametrize("segment_key", ["all", "metadata.app", "language"])
 def test_every_dashboard_panel_returns_rows_of_its_panel_types_shape(
     warehouses: dict[str, str], pg_schema: str, segment_key: str
@@ -397,14 +366,14 @@ def test_every_dashboard_panel_returns_rows_of_its_panel_types_shape(
     days = (START, START + dt.timedelta(days=DAYS - 1))
     picked: dict[str, list[str]] = {"segment_key": [segment_key]}
     for variable in document["templating"]["list"]:
-        names, _, rows = _pg_rows(_grafana_sql(variable["query"], picked, days))
+        names, _, rows = pg_rows(grafana_sql(variable["query"], picked, days))
         assert len(names) == 1 and rows, variable["name"]
         if variable["multi"]:
             picked[variable["name"]] = [value for (value,) in rows]
     assert set(picked["metric"]) == set(METRICS) and segment_key in {"all", *picked["segment_key"]}
-    for panel in _panels(document):
+    for panel in panels(document):
         if panel["title"].startswith("Topics"):
-            continue  # the backfill above ran without topics; tests/tasks/topics runs that panel's SQL on PostgreSQL
+            continue  # the backfill above ran without topics; tests/tasks/topics/test_topics_warehouse.py runs its SQL
         (target,) = panel["targets"]
         assert target["datasource"] == {"type": "grafana-postgresql-datasource", "uid": "ragpulse-warehouse"}
         repeated = panel.get("repeat")
@@ -412,7 +381,7 @@ def test_every_dashboard_panel_returns_rows_of_its_panel_types_shape(
         # The drift rows exist for the segment drift was configured with, and for the whole day.
         if repeated:
             choices = [{**c, "segment_value": [v]} for c in choices for v in picked["segment_value"]]
-        results = [_pg_rows(_grafana_sql(target["rawSql"], choice, days)) for choice in choices]
+        results = [pg_rows(grafana_sql(target["rawSql"], choice, days)) for choice in choices]
         assert any(rows for _, _, rows in results), panel["title"]
         for names, types, rows in results:
             if target["format"] == "time_series":
@@ -435,8 +404,8 @@ def test_every_dashboard_panel_returns_rows_of_its_panel_types_shape(
             # The band is drawn where a drift comparison had a baseline.
             assert any(row[3] is not None for _, _, rows in results for row in rows), panel["title"]
     if segment_key == "metadata.app":
-        trend = next(p for p in _panels(document) if p["title"] == "Daily mean")
-        _, _, rows = _pg_rows(_grafana_sql(trend["targets"][0]["rawSql"], picked, days))
+        trend = next(p for p in panels(document) if p["title"] == "Daily mean")
+        _, _, rows = pg_rows(grafana_sql(trend["targets"][0]["rawSql"], picked, days))
         assert {row[1] for row in rows} == {f"{m} · {app}" for m in METRICS for app in picked["segment_value"]}
 
 
@@ -455,8 +424,8 @@ def test_the_dashboard_command_names_other_tables_and_refuses_a_bad_schema() -> 
     result = CliRunner().invoke(app, ["dashboard", "--schema", "s1", "--table-prefix", "rp_", "--datasource-uid", "x"])
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
-    queries = [p["targets"][0]["rawSql"] for p in _panels(document)]
+    queries = [p["targets"][0]["rawSql"] for p in panels(document)]
     assert all('"s1"."rp_' in query for query in queries)
-    assert {p["targets"][0]["datasource"]["uid"] for p in _panels(document)} == {"x"}
+    assert {p["targets"][0]["datasource"]["uid"] for p in panels(document)} == {"x"}
     refused = CliRunner().invoke(app, ["dashboard", "--schema", "a; DROP TABLE scores"])
     assert refused.exit_code == 2 and "invalid PostgreSQL schema" in refused.output

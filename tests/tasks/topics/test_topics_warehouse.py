@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from psycopg import sql
 
 from ragpulse.tasks.config import DriftConfig
 from ragpulse.tasks.monitoring.tasks import detect_drift
+from ragpulse.tasks.reporting.grafana import dashboard_json
 from ragpulse.tasks.topics.config import TopicsConfig
 from ragpulse.tasks.topics.tasks import assign_topics
 from ragpulse.tasks.warehouse import (
@@ -30,12 +32,12 @@ from ragpulse.tasks.warehouse import (
     Publication,
     open_warehouse,
 )
+from tests.grafana import PG_DSN, grafana_sql, panels, pg_rows
 from tests.tasks.topics.questions import questions
 from tests.tasks.topics.test_model import language
 
 pytestmark = pytest.mark.slow  # the encoder, and PostgreSQL
 
-PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
 NOW = dt.datetime(2026, 11, 20, tzinfo=dt.UTC)
 DAYS = [dt.date(2026, 11, 1) + dt.timedelta(days=i) for i in range(8)]
 BASELINE, DAY = DAYS[:-1], DAYS[-1]
@@ -182,6 +184,13 @@ def test_postgresql_views_segment_by_topic(pg_schema: str) -> None:
         version = con.execute("SELECT max(version) FROM ragpulse_schema").fetchone()
     assert found is not None and found[0] == 3 and 20 <= found[1] <= 24
     assert version == (11,)
+    # The dashboard's Topics panel, as Grafana sends it: each day's shares, summing to 1, named by the topics table.
+    (panel,) = [p for p in panels(dashboard_json(schema=pg_schema)) if p["title"].startswith("Topics")]
+    names, types, rows = pg_rows(grafana_sql(panel["targets"][0]["rawSql"], {}, (DAYS[0], DAY)))
+    assert names == ["time", "metric", "value"] and types == ["timestamptz", "text", "float8"]
+    assert {row[0].date() for row in rows} == {DAY}  # only the assigned day has trace_topics rows
+    assert math.isclose(sum(row[2] for row in rows), 1.0) and all(row[1].startswith(("#", "no topic")) for row in rows)
+    assert sum(1 for row in rows if row[1].startswith("#")) == 3
 
 
 def _weather_topic(warehouse: Any) -> int:
