@@ -350,5 +350,26 @@ def test_the_backfill_recipe_fills_the_days_before_and_reports(stack: Stack) -> 
         ).fetchone()[0]
     assert monitored == 1  # published by the worker's run with the same configuration: skipped, not re-run
     assert compared > 0  # recomputed after the backfill, against the three days before it
+    # The label-free defaults took the deployment's path too: input drift tested against the three days before
+    # (100 questions each), every question of the day given a topic or none, the embedding metrics scored.
+    with duckdb.connect(str(warehouse), read_only=True) as db:
+        questions = db.execute(
+            "select verdict, baseline_n, current_n from drift where partition_date = ? "
+            "and metric = 'input.question_embedding' and segment = 'all'",
+            [stack.local_yesterday],
+        ).fetchall()
+        (topics_rows,) = db.execute(
+            "select count(*) from trace_topics where partition_date = ?", [stack.local_yesterday]
+        ).fetchone()
+        embedded = dict(
+            db.execute(
+                "select metric, count(*) filter (where status = 'ok') from scores where partition_date = ? "
+                "and metric in (select unnest(?::varchar[])) group by metric",
+                [stack.local_yesterday, list(DEFAULT_EMBEDDING_METRICS)],
+            ).fetchall()
+        )
+    assert [(v in ("stable", "shifted"), b, c) for v, b, c in questions] == [(True, 300, 100)], questions
+    assert topics_rows == 100
+    assert set(embedded) == set(DEFAULT_EMBEDDING_METRICS) and min(embedded.values()) > 0, embedded
     page = (stack.home / "ragpulse" / "report.html").read_text()
     assert str(stack.local_yesterday) in page and "document_mrr" in page
