@@ -25,7 +25,7 @@ $(VENV)/.installed: pyproject.toml infra/install.sh
 demo: setup
 	$(BIN)/ragpulse demo
 
-# The whole suite, as CI runs it (.ci/run): lint, types, then every test; about 20 minutes here.
+# The whole suite, as CI runs it (.ci/run): lint, types, then every test; about 40 minutes here.
 test: lint typecheck
 	$(BIN)/pytest
 
