@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ragpulse.tasks.ingest.language import identify_language, identify_languages, normalize_language_tag
@@ -76,22 +77,150 @@ def test_identify_languages_matches_one_by_one_and_runs_a_repeated_text_once(mon
     texts = ["日本の首都はどこですか？", "How do I reset my password?", "42", "日本の首都はどこですか？", ""]
     expected = [identify_language(text) for text in texts]
     calls: list[str] = []
-    real = language.identify_language
+    real = language._identified
 
-    def counted(text: str) -> str | None:
-        calls.append(text)
-        return real(text)
+    def counted(batch: list[str]) -> list[str | None]:
+        calls.extend(batch)
+        return real(batch)
 
-    monkeypatch.setattr(language, "identify_language", counted)
-    language._identified.cache_clear()
+    monkeypatch.setattr(language, "_identified", counted)
+    language._remembered.clear()
     assert identify_languages(texts) == expected == ["ja", "en", None, "ja", None]
     assert calls == ["日本の首都はどこですか？", "How do I reset my password?", "42", ""]
     assert identify_languages([]) == []
     # Later batches reuse what earlier ones identified; a long text is remembered by the part that is read.
     long_text = "How do I reset my password? " * 40
     tags = identify_languages([texts[1], long_text, long_text + "Ich weiß es nicht."])
-    assert tags == ["en", real(long_text), real(long_text)]
+    assert tags[0] == "en" and tags[1] == tags[2]
     assert calls[4:] == [long_text[: language.MAX_CHARS]]
+
+
+def test_the_least_recently_asked_text_is_forgotten_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragpulse.tasks.ingest import language
+
+    monkeypatch.setattr(language, "_REMEMBERED", 3)
+    language._remembered.clear()
+    identify_languages(["a1", "a2", "a3"])
+    identify_languages(["a1", "a4"])  # a1 asked again, so a2 goes
+    assert list(language._remembered) == ["a3", "a1", "a4"]
+    identify_languages([f"b{i}" for i in range(5)])  # more new texts than are kept: the last ones stay
+    assert list(language._remembered) == ["b2", "b3", "b4"]
+    language._remembered.clear()
+
+
+def _bench_texts() -> list[str]:
+    """bench/bench_language.py's texts (JSQuAD, CMRC 2018, ARES when ../shared/datasets is there, and its
+    hand-written pairs): questions, answers, both joined, and the passages they come from (past MAX_CHARS)."""
+    import csv
+    import json
+
+    from bench import bench_language
+
+    tables = (bench_language.HANDWRITTEN, bench_language.NEIGHBOURS)
+    pairs = [pair for table in tables for language_pairs in table.values() for pair in language_pairs]
+    texts = [text for question, answer in pairs for text in (question, answer, f"{question}\n{answer}")]
+    datasets = bench_language.DATASETS
+    for name in ("jsquad/jsquad-v1.3-valid-first-articles.json", "cmrc2018/cmrc2018-dev-first-articles.json"):
+        if (datasets / name).exists():
+            for article in json.loads((datasets / name).read_text(encoding="utf-8"))["data"]:
+                for paragraph in article["paragraphs"]:
+                    texts.append(paragraph["context"])
+                    for qa in paragraph["qas"]:
+                        texts += [qa["question"], *(answer["text"] for answer in qa["answers"][:1])]
+    csv.field_size_limit(1 << 30)
+    for name in ("nq", "hotpotqa"):
+        if (path := datasets / "ares" / f"{name}_synthetic_queries.tsv").exists():
+            with path.open(encoding="utf-8", newline="") as handle:
+                for row in csv.DictReader(handle, delimiter="\t"):
+                    texts += [row["synthetic_query"] or "", row["generated_answer"] or "", row["document"] or ""]
+    return list(dict.fromkeys(texts))
+
+
+EDGE_CASES = [
+    "",
+    "   \n\t",
+    "0123456789",
+    "3.14 + 2 = 5.14",
+    "😀👍🎉",
+    "I love it 😀😀😀 so much",
+    "😀 Où est la gare ? 😀",
+    "What does 北京 mean in English?",
+    "Python 3.11のリリース日は？",
+    "Москва — столица России, London is the capital of the UK",
+    "مرحبا hello שלום γειά σου",  # noqa: RUF001 - Greek letters meant
+    "WHERE IS THE NEAREST TRAIN STATION?",  # all upper case: classify lower-cases it
+    "Cafe\u0301 au lait, s'il vous plai\u0302t",  # decomposed accents: classify composes them (NFC)
+    "ﬁle ｆｕｌｌｗｉｄｔｈ Ａ",  # noqa: RUF001 - a ligature and full-width letters: NFC keeps them
+    "a",
+    "Ab",
+    "x" * 600,
+    "Where is the capital of Japan? " * 30,  # past MAX_CHARS
+    "Wo ist der Bahnhof? " * 20 + "Where is the station?" * 20,
+    "Ω" * 501,
+    "null\x00byte in the middle of an English question?",
+    "\x00\x00\x00",
+    "lone \ud800 surrogate in a question about the weather",
+    "\udfff\ud83d trailing surrogates, reversed pair",
+    "mixed \ud83d\ude00 escaped pair and text",
+    "\U0010ffff private use and Latin text",
+    "Ottawa",
+    "iPhone 15",
+]
+
+
+@pytest.mark.slow
+def test_the_batched_model_gives_py3langids_own_tag_for_every_text() -> None:
+    """The batch's vectorised scores pick the tag py3langid's ``classify`` picks for each text alone, on real
+    questions, answers and passages and on texts a byte walk could get wrong (surrogates, NUL, emoji, long)."""
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    from ragpulse.tasks.ingest import language
+
+    reference = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    hidden = language._NOT_LANGUAGES | language._CJK_LABELS
+    reference.set_languages([label for label in reference.labels if label not in hidden])
+
+    def classified(text: str) -> str | None:
+        text = text[: language.MAX_CHARS]
+        if not any(map(str.isalpha, text)):
+            return None
+        if tag := language._cjk_language(text):
+            return tag
+        label, confidence = reference.classify(text)
+        return None if confidence < language.MIN_CONFIDENCE else language._MACROLANGUAGE.get(label, label)
+
+    texts = EDGE_CASES + _bench_texts()
+    print(f"{len(texts)} texts compared")
+    expected = [classified(text) for text in texts]
+    language._remembered.clear()
+    assert identify_languages(texts) == expected
+    assert [identify_language(text) for text in EDGE_CASES] == expected[: len(EDGE_CASES)]
+
+
+def test_a_tag_within_rounding_of_the_threshold_is_left_to_classify(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text whose confidence is the threshold itself is the one case where scores summed in another order could
+    fall on the other side: classify decides it, as it would alone."""
+    from ragpulse.tasks.ingest import language
+
+    text = "How do I reset my password?"
+    identifier = language._identifier()
+    label, confidence = identifier.classify(text)
+    classify = type(identifier).classify
+    asked: list[str] = []
+
+    def counted(self: object, text: str) -> tuple[str, float]:
+        asked.append(text)
+        return classify(self, text)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(type(identifier), "classify", counted)
+    monkeypatch.setattr(language, "MIN_CONFIDENCE", confidence)
+    language._remembered.clear()
+    assert identify_languages([text, "Where is the nearest train station?"]) == [label, "en"]
+    assert asked == [text]
+    monkeypatch.setattr(language, "MIN_CONFIDENCE", float(np.nextafter(np.float32(confidence), np.float32(1))))
+    language._remembered.clear()
+    assert identify_languages([text]) == [None]
+    language._remembered.clear()
 
 
 def test_importing_the_module_does_not_load_the_model() -> None:
