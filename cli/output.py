@@ -207,14 +207,13 @@ def print_drift(warehouse_url: str, day: dt.date) -> None:
 def print_language_scores(warehouse_url: str, start: dt.date, end: dt.date) -> None:
     """Mean score per trace language over ``start``..``end``, for the metrics that read text: what the demo's
     Japanese and Chinese apps score next to the English ones."""
-    import duckdb
-
+    from ragpulse.tasks.core.duckdb_limits import connect_duckdb
     from ragpulse.tasks.warehouse import open_warehouse
 
     warehouse = open_warehouse(warehouse_url)
     scores = warehouse.read("scores", start=start, end=end, columns=["partition_date", "trace_id", "metric", "value"])
     traces = warehouse.read("traces", start=start, end=end, columns=["partition_date", "trace_id", "language"])
-    with duckdb.connect() as con:
+    with connect_duckdb() as con:
         con.register("scores", scores)
         con.register("traces", traces)
         rows = con.sql(

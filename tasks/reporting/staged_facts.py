@@ -63,10 +63,11 @@ def facts_of(table: pa.Table | None, trace_ids: Sequence[str], agent: Sequence[s
     """The counts over ``table``'s rows of ``trace_ids``, each id counted once (its first row)."""
     if table is None or not len(trace_ids):
         return StagedFacts(0, 0, 0, 0, 0, *(0 if name in agent else None for name in _AGENT))
-    ids = table.column("trace_id").to_numpy(zero_copy_only=False)
-    _, first = np.unique(ids, return_index=True)
-    wanted = np.isin(ids[first], np.asarray(trace_ids, dtype=object))
-    rows = np.sort(first[wanted])
+    # In Arrow: numpy's isin over object arrays of ids compares every pair (154 s of a 100k-trace day's run).
+    positions = pa.table({"trace_id": table.column("trace_id"), "row": pa.array(np.arange(table.num_rows))})
+    first = positions.group_by("trace_id", use_threads=False).aggregate([("row", "min")])
+    kept = first.filter(pc.is_in(first.column("trace_id"), value_set=pa.array(trace_ids, pa.string())))
+    rows = np.sort(kept.column("row_min").to_numpy())
     table = table.take(pa.array(rows, pa.int64()))
 
     def given(column: str) -> NDArray[np.bool_]:
