@@ -14,7 +14,6 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -24,6 +23,7 @@ from ragpulse.metrics import Status
 from ragpulse.metrics.aspect_critique import BUILTIN_ASPECTS
 from ragpulse.metrics.drift import ALERTING, Estimate, EstimatedMeans, Sample, Verdict, compare
 from ragpulse.metrics.registry import MetricRequest
+from ragpulse.tasks.core.duckdb_limits import connect_duckdb
 from ragpulse.tasks.core.fingerprint import digest
 from ragpulse.tasks.core.types import DriftAlert
 from ragpulse.tasks.monitoring.config import DriftConfig
@@ -56,7 +56,7 @@ def segment_values(metadata: pa.ChunkedArray | pa.Array, key: str) -> pa.Chunked
     """The value at ``key`` in each trace's metadata JSON as text (``true``, ``2``, ``support``); null where it is
     missing, null, an object or a list, or the metadata is not JSON. DuckDB parses the column in one pass: a
     json.loads per trace took 3.6 s of a 17 s drift check at 800k traces (bench/README.md)."""
-    with duckdb.connect() as con:
+    with connect_duckdb() as con:
         con.register("traces", pa.table({"metadata": metadata}))
         return con.sql(
             """
@@ -73,7 +73,7 @@ def segment_values(metadata: pa.ChunkedArray | pa.Array, key: str) -> pa.Chunked
 def metadata_keys(metadata: pa.ChunkedArray | pa.Array, most: int = 20) -> list[str]:
     """The ``metadata.<key>`` names of the top-level keys found in the traces' metadata JSON, most common first (at
     most ``most``): what an error about a segment key that matches nothing can offer instead."""
-    with duckdb.connect() as con:
+    with connect_duckdb() as con:
         con.register("traces", pa.table({"metadata": metadata}))
         rows = con.sql(
             """

@@ -27,7 +27,6 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -35,6 +34,7 @@ from numpy.typing import NDArray
 
 from ragpulse.metrics.drift import Verdict
 from ragpulse.metrics.embedding_drift import mmd_test
+from ragpulse.tasks.core.duckdb_limits import connect_duckdb
 from ragpulse.tasks.core.fingerprint import digest
 from ragpulse.tasks.core.redaction import redact_url
 from ragpulse.tasks.monitoring.config import DriftConfig
@@ -73,7 +73,7 @@ def _sampled(traces: pa.Table, day: dt.date, window: Sequence[dt.date], per_side
     taken = """count(*) AS n,
                min_by({'day': day, 'trace_id': trace_id, 'question': question, 'key': key}, (key, trace_id), $per_side)
                    AS rows"""
-    with duckdb.connect() as con:
+    with connect_duckdb() as con:
         con.register("traces", traces.select(["partition_date", "trace_id", "question", "segment"]))
         groups = con.sql(
             f"""

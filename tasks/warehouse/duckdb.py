@@ -21,6 +21,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from ragpulse.tasks.core.duckdb_limits import connect_duckdb
 from ragpulse.tasks.core.exceptions import ConfigError, WarehouseError, WarehouseLockedError
 from ragpulse.tasks.warehouse._locks import LOCK_POLL_SECONDS, LOCK_PROGRESS_SECONDS, lock_timeout
 from ragpulse.tasks.warehouse._schema import (
@@ -43,7 +44,7 @@ from ragpulse.tasks.warehouse._views import DUCKDB, view_definitions
 from ragpulse.tasks.warehouse.protocol import STREAMED, Publication, TableNames
 from ragpulse.tasks.warehouse.rows import RowSource
 
-__all__ = ["DEFAULT_LOCK_TIMEOUT", "PUBLISH_MEMORY_LIMIT", "DuckDBWarehouse", "duckdb_path"]
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "DuckDBWarehouse", "duckdb_path"]
 
 _log = logging.getLogger(__name__)
 
@@ -91,12 +92,6 @@ def _create_table(spec: TableSpec, name: str, *, exists_ok: bool = True) -> str:
 _WRITE_LOCK = threading.Lock()
 # How long a publish waits for another process's file lock by default; ``?lock_timeout=<seconds>`` on the URL.
 DEFAULT_LOCK_TIMEOUT = 30.0
-# DuckDB's buffer manager limit while publishing. With its default (80 % of RAM) the blocks a large insert writes
-# stay cached (a bare insert of 300k traces' excerpts grew the process by 1 GB); with this limit they are evicted (or
-# spilled to the temp directory next to the file) and the growth stays near the limit whatever the day's size
-# (bench/README.md, "Publishing"). It is the database instance's setting: any connection to the file this process
-# holds at that time shares it.
-PUBLISH_MEMORY_LIMIT = "512MB"
 
 
 _HOLDER = re.compile(r"Conflicting lock is held in (?P<program>.+?) \(PID (?P<pid>\d+)\)")
@@ -169,7 +164,7 @@ class DuckDBWarehouse:
         reported = -math.inf
         while True:
             try:
-                connection = duckdb.connect(str(self.path), read_only=read_only)
+                connection = connect_duckdb(self.path, read_only=read_only)
             except duckdb.IOException as exc:
                 if "lock" not in str(exc).lower():
                     raise WarehouseError(f"cannot open warehouse {self.path}: {exc}") from exc
@@ -201,7 +196,6 @@ class DuckDBWarehouse:
         with _WRITE_LOCK:
             con = self.connect()
             try:
-                con.execute(f"SET memory_limit = '{PUBLISH_MEMORY_LIMIT}'")
                 self._ensure_schema(con)
                 self._publish(con, publication)
                 self._refresh_snapshot(con)
@@ -396,8 +390,9 @@ class DuckDBWarehouse:
 
     def _publish(self, con: duckdb.DuckDBPyConnection, publication: Publication) -> None:
         """Scores and traces stream in: each INSERT reads a RecordBatchReader over its row source, one batch at a
-        time, and under PUBLISH_MEMORY_LIMIT DuckDB writes out or spills what it inserted instead of caching it,
-        so neither side holds the day. A source that fails mid-way fails its INSERT, and all of it rolls back."""
+        time, and under ``connect_duckdb``'s memory limit DuckDB writes out or spills what it inserted instead of
+        caching it, so neither side holds the day. A source that fails mid-way fails its INSERT, and all of it rolls
+        back."""
         day = publication.partition_date
         streamed = {key: conform_rows(TABLES[key], getattr(publication, key), day) for key in STREAMED}
         conversations = conform_partition({"conversation_scores": publication.conversation_scores}, day)

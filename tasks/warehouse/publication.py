@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ragpulse.metrics import MetricResult, Status
+from ragpulse.tasks.core.duckdb_limits import connect_duckdb
 from ragpulse.tasks.core.types import (
     TRACE_ROWS_SCHEMA,
     BatchRef,
@@ -402,7 +403,7 @@ def trace_excerpts(scores: PartitionScores, storage_options: Mapping[str, Any] |
 
 def _excerpt_batches(scores: PartitionScores, storage_options: Mapping[str, Any] | None) -> Iterator[pa.RecordBatch]:
     # One in-memory database for the day's batches: opening one took a fifth of a batch's excerpt time.
-    with duckdb.connect() as con:
+    with connect_duckdb() as con:
         for rows in _kept_rows(scores, _reader(storage_options, TRACE_ROWS_SCHEMA.names)):
             yield from _excerpts(con, rows).to_batches()
 
@@ -419,7 +420,7 @@ def retrieval_steps(scores: PartitionScores, storage_options: Mapping[str, Any] 
         return sum(pc.sum(pc.list_value_length(rows["steps"])).as_py() or 0 for rows in _kept_rows(scores, kinds))
 
     def steps() -> Iterator[pa.RecordBatch]:
-        with duckdb.connect() as con:
+        with connect_duckdb() as con:
             for rows in _kept_rows(scores, _reader(storage_options, ["trace_id", "steps"])):
                 yield from _steps(con, rows).to_batches()
 
