@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BackfillBar",
+    "EvaluateBar",
     "ExitCode",
     "FlagsCommand",
     "FlagsGroup",
@@ -145,7 +146,7 @@ class FlagsGroup(TyperGroup):
 
 
 def progress() -> Progress:
-    """The backfill's progress display."""
+    """The progress display of a backfill or an evaluated day: description, bar, done of total, elapsed, note."""
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     return Progress(*columns, TextColumn("{task.fields[note]}"), console=console)
 
@@ -174,6 +175,38 @@ class BackfillBar:
         failed = f"[red]{self._failed} failed[/red] " if self._failed else ""
         unscored = f"[yellow]{self._unscored} scored nothing[/yellow] " if self._unscored else ""
         self._progress.update(self._job, note=f"{failed}{unscored}{running}")
+
+
+class EvaluateBar:
+    """Rich progress lines fed by the evaluate flow's events, one per stage as it starts: slices staged (with the
+    traces staged so far), batches scored (with those from the cache), rows published. A stage's clock stops when
+    it is done."""
+
+    def __init__(self, progress: Progress) -> None:
+        self._progress = progress
+        self._stages: dict[str, TaskID] = {}
+
+    def _show(self, stage: str, done: int, total: int | None, note: str) -> None:
+        if stage not in self._stages:
+            self._stages[stage] = self._progress.add_task(stage, total=total, note="")
+        job = self._stages[stage]
+        self._progress.update(job, completed=done, total=total, note=note)
+        if total is not None and done >= total:
+            self._progress.stop_task(job)
+
+    def staging(self, day: dt.date, slices: int, of: int, traces: int) -> None:
+        self._show("slices staged", slices, of, f"{traces} traces")
+
+    def scoring(self, day: dt.date, batches: int, of: int, cached: int) -> None:
+        self._show("batches scored", batches, of, f"{cached} from the cache" if cached else "")
+
+    def publishing(self, day: dt.date) -> None:
+        self._show("rows published", 0, None, "assembling and validating the scores")
+
+    def published(self, day: dt.date, rows: Mapping[str, int]) -> None:
+        total = sum(rows.values())
+        tables = ", ".join(f"{table} {n}" for table, n in rows.items()) or "none: unchanged since published"
+        self._show("rows published", total, total, tables)
 
 
 def _number(value: float | None, spec: str = ".3f") -> str:

@@ -21,6 +21,7 @@ import typer
 from ragpulse.cli.options import ConfigOption, JsonOption, parse_date, setting_options
 from ragpulse.cli.output import (
     BackfillBar,
+    EvaluateBar,
     ExitCode,
     console,
     fail,
@@ -118,7 +119,8 @@ def evaluate(
         from ragpulse.tasks.reporting.run_summary import NothingScoredError
 
         try:
-            summary = evaluate_partition(date=partition, **run_config.partition_groups())
+            with _evaluate_progress(shown=not as_json):
+                summary = evaluate_partition(date=partition, **run_config.partition_groups())
         except NothingScoredError as exc:  # published, but the run failed: the exit code says so
             summary = exc.summary
         except RagpulseError as exc:
@@ -129,6 +131,20 @@ def evaluate(
         print_summaries([summary])
     if (unscored := outcome_exit(summary)) is not None:
         raise unscored
+
+
+@contextmanager
+def _evaluate_progress(*, shown: bool) -> Iterator[None]:
+    """The evaluated day's progress on stderr, stage by stage, when ``shown`` and both stdout and stderr are a
+    terminal; nothing otherwise (``--json``, a pipe, a log file, a scheduler)."""
+    if not (shown and console.is_terminal and out.is_terminal):
+        yield
+        return
+    from ragpulse.flows.evaluate import progress_listener
+
+    display = progress()
+    with display, progress_listener(EvaluateBar(display)):
+        yield
 
 
 @setting_options(*GROUPS)

@@ -8,11 +8,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from prefect import get_run_logger, task, unmapped
 from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
+from prefect.futures import as_completed
 from prefect.runtime import task_run
 
 from ragpulse.tasks.core import types as run_types
@@ -164,16 +166,25 @@ def stage_day(
     staged_url: str,
     batch_size: int,
     result_storage: Any,
+    on_slice: Callable[[int, int, int], None] | None = None,
 ) -> StagedPartition:
     """Stage a day from a flow: canonical traces as slices of about ``source.slice_mb`` mapped on the flow's task
     runner and combined here, a span format in one ``stage_partition`` task. The staged batches go to
     ``staged_url``, reached with the source's storage options. A cached slice (or staging) whose batches are gone
-    is staged again, and only that one."""
+    is staged again, and only that one.
+
+    ``on_slice(slices, of, traces)``, if given, is called here, in the caller's thread: once before staging (0 of
+    the day's slices), then as each slice is done, with the valid traces staged so far (a span format is one
+    slice). A slice staged again because its batches were gone is not reported twice."""
     logger = get_run_logger()
     work_options = source.storage_options
     if adapters.adapter_for(source.format) is not None:
         whole = stage_partition.with_options(result_storage=result_storage)
+        if on_slice is not None:
+            on_slice(0, 1, 0)
         staged = whole(date, files, source, staged_url=staged_url, batch_size=batch_size)
+        if on_slice is not None:
+            on_slice(1, 1, staged.n_valid)
         if gone := missing_batches(staged, work_options):
             logger.warning("%d staged batches of the cached staging are gone; staging the day again", len(gone))
             staged = whole.with_options(refresh_cache=True)(
@@ -183,13 +194,23 @@ def stage_day(
     plan = plan_staging(files, source)
     stage = stage_slice.with_options(result_storage=result_storage)
 
-    def stage_all(pieces: list[tuple[SlicePiece, ...]], task: Any = stage) -> list[StagedSlice]:
+    def stage_all(
+        pieces: list[tuple[SlicePiece, ...]], task: Any = stage, report: Callable[[int, int, int], None] | None = None
+    ) -> list[StagedSlice]:
         futures = task.map(
             pieces=pieces, date=unmapped(date), source=unmapped(source), staged_url=staged_url, batch_size=batch_size
         )
+        if report is not None:
+            report(0, len(futures), 0)
+            traces = 0
+            for done, future in enumerate(as_completed(list(futures)), start=1):
+                future.wait()  # sets the future's final state; a failed slice raises below, in plan order
+                if future.state.is_completed():
+                    traces += future.result().staged.n_valid
+                report(done, len(futures), traces)
         return [future.result() for future in futures]
 
-    parts = stage_all(plan)
+    parts = stage_all(plan, report=on_slice)
     stale = [i for i, part in enumerate(parts) if missing_batches(part.staged, work_options)]
     if stale:
         logger.warning("%d cached staging slices have batches that are gone; staging them again", len(stale))
