@@ -1,12 +1,17 @@
 """The floor of issue 17: one DuckDB query against a cold and a warm ``ragpulse evaluate`` on the same day.
 
 Generates one ``dt=`` partition of N demo traces (``bench_flow.generate``: plain JSONL, gzipped JSONL and Parquet,
-no malformed lines, since the floor validates nothing), then measures side by side in one run:
+no malformed lines, since the floor validates nothing), then by default makes every question and answer distinct
+(``distinct_texts``): the demo draws them from a small corpus, so every cache keyed on text (language
+identification, embeddings) would hit far more often than on production traffic. Then it measures side by side in
+one run:
 
 * **floor**: one DuckDB SQL statement that reads the files straight (``read_json`` + ``read_parquet``) and
   writes the five retrieval metrics of every trace into a table, with ragpulse's definitions (docs/metrics.md);
-* **cold**: ``ragpulse evaluate`` as a subprocess on a fresh work dir and warehouse, with ephemeral Prefect (no
-  ``PREFECT_API_URL``; a bench-owned ``PREFECT_HOME`` whose database is created before the clock starts);
+* **cold**: ``ragpulse evaluate`` as a subprocess on a fresh work dir and warehouse, against a Prefect server the
+  bench started before the clock (as a deployment runs; its CPU during the run is recorded apart), or with
+  ``--ephemeral`` against Prefect's ephemeral API (a bench-owned ``PREFECT_HOME`` whose database is created before
+  the clock starts; the API server is then a child, and its CPU counts);
 * **warm**: the same command again on the unchanged day, same work dir and warehouse.
 
 Wall time, CPU time (``os.wait4`` rusage: the process and the children it reaped, i.e. the ephemeral API server)
@@ -19,21 +24,31 @@ Usage::
 
     python bench/bench_floor.py                     # 100,000 traces -> bench/results/floor-100000.json
     python bench/bench_floor.py --n 1000000
+    python bench/bench_floor.py --ephemeral         # a one-off CLI call -> floor-100000-ephemeral.json
     python bench/bench_floor.py --n 20000 --profile --data /tmp/floor-data   # keep and reuse the generated day
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gzip
 import json
 import os
 import pstats
+import random
+import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -161,12 +176,19 @@ def read_once(partition: Path) -> None:
 
 
 def floor(partition: Path, db: Path) -> dict[str, Any]:
+    """The floor's query, in a child process: DuckDB grows the process that runs it by gigabytes at 1M, and a
+    process forked from a large one inherits its RSS high-water mark (see ``run_ragpulse``)."""
+    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+        return pool.submit(_floor, str(partition), str(db)).result()
+
+
+def _floor(partition: str, db: str) -> dict[str, Any]:
     import duckdb
 
-    files = sorted(partition.iterdir())
+    files = sorted(Path(partition).iterdir())
     json_files = [str(f) for f in files if f.name.endswith((".jsonl", ".jsonl.gz"))]
     parquet_files = [str(f) for f in files if f.name.endswith(".parquet")]
-    con = duckdb.connect(str(db))
+    con = duckdb.connect(db)
     wall, cpu = time.perf_counter(), time.process_time()
     con.execute(FLOOR_SQL, {"json_files": json_files, "parquet_files": parquet_files})
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -176,13 +198,16 @@ def floor(partition: Path, db: Path) -> dict[str, Any]:
 
 
 class TreeSampler:
-    """Peak RSS of a process and of its whole tree, and the last CPU times seen of each process in it."""
+    """Peak RSS of a process and of its whole tree, the kernel's high-water mark of the process (``VmHWM``: a spike
+    between two samples counts), its RSS once a second, and the last CPU times seen of each process in the tree."""
 
     def __init__(self, pid: int, interval: float) -> None:
         self.root = psutil.Process(pid)
         self.interval = interval
-        self.own_peak = self.tree_peak = 0
+        self.own_peak = self.tree_peak = self.own_hwm = 0
         self.cpu_seen: dict[int, float] = {}
+        self.timeline: list[tuple[float, int]] = []  # (seconds since start, RSS MiB)
+        self._started = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tree-sampler", daemon=True)
         self._thread.start()
@@ -208,14 +233,35 @@ class TreeSampler:
                 self.cpu_seen[process.pid] = times.user + times.system
                 if process.pid == self.root.pid:
                     self.own_peak = max(self.own_peak, rss)
+                    self.own_hwm = max(self.own_hwm, _high_water_mark(process.pid))
+                    elapsed = time.monotonic() - self._started
+                    if not self.timeline or elapsed - self.timeline[-1][0] >= 1.0:
+                        self.timeline.append((round(elapsed, 1), round(rss / 2**20)))
             self.tree_peak = max(self.tree_peak, total)
             self._stop.wait(self.interval)
 
 
-def run_ragpulse(command: list[str], env: dict[str, str], log: Path, interval: float) -> dict[str, Any]:
-    """Run one CLI call; wall, CPU of it and its reaped children (wait4), peak RSS sampled over its tree, and on
-    failure the end of its output (the scratch dir and its logs are removed)."""
+def _high_water_mark(pid: int) -> int:
+    """``VmHWM`` of ``pid`` in bytes (Linux), 0 where it cannot be read."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def run_ragpulse(
+    command: list[str], env: dict[str, str], log: Path, interval: float, server: psutil.Process | None = None
+) -> dict[str, Any]:
+    """Run one CLI call; wall, CPU of it and its reaped children (wait4), peak RSS sampled over its tree and its
+    ``VmHWM``, and on failure the end of its output (the scratch dir and its logs are removed).
+
+    Not wait4's ``ru_maxrss``: Linux keeps a process's RSS high-water mark across ``execve``, so a child forked
+    from this process starts with this process's RSS as its peak. An earlier version of this bench ran the floor's
+    DuckDB query and the text pass in its own process, which then held gigabytes, and reported a 10.5 GB
+    ``ru_maxrss`` for a ragpulse run whose own peak was 2.5 GB (bench/README.md, "Memory")."""
     load_before = os.getloadavg()
+    server_before = server_cpu_s(server)
     with log.open("wb") as out:
         start = time.perf_counter()
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=log.parent)
@@ -223,6 +269,7 @@ def run_ragpulse(command: list[str], env: dict[str, str], log: Path, interval: f
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - start
         sampler.stop()
+    server_after = server_cpu_s(server)
     exit_code = os.waitstatus_to_exitcode(status)
     reaped_cpu = usage.ru_utime + usage.ru_stime
     seen_cpu = sum(sampler.cpu_seen.values())  # a lower bound, but it counts children that were never reaped
@@ -234,7 +281,11 @@ def run_ragpulse(command: list[str], env: dict[str, str], log: Path, interval: f
         "children_cpu_s_seen": round(children_seen, 2),
         "peak_rss_tree_mib": round(sampler.tree_peak / 2**20),
         "peak_rss_ragpulse_mib": round(sampler.own_peak / 2**20),
-        "ru_maxrss_mib": round(usage.ru_maxrss / 1024),  # KiB on Linux: the largest of the process and its children
+        "vm_hwm_ragpulse_mib": round(sampler.own_hwm / 2**20),
+        "server_cpu_s": None
+        if server_before is None or server_after is None
+        else round(server_after - server_before, 2),
+        "rss_mib_timeline": sampler.timeline,
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
     }
@@ -259,6 +310,104 @@ def evaluate_command(source: Path, work: Path, warehouse: Path) -> list[str]:
         "--work-dir",
         str(work),
     ]
+
+
+_CJK = re.compile("[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_WORD = re.compile(r"\w{3,}")
+
+
+def distinct_texts(partition: Path, seed: int) -> int:
+    """Make every question and answer of the day distinct, in its own language: each gets a few words of one of its
+    own trace's passages appended (a run of characters for CJK), as a user's wording varies around the same
+    knowledge base. Passages stay as generated (a knowledge base repeats); the retrieval metrics' values do not
+    depend on the texts. Returns how many texts were changed."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = random.Random(seed)
+    changed = 0
+
+    def vary(text: str | None, passages: list[Any]) -> str | None:
+        nonlocal changed
+        passage = next((c["text"] for c in passages or () if c and c.get("text")), None)
+        if text is None or not passage:
+            return text
+        changed += 1
+        if _CJK.search(passage):
+            start = rng.randrange(max(1, len(passage) - 8))
+            return f"{text}（{passage[start : start + rng.randint(4, 8)]}）"
+        words = _WORD.findall(passage)
+        return f"{text} ({' '.join(rng.sample(words, min(len(words), rng.randint(3, 6))))})"
+
+    def record(line: str) -> str:
+        trace = json.loads(line)
+        passages = list(trace.get("contexts") or [])
+        rng.shuffle(passages)
+        trace["question"] = vary(trace.get("question"), passages)
+        trace["answer"] = vary(trace.get("answer"), passages[::-1])
+        return json.dumps(trace, ensure_ascii=False)
+
+    for path in sorted(partition.iterdir()):
+        if path.suffix == ".parquet":
+            table = pq.read_table(path)
+            rows = table.to_pylist()
+            for row in rows:
+                passages = list(row.get("contexts") or [])
+                rng.shuffle(passages)
+                row["question"] = vary(row.get("question"), passages)
+                row["answer"] = vary(row.get("answer"), passages[::-1])
+            pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), path)
+            continue
+        opener: Any = gzip.open if path.suffix == ".gz" else open
+        varied = path.with_name(f"{path.name}.distinct")
+        with opener(path, "rt", encoding="utf-8") as src, opener(varied, "wt", encoding="utf-8") as dst:
+            for line in src:
+                dst.write(f"{record(line)}\n" if line.strip() else line)
+        varied.replace(path)
+    return changed
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def prefect_server(env: dict[str, str], log: Path) -> Iterator[tuple[str, psutil.Process]]:
+    """A Prefect API server on loopback, started and healthy before any clock starts, as a deployment's runs find
+    it; yields its URL and its process (whose CPU during a run is recorded apart)."""
+    port = free_port()
+    prefect = str(Path(sys.executable).with_name("prefect"))
+    command = [prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    with log.open("wb") as out:
+        server = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/api"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+                if response.status == 200:
+                    break
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"prefect server did not start: {log.read_text(errors='replace')[-2000:]}")
+            time.sleep(0.5)
+        yield url, psutil.Process(server.pid)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, 15)
+        server.wait(30)
+
+
+def server_cpu_s(process: psutil.Process | None) -> float | None:
+    """The server's CPU so far, its children's included."""
+    if process is None:
+        return None
+    with contextlib.suppress(psutil.Error):
+        times = process.cpu_times()
+        children = sum(sum(c.cpu_times()[:2]) for c in process.children(recursive=True))
+        return times.user + times.system + children
+    return None
 
 
 def prefect_env(home: Path) -> dict[str, str]:
@@ -323,14 +472,32 @@ sys.exit(code)
 """
 
 
+# A child that imports ragpulse from PYTHONPATH (``--before``): the editable install's finder sits on sys.meta_path
+# ahead of PYTHONPATH, so it is dropped first.
+_FROM_PYTHONPATH = (
+    "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()];"
+    "sys.modules.pop('ragpulse', None);"
+)
+
+
 def package_roots(env: dict[str, str], cwd: Path) -> list[str]:
     """Where the subprocess finds ragpulse's flows, tasks and metrics (PYTHONPATH can point at another checkout)."""
     code = (
-        "import ragpulse.flows as f, ragpulse.tasks as t, ragpulse.metrics as m;"
-        "print(f.__path__[0], t.__path__[0], m.__path__[0])"
+        (_FROM_PYTHONPATH if env.get("PYTHONPATH") else "")
+        + "import ragpulse.flows as f, ragpulse.tasks as t, ragpulse.metrics as m;"
+        + "print(f.__path__[0], t.__path__[0], m.__path__[0])"
     )
     found = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, check=True, capture_output=True, text=True)
     return found.stdout.split()
+
+
+def cli_command(env: dict[str, str]) -> list[str]:
+    """How to start the ragpulse CLI with ``env``: the installed script, or for PYTHONPATH code its module."""
+    if not env.get("PYTHONPATH"):
+        return [str(Path(sys.executable).with_name("ragpulse"))]
+    run = "import runpy; sys.argv[0] = 'ragpulse'; runpy.run_module('ragpulse.cli', run_name='__main__')"
+    code = _FROM_PYTHONPATH + run
+    return [sys.executable, "-c", code]
 
 
 def profile_cold(
@@ -383,17 +550,22 @@ def _relative(filename: str, roots: list[str]) -> str:
 
 
 def cold_and_warm(
-    source: Path, scratch: Path, floor_db: Path, env: dict[str, str], interval: float
+    source: Path,
+    scratch: Path,
+    floor_db: Path,
+    env: dict[str, str],
+    interval: float,
+    server: psutil.Process | None,
 ) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]:
     """A cold and a warm run on a fresh work dir and warehouse, and their values compared with the floor's. A failed
     cold run is recorded as far as it went, and nothing else is run."""
     scratch.mkdir(parents=True, exist_ok=True)
     warehouse = scratch / "warehouse.duckdb"
-    command = evaluate_command(source, scratch / "work", warehouse)
-    cold = run_ragpulse(command, env, scratch / "cold.log", interval)
+    command = [*cli_command(env), *evaluate_command(source, scratch / "work", warehouse)[1:]]
+    cold = run_ragpulse(command, env, scratch / "cold.log", interval, server)
     print(f"cold: {cold}")
     ok = cold["exit_code"] == 0
-    warm = run_ragpulse(command, env, scratch / "warm.log", interval) if ok else None
+    warm = run_ragpulse(command, env, scratch / "warm.log", interval, server) if ok else None
     print(f"warm: {warm}")
     values = compare(floor_db, warehouse) if ok else None
     print(f"values: {values}")
@@ -417,6 +589,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=17)
     parser.add_argument("--data", type=Path, help="keep the generated day here, and reuse it if already there")
     parser.add_argument("--interval", type=float, default=0.1, help="RSS sampling interval, s")
+    parser.add_argument(
+        "--ephemeral", action="store_true", help="run against Prefect's ephemeral API (a one-off CLI call, the demo)"
+    )
+    parser.add_argument(
+        "--repeated-texts", action="store_true", help="keep the demo corpus's repeated questions and answers"
+    )
     parser.add_argument("--profile", action="store_true", help="also run a cold flow under cProfile")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--profile-out", type=Path, help="keep the merged cProfile stats here")
@@ -428,19 +606,35 @@ def main(argv: list[str] | None = None) -> int:
         "measured in the same run, before this checkout's, on the same day and the same floor",
     )
     args = parser.parse_args(argv)
-    out = args.out or RESULTS / f"floor-{args.n}.json"
+    suffix = ("-ephemeral" if args.ephemeral else "") + ("-repeated" if args.repeated_texts else "")
+    out = args.out or RESULTS / f"floor-{args.n}{suffix}.json"
 
     scratch = Path(tempfile.mkdtemp(prefix="bench-floor-"))
     try:
         source = args.data or scratch / "traces"
-        marker = source / f"generated-{args.n}-{args.seed}.json"
+        texts = "repeated" if args.repeated_texts else "distinct"
+        marker = source / f"generated-{args.n}-{args.seed}-{texts}.json"
         if marker.exists():
             data = json.loads(marker.read_text())
         else:
             shutil.rmtree(source / f"dt={DAY}", ignore_errors=True)
+            for old in source.glob("generated-*.json"):
+                old.unlink()
             data = generate(source, args.n, args.seed, malformed=0)
+            if not args.repeated_texts:
+                start = time.perf_counter()
+                with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+                    changed = pool.submit(distinct_texts, source / f"dt={DAY}", args.seed).result()
+                data["texts_made_distinct"] = changed
+                data["seconds"] = round(data["seconds"] + time.perf_counter() - start, 1)
             marker.write_text(json.dumps(data))
-        data = {**describe_partition(source, data["seconds"]), "traces": args.n, "seed": args.seed}
+        data = {
+            **describe_partition(source, data["seconds"]),
+            "traces": args.n,
+            "seed": args.seed,
+            "texts": texts,
+            "texts_made_distinct": data.get("texts_made_distinct"),
+        }
         print(f"day: {args.n:,} traces, {data['bytes'] / 2**20:.0f} MiB, generated in {data['seconds']} s")
 
         env = prefect_env(scratch / "prefect-home")
@@ -448,57 +642,76 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         subprocess.run([prefect, "server", "database", "upgrade", "-y"], env=env, check=True, capture_output=True)
         database_s = round(time.perf_counter() - start, 1)
-
-        roots = package_roots(env, scratch)
-        print(f"ragpulse code: {roots[0]}")
-        load_before = os.getloadavg()
-        floor_db = scratch / "floor.duckdb"
-        read_once(source / f"dt={DAY}")
-        floor_run = floor(source / f"dt={DAY}", floor_db)
-        print(f"floor: {floor_run}")
-        before = None
-        if args.before is not None:
-            before_env = {**env, "PYTHONPATH": str(args.before)}
-            before = {"packages": package_roots(before_env, scratch)}
-            print(f"before: ragpulse code {before['packages'][0]}")
-            cold, warm, values = cold_and_warm(source, scratch / "before", floor_db, before_env, args.interval)
-            before.update(cold=cold, warm=warm, values=values, ratios=ratios(floor_run, cold, warm))
-        cold, warm, values = cold_and_warm(source, scratch / "after", floor_db, env, args.interval)
-        ok = cold["exit_code"] == 0
-        profile = None
-        if args.profile and ok:
-            profiled = evaluate_command(source, scratch / "work-profile", scratch / "warehouse-profile.duckdb")
-            profile = profile_cold(profiled, env, scratch, args.top, args.profile_out, roots)
-            print(json.dumps(profile, indent=1))
-
-        result = {
-            "benchmark": "bench/bench_floor.py",
-            "data": {**data, "partition": str(DAY), "generator": "ragpulse.tasks.demo.generate (no malformed lines)"},
-            "metrics": list(METRICS),
-            "ragpulse_code": {"packages": roots, "PYTHONPATH": os.environ.get("PYTHONPATH")},
-            "prefect_database_created_s": database_s,
-            "floor": floor_run,
-            "cold": cold,
-            "warm": warm,
-            "ratios": ratios(floor_run, cold, warm),
-            "values": values,
-            "before": before,
-            "profile": profile,
-            "machine": {
-                "cpu_model": cpu_model(),
-                "cores": os.cpu_count(),
-                "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-                "python": sys.version.split()[0],
-                "load_average_before": [round(x, 2) for x in load_before],
-                "load_average_after": [round(x, 2) for x in os.getloadavg()],
-            },
-        }
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2, default=str) + "\n")
-        print(f"wrote {out}")
-        return 0 if values and values["equal"] and warm and warm["exit_code"] == 0 else 1
+        with contextlib.ExitStack() as stack:
+            server = None
+            if not args.ephemeral:
+                url, server = stack.enter_context(prefect_server(env, scratch / "server.log"))
+                env["PREFECT_API_URL"] = url
+            return _measure(args, source, scratch, env, server, data, database_s, out)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _measure(
+    args: argparse.Namespace,
+    source: Path,
+    scratch: Path,
+    env: dict[str, str],
+    server: psutil.Process | None,
+    data: dict[str, Any],
+    database_s: float,
+    out: Path,
+) -> int:
+    """The floor, then each ragpulse's cold and warm runs (and the profiled cold run), written to ``out``."""
+    roots = package_roots(env, scratch)
+    print(f"ragpulse code: {roots[0]}")
+    load_before = os.getloadavg()
+    floor_db = scratch / "floor.duckdb"
+    read_once(source / f"dt={DAY}")
+    floor_run = floor(source / f"dt={DAY}", floor_db)
+    print(f"floor: {floor_run}")
+    before = None
+    if args.before is not None:
+        before_env = {**env, "PYTHONPATH": str(args.before)}
+        before = {"packages": package_roots(before_env, scratch)}
+        print(f"before: ragpulse code {before['packages'][0]}")
+        cold, warm, values = cold_and_warm(source, scratch / "before", floor_db, before_env, args.interval, server)
+        before.update(cold=cold, warm=warm, values=values, ratios=ratios(floor_run, cold, warm))
+    cold, warm, values = cold_and_warm(source, scratch / "after", floor_db, env, args.interval, server)
+    ok = cold["exit_code"] == 0
+    profile = None
+    if args.profile and ok:
+        profiled = evaluate_command(source, scratch / "work-profile", scratch / "warehouse-profile.duckdb")
+        profile = profile_cold(profiled, env, scratch, args.top, args.profile_out, roots)
+        print(json.dumps(profile, indent=1))
+
+    result = {
+        "benchmark": "bench/bench_floor.py",
+        "data": {**data, "partition": str(DAY), "generator": "ragpulse.tasks.demo.generate (no malformed lines)"},
+        "prefect": "ephemeral API" if server is None else "running server (its CPU during each run: server_cpu_s)",
+        "metrics": list(METRICS),
+        "ragpulse_code": {"packages": roots, "PYTHONPATH": os.environ.get("PYTHONPATH")},
+        "prefect_database_created_s": database_s,
+        "floor": floor_run,
+        "cold": cold,
+        "warm": warm,
+        "ratios": ratios(floor_run, cold, warm),
+        "values": values,
+        "before": before,
+        "profile": profile,
+        "machine": {
+            "cpu_model": cpu_model(),
+            "cores": os.cpu_count(),
+            "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+            "python": sys.version.split()[0],
+            "load_average_before": [round(x, 2) for x in load_before],
+            "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        },
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    print(f"wrote {out}")
+    return 0 if values and values["equal"] and warm and warm["exit_code"] == 0 else 1
 
 
 if __name__ == "__main__":
