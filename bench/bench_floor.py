@@ -39,14 +39,11 @@ import pstats
 import random
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
-from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
@@ -57,7 +54,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench._common import cpu_model  # noqa: E402
+from bench._common import cpu_model, prefect_server  # noqa: E402
 from bench.bench_flow import DAY, describe_partition, generate  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
@@ -365,38 +362,6 @@ def distinct_texts(partition: Path, seed: int) -> int:
                 dst.write(f"{record(line)}\n" if line.strip() else line)
         varied.replace(path)
     return changed
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextlib.contextmanager
-def prefect_server(env: dict[str, str], log: Path) -> Iterator[tuple[str, psutil.Process]]:
-    """A Prefect API server on loopback, started and healthy before any clock starts, as a deployment's runs find
-    it; yields its URL and its process (whose CPU during a run is recorded apart)."""
-    port = free_port()
-    prefect = str(Path(sys.executable).with_name("prefect"))
-    command = [prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)]
-    with log.open("wb") as out:
-        server = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}/api"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                if response.status == 200:
-                    break
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"prefect server did not start: {log.read_text(errors='replace')[-2000:]}")
-            time.sleep(0.5)
-        yield url, psutil.Process(server.pid)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(server.pid, 15)
-        server.wait(30)
 
 
 def server_cpu_s(process: psutil.Process | None) -> float | None:
