@@ -360,6 +360,7 @@ def _merged(config_file: str | os.PathLike[str] | None, overrides: Mapping[str, 
 #: deployment recipes' own (infra/), which a worker's environment may well carry.
 OTHER_VARIABLES = frozenset({
     CONFIG_ENV, API_KEY_ENV, EXTRA_HEADERS_ENV, "RAGPULSE_ALERT_WEBHOOK_URL", "RAGPULSE_TORCH_THREADS",
+    "RAGPULSE_CACHE_DIR", "RAGPULSE_EMBEDDING_CACHE_MB",
     "RAGPULSE_IMAGE_TAG", "RAGPULSE_WORK_POOL", "RAGPULSE_WORK_POOL_TYPE", "RAGPULSE_BASE_JOB_TEMPLATE",
     "RAGPULSE_GLOBAL_JUDGE_RPM", "RAGPULSE_GLOBAL_JUDGE_TPM", "RAGPULSE_BUCKET", "RAGPULSE_WORKER_LIMIT",
 })  # fmt: skip

@@ -4,7 +4,9 @@ loopback; the tests that use either server are marked ``slow``."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -15,13 +17,24 @@ pytest_plugins = ["tests.doubles.judge_server", "tests.doubles.webhook_receiver"
 
 _PREFIXES = ("AWS_", "RAGPULSE_", "FSSPEC_S3_", "OPENAI_")
 
+# The persistent embedding store of the session (tasks/embeddings/store.py), never the developer's ~/.cache: set in
+# os.environ at import, so the CLI runs and Prefect workers the tests start inherit it too.
+_CACHE_DIR = tempfile.mkdtemp(prefix="ragpulse-test-cache-")
+os.environ["RAGPULSE_CACHE_DIR"] = _CACHE_DIR
+
+
+def pytest_sessionfinish() -> None:
+    shutil.rmtree(_CACHE_DIR, ignore_errors=True)
+
 
 @pytest.fixture(autouse=True)
 def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No credentials, endpoints or ragpulse settings leak in from the developer's shell."""
+    """No credentials, endpoints or ragpulse settings leak in from the developer's shell; the embedding store is
+    the session's."""
     for name in list(os.environ):
         if name.startswith(_PREFIXES):
             monkeypatch.delenv(name)
+    monkeypatch.setenv("RAGPULSE_CACHE_DIR", _CACHE_DIR)
 
 
 def free_port() -> int:

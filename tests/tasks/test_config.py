@@ -145,6 +145,7 @@ def test_the_variables_that_are_no_setting_are_the_ones_their_rooms_read() -> No
     a renamed constant must not turn its variable into a "misspelt setting"."""
     from ragpulse.tasks.config import OTHER_VARIABLES
     from ragpulse.tasks.embeddings.models import TORCH_THREADS_ENV
+    from ragpulse.tasks.embeddings.store import CACHE_DIR_ENV, CACHE_MB_ENV
     from ragpulse.tasks.monitoring.delivery import WEBHOOK_URL_ENV
 
-    assert {TORCH_THREADS_ENV, WEBHOOK_URL_ENV} <= OTHER_VARIABLES
+    assert {TORCH_THREADS_ENV, WEBHOOK_URL_ENV, CACHE_DIR_ENV, CACHE_MB_ENV} <= OTHER_VARIABLES
