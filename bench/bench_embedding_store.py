@@ -24,14 +24,11 @@ import json
 import os
 import platform
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,43 +36,13 @@ from ragpulse.tasks.demo.generate import generate_demo_traces
 from ragpulse.tasks.embeddings.store import CACHE_DIR_ENV, CACHE_MB_ENV
 
 try:
-    from bench._common import cpu_model
+    from bench._common import cpu_model, prefect_server
 except ImportError:  # run as a script from bench/
-    from _common import cpu_model  # type: ignore[no-redef]
+    from _common import cpu_model, prefect_server  # type: ignore[no-redef]
 
 ROOT = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 START = dt.date(2026, 3, 2)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextlib.contextmanager
-def prefect_server(env: dict[str, str], log: Path) -> Iterator[str]:
-    """A Prefect API server on loopback, healthy before any clock starts; yields its URL."""
-    port = free_port()
-    command = [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
-    with log.open("wb") as out:
-        server = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}/api"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                if response.status == 200:
-                    break
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"prefect server did not start: {log.read_text(errors='replace')[-2000:]}")
-            time.sleep(0.5)
-        yield url
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(server.pid, 15)
-        server.wait(30)
 
 
 def evaluate(day: dt.date, traces: Path, run_dir: Path, env: dict[str, str]) -> dict[str, Any]:
@@ -152,7 +119,7 @@ def main() -> None:
         subprocess.run([str(BIN / "prefect"), "server", "database", "upgrade", "-y"], env=env, check=True)
         load_before = os.getloadavg()
         modes: dict[str, list[dict[str, Any]]] = {}
-        with prefect_server(env, scratch / "server.log") as url:
+        with prefect_server(env, scratch / "server.log") as (url, _):
             env["PREFECT_API_URL"] = url
             for mode in ("without store", "with store"):
                 store = scratch / mode.replace(" ", "-")
