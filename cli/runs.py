@@ -140,7 +140,7 @@ def _evaluate_progress(*, shown: bool) -> Iterator[None]:
     if not (shown and console.is_terminal and out.is_terminal):
         yield
         return
-    from ragpulse.flows.evaluate import progress_listener
+    from ragpulse.tasks.reporting.progress import progress_listener
 
     display = progress()
     with display, progress_listener(EvaluateBar(display)):

@@ -5,13 +5,10 @@ annotations in a fresh process, where postponed names may not resolve.
 """
 
 import datetime as dt
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, Protocol, cast
+from typing import cast
 
 from prefect import flow, get_run_logger, unmapped
-from prefect.futures import PrefectFuture, as_completed
 
 from ragpulse.flows.runners import build_task_runner
 from ragpulse.tasks.config import (
@@ -36,97 +33,14 @@ from ragpulse.tasks.quality.tasks import (
     validate_scores,
     validate_traces,
 )
+from ragpulse.tasks.reporting.progress import BatchProgress, notify, notify_published, slice_progress
 from ragpulse.tasks.reporting.run_summary import NothingScoredError, RunSummary
 from ragpulse.tasks.reporting.tasks import summarize_run
 from ragpulse.tasks.scoring.feedback_names import asks_every_name, expand_feedback_metrics, feedback_names
 from ragpulse.tasks.scoring.tasks import assemble_scores, count_cached, score_batch, score_cache_policy
-from ragpulse.tasks.warehouse.protocol import Publication
 from ragpulse.tasks.warehouse.tasks import publish_partition
 
-__all__ = ["EvaluateProgress", "evaluate_partition", "progress_listener", "score_partition"]
-
-
-class EvaluateProgress(Protocol):
-    """Told how the evaluation of a day in this process goes, at the boundaries of its stages; the CLI's progress
-    display is one. Every call comes from the flow's own thread, as the flow sees its tasks' futures complete, so it
-    works on any task runner (Dask's workers included)."""
-
-    def staging(self, day: dt.date, slices: int, of: int, traces: int) -> None:
-        """``slices`` of the day's ``of`` staging slices are staged (0 when staging starts), ``traces`` valid traces
-        in them so far."""
-
-    def scoring(self, day: dt.date, batches: int, of: int, cached: int) -> None:
-        """``batches`` of the day's ``of`` batches are scored (every scoring task of the batch done; 0 when scoring
-        starts), ``cached`` of them from the cache."""
-
-    def publishing(self, day: dt.date) -> None:
-        """Every batch is scored: the day's scores are assembled and validated, then published."""
-
-    def published(self, day: dt.date, rows: Mapping[str, int]) -> None:
-        """The day's rows were published, per table (``scores``, ``traces``, ``quarantine``); none when the day was
-        unchanged since the run that published it."""
-
-
-#: Never named in a flow function's body: Dask pickles the function of the flow run in progress by value, with the
-#: globals its code names, and a listener (the CLI's display) holds locks. The helpers below, pickled by reference,
-#: read it.
-_listeners: list[EvaluateProgress] = []
-
-
-@contextmanager
-def progress_listener(listener: EvaluateProgress) -> Iterator[None]:
-    """Report the progress of the days evaluated in this process to ``listener``. Without one, the flow does nothing
-    for progress (a deployment's run registers none)."""
-    _listeners.append(listener)
-    try:
-        yield
-    finally:
-        _listeners.remove(listener)
-
-
-def _notify(event: str, day: dt.date, *args: Any) -> None:
-    for listener in list(_listeners):
-        getattr(listener, event)(day, *args)
-
-
-class _BatchProgress:
-    """Reports batches scored as their futures complete, read in the flow's thread. Batch-aligned futures, one list
-    per kind of scoring task (an empty list for a kind with nothing to do); ``until`` reports until another future
-    is done, ``finish`` until every batch is."""
-
-    def __init__(self, day: dt.date, *per_kind: Sequence[PrefectFuture[Any]], also: PrefectFuture[Any]) -> None:
-        self._day = day
-        kinds = [futures for futures in per_kind if futures]
-        self._of = len(kinds[0]) if kinds else 0
-        self._batch = {future: i for futures in kinds for i, future in enumerate(futures)}
-        self._left = [len(kinds)] * self._of
-        self._cached = [True] * self._of
-        self._done = self._n_cached = 0
-        self._also = also
-        self._completed: Iterator[PrefectFuture[Any]] = as_completed([*self._batch, also]) if _listeners else iter(())
-        _notify("scoring", day, 0, self._of, 0)
-
-    def until(self, future: PrefectFuture[Any]) -> None:
-        for done in self._completed:
-            if done is not self._also:
-                self._count(done)
-            if done is future:
-                return
-
-    def finish(self) -> None:
-        for done in self._completed:
-            if done is not self._also:
-                self._count(done)
-
-    def _count(self, future: PrefectFuture[Any]) -> None:
-        future.wait()  # sets the future's final state; before that .state may still read Running
-        i = self._batch[future]
-        self._cached[i] = self._cached[i] and future.state.name == "Cached"
-        self._left[i] -= 1
-        if not self._left[i]:
-            self._done += 1
-            self._n_cached += self._cached[i]
-            _notify("scoring", self._day, self._done, self._of, self._n_cached)
+__all__ = ["evaluate_partition", "score_partition"]
 
 
 @flow(name="evaluate-partition", flow_run_name="evaluate-partition dt={date}", log_prints=False)
@@ -167,7 +81,7 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
     files = list_partition(source, date)
     staged = stage_day(
         date, files, source, staged_url=staged_dir(output.work_dir, work_options), batch_size=scoring.batch_size,
-        result_storage=storage, on_slice=_on_slice(date),
+        result_storage=storage, on_slice=slice_progress(date),
     )  # fmt: skip
     if asks_every_name(plan.plain):  # user_feedback:*, tool_evaluation:* (the defaults): the day's feedback names
         plan = replace(plan, plain=expand_feedback_metrics(plan.plain, feedback_names(staged.batches, work_options)))
@@ -193,7 +107,7 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
         options=unmapped(planned.options), scoring=unmapped(scoring), work_storage_options=unmapped(work_options),
         day_traces=unmapped(staged.n_valid),
     )  # fmt: skip
-    batches = _BatchProgress(date, scored, judged, also=traces_checked)
+    batches = BatchProgress(date, scored, judged, also=traces_checked)
     batches.until(traces_checked)  # the traces' suite: the conversations' judge waits for what it excludes
     excluded = traces_checked.result().excluded
     # Once per day, beside the batches: a conversation's turns may lie in several of them.
@@ -206,7 +120,7 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
     )
     batches.finish()
     n_cached = count_cached(scored, judged)
-    _notify("publishing", date)
+    notify("publishing", date)
     # Prefect hands the task the futures' results; passing the futures keeps the upstream edges in the run's graph.
     scored_batches, judged_batches = cast(list[ScoredBatch], scored), cast(list[ScoredBatch], judged)
     scores = assemble_scores(
@@ -217,7 +131,7 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
     key, standing = standing_publication(output.warehouse, scores, run, plan.names, quality)
     if standing is not None and not output.republish:
         get_run_logger().info("dt=%s is unchanged since run %s published it: nothing to publish", date, standing)
-        _notify("published", date, {})
+        notify("published", date, {})
         checked = for_run(traces_checked.result(), run).results
         summary = summarize_run(
             scores, run, output.warehouse, n_cached, checked, docs, usage, unchanged_since=standing,
@@ -229,29 +143,11 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
         work_options, key,
     )  # fmt: skip
     publish_partition(output.warehouse, publication)
-    _published(date, publication)
+    notify_published(date, publication)
     summary = summarize_run(
         scores, run, output.warehouse, n_cached, publication.validations, docs, usage, storage_options=work_options
     )
     return _verdict(summary)
-
-
-def _on_slice(day: dt.date) -> Callable[[int, int, int], None] | None:
-    """What ``stage_day`` calls in the flow's thread as each staging slice is done; None without a listener."""
-    if not _listeners:
-        return None
-
-    def staged(slices: int, of: int, traces: int) -> None:
-        _notify("staging", day, slices, of, traces)
-
-    return staged
-
-
-def _published(day: dt.date, publication: Publication) -> None:
-    """Tell the listeners the rows of the tables that grow with the day (counted only when there is one)."""
-    if _listeners:
-        rows = {"scores": publication.scores.num_rows, "traces": publication.traces.num_rows}
-        _notify("published", day, {**rows, "quarantine": publication.quarantine.num_rows})
 
 
 def _verdict(summary: RunSummary) -> RunSummary:

@@ -122,13 +122,13 @@ def test_only_a_terminal_is_shown_progress(
 ) -> None:
     """The evaluate flow gets a listener only when both streams are a terminal and ``--json`` was not given."""
     from ragpulse.cli import runs
-    from ragpulse.flows import evaluate
+    from ragpulse.tasks.reporting import progress
 
     monkeypatch.setattr(runs, "out", Console(file=io.StringIO(), force_terminal=stdout))
     monkeypatch.setattr(runs, "console", Console(file=io.StringIO(), force_terminal=stderr))
     with runs._evaluate_progress(shown=shown):
-        assert len(evaluate._listeners) == listens
-    assert evaluate._listeners == []
+        assert len(progress._listeners) == listens
+    assert progress._listeners == []
 
 
 def _shown(display: Progress) -> dict[str, tuple[float, float | None, str, bool]]:

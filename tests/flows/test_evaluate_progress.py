@@ -10,9 +10,10 @@ from typing import Any
 
 import duckdb
 
-from ragpulse.flows.evaluate import evaluate_partition, progress_listener
+from ragpulse.flows.evaluate import evaluate_partition
 from ragpulse.tasks.config import OutputConfig, RunnerConfig, ScoringConfig, SourceConfig
 from ragpulse.tasks.demo.generate import generate_demo_traces
+from ragpulse.tasks.reporting.progress import progress_listener
 
 DAY = dt.date(2026, 4, 7)
 
@@ -78,12 +79,12 @@ def test_a_listener_is_told_each_stage_with_counts(tmp_path: Path) -> None:
 
 
 def test_without_a_listener_the_flow_reports_nothing() -> None:
-    from ragpulse.flows import evaluate
+    from ragpulse.tasks.reporting import progress
 
-    assert evaluate._listeners == []
+    assert progress._listeners == []
     with progress_listener(_Recorder()):
-        assert len(evaluate._listeners) == 1
-    assert evaluate._listeners == []
+        assert len(progress._listeners) == 1
+    assert progress._listeners == []
 
 
 def test_on_dask_the_flow_reports_what_its_futures_tell(tmp_path: Path) -> None:
