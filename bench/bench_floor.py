@@ -336,30 +336,24 @@ def distinct_texts(partition: Path, seed: int) -> int:
         words = _WORD.findall(passage)
         return f"{text} ({' '.join(rng.sample(words, min(len(words), rng.randint(3, 6))))})"
 
-    def record(line: str) -> str:
-        trace = json.loads(line)
+    def vary_trace(trace: dict[str, Any]) -> dict[str, Any]:
         passages = list(trace.get("contexts") or [])
         rng.shuffle(passages)
         trace["question"] = vary(trace.get("question"), passages)
         trace["answer"] = vary(trace.get("answer"), passages[::-1])
-        return json.dumps(trace, ensure_ascii=False)
+        return trace
 
     for path in sorted(partition.iterdir()):
         if path.suffix == ".parquet":
             table = pq.read_table(path)
-            rows = table.to_pylist()
-            for row in rows:
-                passages = list(row.get("contexts") or [])
-                rng.shuffle(passages)
-                row["question"] = vary(row.get("question"), passages)
-                row["answer"] = vary(row.get("answer"), passages[::-1])
+            rows = [vary_trace(row) for row in table.to_pylist()]
             pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), path)
             continue
         opener: Any = gzip.open if path.suffix == ".gz" else open
         varied = path.with_name(f"{path.name}.distinct")
         with opener(path, "rt", encoding="utf-8") as src, opener(varied, "wt", encoding="utf-8") as dst:
             for line in src:
-                dst.write(f"{record(line)}\n" if line.strip() else line)
+                dst.write(f"{json.dumps(vary_trace(json.loads(line)), ensure_ascii=False)}\n" if line.strip() else line)
         varied.replace(path)
     return changed
 
