@@ -17,11 +17,12 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
-
-import sqlalchemy as sa
+from typing import TYPE_CHECKING, Protocol
 
 from ragpulse.tasks.core.exceptions import ConfigError, WarehouseLockedError
+
+if TYPE_CHECKING:  # SQLAlchemy is imported by whoever made the engine; a DuckDB run never needs it
+    import sqlalchemy as sa
 
 __all__ = [
     "LOCK_POLL_SECONDS",
@@ -99,6 +100,8 @@ def reported_wait(what: str, holders: Callable[[], str], timeout: float) -> Iter
 def advisory_lock_holders(engine: sa.Engine, ids: list[int]) -> str:
     """The sessions holding any of the advisory locks ``ids``, described from a new connection (the waiter's is busy
     or aborted): pid, application, state and since when, client address."""
+    import sqlalchemy as sa
+
     query = sa.text(
         "SELECT DISTINCT a.pid, a.application_name, a.state, a.state_change, a.client_addr "
         "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
@@ -148,6 +151,8 @@ class _AdvisoryLocks:
 
     @contextmanager
     def hold(self, key: str, what: str) -> Iterator[None]:
+        import sqlalchemy as sa
+
         lock = advisory_lock_id(key)
         with self.engine.connect() as conn:
             conn.execute(sa.text(f"SET lock_timeout = '{int(self.timeout * 1000)}ms'"))

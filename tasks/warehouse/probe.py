@@ -14,17 +14,18 @@ import os
 import tempfile
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
 from fsspec.implementations.local import LocalFileSystem
-from sqlalchemy.pool import NullPool
 
 from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.storage import filesystem, redact_url, secret_values
 from ragpulse.tasks.warehouse.duckdb import DuckDBWarehouse
 from ragpulse.tasks.warehouse.factory import open_warehouse, resolve_warehouse_url
-from ragpulse.tasks.warehouse.iceberg import IcebergLake
-from ragpulse.tasks.warehouse.postgres import PostgresWarehouse
+
+if TYPE_CHECKING:
+    from ragpulse.tasks.warehouse.iceberg import IcebergLake
+    from ragpulse.tasks.warehouse.postgres import PostgresWarehouse
 
 __all__ = ["CONNECT_TIMEOUT_SECONDS", "probe_warehouse"]
 
@@ -40,10 +41,16 @@ def probe_warehouse(url: str) -> None:
     try:
         if isinstance(store, DuckDBWarehouse):
             _probe_directory(store.path)
-        elif isinstance(store, PostgresWarehouse):
-            _probe_schema(store)
-        elif isinstance(store, IcebergLake):
-            _probe_lake(store)
+        else:
+            # Imported only for the other kinds: pyiceberg and SQLAlchemy took 0.6 s of every DuckDB run's start
+            # (bench/README.md, "Floor and profile"). open_warehouse has imported the module of the store it made.
+            from ragpulse.tasks.warehouse.iceberg import IcebergLake
+            from ragpulse.tasks.warehouse.postgres import PostgresWarehouse
+
+            if isinstance(store, PostgresWarehouse):
+                _probe_schema(store)
+            elif isinstance(store, IcebergLake):
+                _probe_lake(store)
     except ConfigError:
         raise
     except Exception as exc:
@@ -68,6 +75,9 @@ def _probe_directory(path: Path) -> None:
 def _probe_schema(store: PostgresWarehouse) -> None:
     """Connect, create the schema if absent (as the first publish would) and check that tables can be created in
     it. ``CREATE SCHEMA IF NOT EXISTS`` needs the right to create schemas even when it exists, hence the lookup."""
+    import sqlalchemy as sa
+    from sqlalchemy.pool import NullPool
+
     # Its own engine on the same URL with a shorter connect timeout than the publisher's 30 s: a check before any
     # work should fail fast.
     engine = sa.create_engine(
