@@ -36,6 +36,24 @@ def test_assemble_quarantines_repeated_trace_ids_keeping_the_first() -> None:
     ]
 
 
+def test_an_excluded_record_is_matched_by_file_and_line_and_its_repeat_is_kept_in_its_place() -> None:
+    """Two files share line numbers: excluding a.jsonl:1 leaves b.jsonl:1. A trace id whose first record was excluded
+    is kept at its next record, and only a later repeat of it is quarantined, pointing at the record kept."""
+    batch = ScoredBatch(
+        trace_ids=np.array(["x", "y", "x", "z", "x"], dtype=object),
+        source_files=np.array(["a.jsonl", "b.jsonl", "b.jsonl", "a.jsonl", "a.jsonl"], dtype=object),
+        source_lines=np.array([1, 1, 2, 2, 3], dtype=np.int64),
+        results={"m": MetricResult.from_values(np.array([0.0, 0.1, 0.2, 0.3, 0.4]))},
+        versions={"m": "1.0.0"},
+    )
+    excluded = [QuarantinedRecord("a.jsonl", 1, "x", "question", "too long", "")]
+    scores = assemble_partition(StagedPartition(DAY, [], [], []), [batch], excluded)
+    assert list(scores.trace_ids) == ["y", "x", "z"]
+    assert list(scores.values["m"]) == [0.1, 0.2, 0.3]
+    repeats = [(q.source_file, q.line, q.reason) for q in scores.quarantined if q.field == "trace_id"]
+    assert repeats == [("a.jsonl", 3, "duplicate trace_id within the partition, first seen at b.jsonl:2")]
+
+
 def test_the_steps_of_a_trace_the_partition_drops_are_dropped_with_it() -> None:
     """A repeated trace id keeps its first record's steps, an excluded record loses its steps, and the retrieval and
     judge entries of one ``against`` become one; each kept step points at its trace among the kept ones."""
