@@ -17,7 +17,7 @@ from typing import Any
 
 import psutil
 
-__all__ = ["best", "cpu_model", "free_port", "prefect_server"]
+__all__ = ["best", "cpu_model", "free_port", "machine", "prefect_server"]
 
 
 def cpu_model() -> str:
@@ -28,6 +28,18 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def machine(load_before: tuple[float, float, float]) -> dict[str, Any]:
+    """What a result was measured on, with the load averages before the measurement (``load_before``) and now."""
+    return {
+        "cpu_model": cpu_model(),
+        "cores": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "python": sys.version.split()[0],
+        "load_average_before": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 def best(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:

@@ -32,8 +32,6 @@ import shutil
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +40,16 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench._common import cpu_model, prefect_server  # noqa: E402
+from bench._common import machine, prefect_server  # noqa: E402
 from bench.bench_floor import (  # noqa: E402
     DAY,
     RESULTS,
     cli_command,
+    day_files,
     distinct_texts,
     evaluate_command,
     floor,
+    in_child,
     prefect_env,
     read_once,
     run_ragpulse,
@@ -72,17 +72,10 @@ GOALS = {100_000: 5.0, 1_000_000: 3.0}
 """The issue's wall-time factors over the floor: 5x at 100k traces, 3x at 1M (and beyond)."""
 
 
-def typed_json_reader(partition: Path, out: Path) -> dict[str, Any]:
-    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
-        return pool.submit(_typed_json_reader, str(partition), str(out)).result()
-
-
 def _typed_json_reader(partition: str, out: str) -> dict[str, Any]:
     import duckdb
 
-    files = sorted(Path(partition).iterdir())
-    json_files = [str(f) for f in files if f.name.endswith((".jsonl", ".jsonl.gz"))]
-    parquet_files = [str(f) for f in files if f.name.endswith(".parquet")]
+    json_files, parquet_files = day_files(partition)
     # At DuckDB's default memory limit, as the floor runs: under ragpulse's 512 MB this COPY of the 1M day's plain
     # JSONL file alone took 44.6 s instead of 6.8 (bench/README.md, "What the goals leave per trace").
     con = duckdb.connect()
@@ -101,11 +94,6 @@ def _typed_json_reader(partition: str, out: str) -> dict[str, Any]:
     rows = con.execute(f"SELECT count(*) FROM read_parquet('{out}/*.parquet')").fetchone()
     con.close()
     return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "rows": rows[0] if rows else 0}
-
-
-def python_staging(partition: Path, out: Path) -> dict[str, Any]:
-    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
-        return pool.submit(_python_staging, str(partition), str(out)).result()
 
 
 def _python_staging(partition: str, out: str) -> dict[str, Any]:
@@ -167,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         else:  # as bench_floor makes it, so that either bench reuses the other's day
             shutil.rmtree(source / f"dt={DAY}", ignore_errors=True)
             data = generate(source, args.n, args.seed, malformed=0)
-            data["texts_made_distinct"] = distinct_texts(source / f"dt={DAY}", args.seed)
+            data["texts_made_distinct"] = in_child(distinct_texts, source / f"dt={DAY}", args.seed)
             marker.write_text(json.dumps(data))
         partition = source / f"dt={DAY}"
         data = {**describe_partition(source, data["seconds"]), "traces": args.n, "seed": args.seed}
@@ -178,9 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         floor_run = floor(partition, scratch / "floor.duckdb")
         print(f"floor: {floor_run}")
         (scratch / "typed").mkdir()
-        reader = typed_json_reader(partition, scratch / "typed")
+        reader = in_child(_typed_json_reader, str(partition), str(scratch / "typed"))
         print(f"typed-JSON reader: {reader}")
-        staging = python_staging(partition, scratch / "staged")
+        staging = in_child(_python_staging, str(partition), str(scratch / "staged"))
         print(f"Python staging: {staging}")
 
         env = prefect_env(scratch / "prefect-home")
@@ -208,14 +196,7 @@ def main(argv: list[str] | None = None) -> int:
                 "note": "a warm re-run of any day costs at least this; under 10 % of cold needs cold >= 10x it",
                 "cold_wall_needed_s": round(10 * fixed["warm"]["wall_s"], 1),
             },
-            "machine": {
-                "cpu_model": cpu_model(),
-                "cores": os.cpu_count(),
-                "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-                "python": sys.version.split()[0],
-                "load_average_before": [round(x, 2) for x in load_before],
-                "load_average_after": [round(x, 2) for x in os.getloadavg()],
-            },
+            "machine": machine(load_before),
         }
         print(json.dumps({k: result[k] for k in ("per_trace", "fixed_cost", "budget", "warm_goal")}, indent=1))
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -54,7 +54,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench._common import cpu_model, prefect_server  # noqa: E402
+from bench._common import machine, prefect_server  # noqa: E402
 from bench.bench_flow import DAY, describe_partition, generate  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
@@ -172,19 +172,29 @@ def read_once(partition: Path) -> None:
                 pass
 
 
-def floor(partition: Path, db: Path) -> dict[str, Any]:
-    """The floor's query, in a child process: DuckDB grows the process that runs it by gigabytes at 1M, and a
-    process forked from a large one inherits its RSS high-water mark (see ``run_ragpulse``)."""
+def in_child(function: Any, *args: Any) -> Any:
+    """``function(*args)`` in a spawned child process: DuckDB grows the process that runs a query over a large day
+    by gigabytes, and a process forked from a large one inherits its RSS high-water mark (see ``run_ragpulse``)."""
     with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
-        return pool.submit(_floor, str(partition), str(db)).result()
+        return pool.submit(function, *args).result()
+
+
+def day_files(partition: str | Path) -> tuple[list[str], list[str]]:
+    """The day's JSONL (plain or gzipped) and Parquet files, in name order."""
+    files = sorted(Path(partition).iterdir())
+    json_files = [str(f) for f in files if f.name.endswith((".jsonl", ".jsonl.gz"))]
+    return json_files, [str(f) for f in files if f.name.endswith(".parquet")]
+
+
+def floor(partition: Path, db: Path) -> dict[str, Any]:
+    """The floor's query, in a child process."""
+    return dict(in_child(_floor, str(partition), str(db)))
 
 
 def _floor(partition: str, db: str) -> dict[str, Any]:
     import duckdb
 
-    files = sorted(Path(partition).iterdir())
-    json_files = [str(f) for f in files if f.name.endswith((".jsonl", ".jsonl.gz"))]
-    parquet_files = [str(f) for f in files if f.name.endswith(".parquet")]
+    json_files, parquet_files = day_files(partition)
     con = duckdb.connect(db)
     wall, cpu = time.perf_counter(), time.process_time()
     con.execute(FLOOR_SQL, {"json_files": json_files, "parquet_files": parquet_files})
@@ -582,9 +592,7 @@ def main(argv: list[str] | None = None) -> int:
             data = generate(source, args.n, args.seed, malformed=0)
             if not args.repeated_texts:
                 start = time.perf_counter()
-                with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
-                    changed = pool.submit(distinct_texts, source / f"dt={DAY}", args.seed).result()
-                data["texts_made_distinct"] = changed
+                data["texts_made_distinct"] = in_child(distinct_texts, source / f"dt={DAY}", args.seed)
                 data["seconds"] = round(data["seconds"] + time.perf_counter() - start, 1)
             marker.write_text(json.dumps(data))
         data = {
@@ -658,14 +666,7 @@ def _measure(
         "values": values,
         "before": before,
         "profile": profile,
-        "machine": {
-            "cpu_model": cpu_model(),
-            "cores": os.cpu_count(),
-            "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-            "python": sys.version.split()[0],
-            "load_average_before": [round(x, 2) for x in load_before],
-            "load_average_after": [round(x, 2) for x in os.getloadavg()],
-        },
+        "machine": machine(load_before),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2, default=str) + "\n")
