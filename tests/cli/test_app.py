@@ -381,7 +381,12 @@ def test_serve_registers_the_daily_schedule_and_pauses_it_on_exit(
     name = f"monitor-{stop.name.lower()}"
     command = [sys.executable, "-m", "ragpulse.cli", "serve", "--source", str(tmp_path), "--name", name]
     command += ["--cron", "30 5 * * *", "--timezone", "Europe/Berlin", "--segment-key", "metadata.app"]
-    process = subprocess.Popen(command, env=env, cwd=Path(__file__).parents[3], stderr=subprocess.PIPE, text=True)
+    # serve started as a user starts it, from a terminal: SIGINT at its default. A suite run in the background of a
+    # script (`make test &`) has SIGINT ignored, which a child inherits, and Python then keeps ignoring it.
+    process = subprocess.Popen(
+        command, env=env, cwd=Path(__file__).parents[3], stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
     try:
         deployment = None
         deadline = time.monotonic() + 90
@@ -405,13 +410,7 @@ def test_serve_registers_the_daily_schedule_and_pauses_it_on_exit(
             assert deployment.parameters["timezone"] == "Europe/Berlin"
             assert not deployment.paused
             process.send_signal(stop)
-            # Prefect's runner stops gracefully: it cancels its poller and waits for the API calls in flight, each
-            # allowed PREFECT_API_REQUEST_TIMEOUT (60 s), so a stop on a loaded machine may take longer than one.
-            try:
-                process.wait(timeout=150)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                pytest.fail(f"serve still ran 150 s after {stop.name}; its stderr:\n{process.communicate()[1][-4000:]}")
+            process.wait(timeout=60)
             assert client.read_deployment_by_name(f"monitor/{name}").paused
     finally:
         if process.poll() is None:
