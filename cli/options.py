@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from rich.markup import escape
 
 from ragpulse.cli.output import ExitCode, fail, fail_with
 from ragpulse.tasks.config import SETTINGS, Setting, from_text
@@ -55,9 +56,12 @@ def _help(setting: Setting) -> str:
     field = setting.info
     kind = typing.get_origin(field.annotation)
     suffix = " (JSON object)" if kind is dict else " (comma-separated)" if kind is tuple else ""
+    if kind is tuple and ";" in (field.description or ""):  # items that hold commas (threshold rules) say so
+        suffix = ""
     if kind is typing.Literal:
         suffix = f" (one of: {', '.join(typing.get_args(field.annotation))})"
-    return f"{field.description or setting.field}{suffix} (env {setting.env})"
+    # Rich reads [...] as markup: a syntax such as a threshold rule's "[per <segment>]" is shown as written.
+    return escape(f"{field.description or setting.field}{suffix} (env {setting.env})")
 
 
 def _parameter(setting: Setting) -> inspect.Parameter:

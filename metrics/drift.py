@@ -44,21 +44,28 @@ __all__ = [
 
 
 class Verdict(enum.StrEnum):
-    """Outcome of one comparison, most severe first among the alerting ones. ``SHIFTED`` is a significant change
-    in what comes in (the questions, a topic's share) rather than in quality: it needs a look, after the quality
-    verdicts, and is neither better nor worse."""
+    """Outcome of one comparison, most severe first among the alerting ones. ``CRITICAL``, ``WARNING`` and ``WITHIN``
+    are a threshold rule's (``metrics.thresholds``): a level the team set, not a baseline. ``SHIFTED`` is a
+    significant change in what comes in (the questions, a topic's share) rather than in quality: it needs a look,
+    after the quality verdicts, and is neither better nor worse."""
 
+    CRITICAL = "critical"
     DEGRADED = "degraded"
     FAILURE_RATE_UP = "failure_rate_up"
     COVERAGE_DOWN = "coverage_down"
+    WARNING = "warning"
     SHIFTED = "shifted"
     IMPROVED = "improved"
     STABLE = "stable"
+    WITHIN = "within"
     INSUFFICIENT_DATA = "insufficient_data"
     NO_BASELINE = "no_baseline"
 
 
-ALERTING = frozenset({Verdict.DEGRADED, Verdict.FAILURE_RATE_UP, Verdict.COVERAGE_DOWN, Verdict.SHIFTED})
+ALERTING = frozenset(
+    {Verdict.CRITICAL, Verdict.DEGRADED, Verdict.FAILURE_RATE_UP, Verdict.COVERAGE_DOWN, Verdict.WARNING}
+    | {Verdict.SHIFTED}
+)
 
 _SEVERITY = {verdict.value: rank for rank, verdict in enumerate(Verdict)}
 

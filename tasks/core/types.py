@@ -247,11 +247,16 @@ class DriftAlert:
     current_mean: float | None
     delta: float | None
     judge_model: str | None
+    rule: str | None = None
+    """The threshold rule whose verdict this is (its text form); None for a comparison with the baseline."""
+    observed: float | None = None
+    """The statistic a threshold rule observed (a p95, a failure rate); None for drift."""
 
     @property
     def key(self) -> str:
-        """Identity of the alert: sent once per (partition, metric, segment)."""
-        return f"{self.partition_date.isoformat()}|{self.metric}|{self.segment}"
+        """Identity of the alert: sent once per (partition, metric, segment), and per rule for a threshold rule's."""
+        drift = f"{self.partition_date.isoformat()}|{self.metric}|{self.segment}"
+        return drift if self.rule is None else f"{drift}|{self.rule}"
 
 
 @dataclass(frozen=True)

@@ -20,13 +20,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ragpulse.metrics import Status
-from ragpulse.metrics.aspect_critique import BUILTIN_ASPECTS
 from ragpulse.metrics.drift import ALERTING, Estimate, EstimatedMeans, Sample, Verdict, compare
-from ragpulse.metrics.registry import MetricRequest
 from ragpulse.tasks.core.duckdb_limits import connect_duckdb
 from ragpulse.tasks.core.fingerprint import digest
 from ragpulse.tasks.core.types import DriftAlert
-from ragpulse.tasks.monitoring.config import DriftConfig
+from ragpulse.tasks.monitoring.config import STEP_METRIC_PREFIX, DriftConfig, higher_is_better
 from ragpulse.tasks.warehouse import DRIFT_SCHEMA
 
 __all__ = [
@@ -36,13 +34,11 @@ __all__ = [
     "alerts_of",
     "drift_rows",
     "metadata_keys",
+    "scorer_identity",
     "segment_values",
 ]
 
 ALL_SEGMENTS = "all"
-STEP_METRIC_PREFIX = "step."
-"""Drift of the retrieval steps: ``step.<metric>`` is a turn's mean over its steps scored against their own
-queries, so that a hop that degrades shows even while the turn's score, on what the generator received, holds."""
 _OK, _FAILED = Status.OK.label, Status.FAILED.label
 
 
@@ -87,15 +83,6 @@ def metadata_keys(metadata: pa.ChunkedArray | pa.Array, most: int = 20) -> list[
     return [f"metadata.{key}" for (key,) in rows]
 
 
-def _higher_is_better(metric: str, settings: DriftConfig) -> bool:
-    if metric in settings.lower_is_better:
-        return False
-    request = MetricRequest.parse(metric.removeprefix(STEP_METRIC_PREFIX))
-    if request.family == "aspect_critique" and request.variant is not None and request.variant in BUILTIN_ASPECTS:
-        return BUILTIN_ASPECTS[request.variant].higher_is_better
-    return request.definition.spec.higher_is_better
-
-
 def _major(version: str | None) -> str:
     return (version or "").split(".", 1)[0]
 
@@ -112,7 +99,7 @@ def _scorers(rows: pd.DataFrame) -> pd.DataFrame:
     ).astype(str)
 
 
-def _identity(rows: pd.DataFrame) -> tuple[str, str, str]:
+def scorer_identity(rows: pd.DataFrame) -> tuple[str, str, str]:
     """The most frequent scorer among ``rows``; a tie goes to the smallest (judge, prompt, major), not to whichever
     the warehouse returned first."""
     counts = _scorers(rows).value_counts(sort=False).sort_index().sort_values(ascending=False, kind="stable")
@@ -200,7 +187,7 @@ def drift_rows(
     baseline_all = frame[frame["day"].isin([_day_number(d) for d in window])]
     records: list[dict[str, Any]] = []
     for metric, current_metric in current_all.groupby("metric", sort=True, observed=True):
-        identity = _identity(current_metric)
+        identity = scorer_identity(current_metric)
         candidates = baseline_all[baseline_all["metric"] == metric]
         scorers = _scorers(candidates)
         same = (scorers == pd.Series(identity, index=scorers.columns)).all(axis=1).to_numpy()
@@ -212,7 +199,7 @@ def drift_rows(
                 f"baseline excludes {candidates.loc[~same, 'day'].nunique()} partition(s) scored with "
                 f"{'; '.join(others)} (current: {_describe_identity(identity)})"
             )
-        direction = _higher_is_better(str(metric), settings)
+        direction = higher_is_better(str(metric), settings.lower_is_better)
         for label, value in _segments(current_metric, settings):
             current = current_metric if value is None else current_metric[current_metric["segment"] == value]
             baseline = baseline_metric if value is None else baseline_metric[baseline_metric["segment"] == value]
@@ -299,6 +286,8 @@ def alerts_of(rows: pa.Table) -> list[DriftAlert]:
             current_mean=row["current_mean"],
             delta=row["delta"],
             judge_model=row["judge_model"],
+            rule=row.get("rule"),
+            observed=row.get("observed"),
         )
         for row in rows.to_pylist()
         if row["verdict"] in ALERTING

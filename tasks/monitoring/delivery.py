@@ -27,6 +27,7 @@ from ragpulse.tasks.monitoring.config import AlertConfig
 __all__ = [
     "EVENTS_NOT_EMITTED",
     "EVENT_PREFIX",
+    "THRESHOLD_EVENT_PREFIX",
     "WEBHOOK_URL_ENV",
     "AlertOutcome",
     "drift_markdown",
@@ -41,6 +42,8 @@ __all__ = [
 
 WEBHOOK_URL_ENV = "RAGPULSE_ALERT_WEBHOOK_URL"
 EVENT_PREFIX = "ragpulse.drift"
+THRESHOLD_EVENT_PREFIX = "ragpulse.threshold"
+"""A threshold rule's events: ``ragpulse.threshold.critical`` and ``ragpulse.threshold.warning``."""
 _RETRIED_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 EVENTS_NOT_EMITTED = (
     "no Prefect server to receive drift events: PREFECT_API_URL is unset, and Prefect's temporary server stops with "
@@ -97,16 +100,15 @@ def webhook_payload(alerts: Sequence[DriftAlert], settings: AlertConfig) -> dict
                     "delta": a.delta,
                     "judge_model": a.judge_model,
                     "detail": a.detail,
+                    "rule": a.rule,
+                    "observed": a.observed,
                 }
                 for a in alerts
             ],
         }
-    lines = [
-        f"• *{a.metric}* ({a.segment}): {a.verdict.replace('_', ' ')}, mean {markdown_number(a.baseline_mean)} → "
-        f"{markdown_number(a.current_mean)}. {a.detail}"
-        for a in alerts
-    ]
-    title = f"ragpulse: {len(alerts)} drift alert(s) for dt={day}"
+    lines = [_slack_line(a) for a in alerts]
+    kind = "drift " if all(a.rule is None for a in alerts) else ""
+    title = f"ragpulse: {len(alerts)} {kind}alert(s) for dt={day}"
     link = _slack_report_link(settings.report_url) if settings.report_url else ""
     return {
         "text": title,
@@ -115,6 +117,16 @@ def webhook_payload(alerts: Sequence[DriftAlert], settings: AlertConfig) -> dict
             {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)[:2900] + link}},
         ],
     }
+
+
+def _slack_line(alert: DriftAlert) -> str:
+    """One alert as a Slack line: a threshold rule's verdict with the rule, a drift verdict with the means."""
+    if alert.rule is not None:
+        return f"• *{alert.metric}* ({alert.segment}): {alert.verdict}, {alert.detail} (rule: {alert.rule})"
+    return (
+        f"• *{alert.metric}* ({alert.segment}): {alert.verdict.replace('_', ' ')}, mean "
+        f"{markdown_number(alert.baseline_mean)} → {markdown_number(alert.current_mean)}. {alert.detail}"
+    )
 
 
 def _slack_report_link(url: str) -> str:
@@ -161,7 +173,7 @@ def events_receivable() -> bool:
 
 def emit(alert: DriftAlert) -> bool:
     event = emit_event(
-        event=f"{EVENT_PREFIX}.{alert.verdict}",
+        event=f"{THRESHOLD_EVENT_PREFIX if alert.rule is not None else EVENT_PREFIX}.{alert.verdict}",
         resource={
             "prefect.resource.id": f"ragpulse.metric.{alert.metric}",
             "prefect.resource.name": alert.metric,
@@ -176,6 +188,8 @@ def emit(alert: DriftAlert) -> bool:
             "delta": alert.delta,
             "judge_model": alert.judge_model,
             "detail": alert.detail,
+            "rule": alert.rule,
+            "observed": alert.observed,
         },
     )
     return event is not None
@@ -198,6 +212,7 @@ def ledger_rows(
             "error": error,
             "sent_at": now,
             "run_id": run_id,
+            "rule": a.rule,
         }
         for a in alerts
     ]
@@ -206,6 +221,12 @@ def ledger_rows(
 def _report_line(url: str) -> str:
     """The configured report: a link when it is http(s), else its location as text (a path opens nothing)."""
     return f"Report: {md_link(url, url) if followable(url) else md(url)}"
+
+
+def _detail(row: dict[str, Any]) -> str:
+    """A verdict's detail, naming the threshold rule behind it where there is one."""
+    detail = row["detail"] or ""
+    return f"{detail} (rule: {row['rule']})" if row.get("rule") else detail
 
 
 def drift_markdown(report: DriftReport, outcome: AlertOutcome, report_url: str | None = None) -> str:
@@ -225,7 +246,7 @@ def drift_markdown(report: DriftReport, outcome: AlertOutcome, report_url: str |
     ]
     lines += [
         f"| {md(r['metric'])} | {md(r['segment'])} | {md(r['verdict'])} | {markdown_number(r['baseline_mean'])} | "
-        f"{markdown_number(r['current_mean'])} | {markdown_number(r['delta'])} | {md(r['detail'] or '')} |"
+        f"{markdown_number(r['current_mean'])} | {markdown_number(r['delta'])} | {md(_detail(r))} |"
         for r in rows
     ]
     return "\n".join(lines)

@@ -15,6 +15,7 @@ them. Delivery itself is in ``tasks/monitoring/delivery.py``.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -49,9 +50,10 @@ from ragpulse.tasks.monitoring.delivery import (
     webhook_url,
 )
 from ragpulse.tasks.monitoring.questions import question_drift_rows
+from ragpulse.tasks.monitoring.threshold_rules import rule_segment_keys, threshold_rows
 from ragpulse.tasks.topics.config import TopicsConfig
 from ragpulse.tasks.topics.share import TOPIC_SEGMENT, share_rows, topic_segments
-from ragpulse.tasks.warehouse import ALERTS_SCHEMA, DRIFT_SCHEMA, SCORES_SCHEMA, open_warehouse
+from ragpulse.tasks.warehouse import ALERTS_SCHEMA, DRIFT_SCHEMA, SCORES_SCHEMA, Warehouse, open_warehouse
 
 __all__ = ["LANGUAGE_SEGMENT", "detect_drift", "send_alerts"]
 
@@ -84,28 +86,19 @@ def detect_drift(
             topic_segments(warehouse, start, day), ["partition_date", "trace_id"], join_type="left outer"
         )
     if settings.segment_key not in (None, TOPIC_SEGMENT):
-        by_language = settings.segment_key == LANGUAGE_SEGMENT
-        column = "language" if by_language else "metadata"
-        traces = warehouse.read(
-            "traces", start=start, end=day, columns=["partition_date", "trace_id", column, *questions]
-        )
-        segments = pa.table(
-            {
-                "partition_date": traces["partition_date"],
-                "trace_id": traces["trace_id"],
-                "segment": traces[column] if by_language else segment_values(traces[column], settings.segment_key),
-            }
-        )
+        traces, segments = _trace_segments(warehouse, start, day, settings.segment_key, questions)
         scores = scores.join(segments, ["partition_date", "trace_id"], join_type="left outer")
-        _warn_of_an_unmatched_segment_key(traces, segments, day, settings.segment_key, by_language)
     elif questions:
         traces = warehouse.read("traces", start=start, end=day, columns=["partition_date", "trace_id", *questions])
-    if not pc.any(pc.equal(scores["partition_date"], pa.scalar(day, pa.date32()))).as_py():
+    on_day = pc.equal(scores["partition_date"], pa.scalar(day, pa.date32()))
+    if not pc.any(on_day).as_py():
         logger.warning("dt=%s: no published scores, so no drift to detect", day)
         return DriftReport(day, DRIFT_SCHEMA.empty_table())
     # The calibrated human means of `ragpulse calibrate`, where the settings compare them instead of raw means.
     estimates = warehouse.read("estimates", start=start, end=day) if settings.estimator == "ppi" else None
     rows = drift_rows(scores, day, window, settings, run_id, estimates)
+    if settings.threshold_rules:
+        rows = pa.concat_tables([rows, _threshold_rows(warehouse, scores.filter(on_day), day, settings, run_id)])
     if topics is not None and topics.enabled:
         shares = share_rows(
             warehouse, day, window, settings.thresholds(), min_share_delta=topics.min_share_delta, run_id=run_id
@@ -122,6 +115,44 @@ def detect_drift(
         day, len(window), report.verdict_counts(), len(report.alerts),
     )  # fmt: skip
     return report
+
+
+def _trace_segments(
+    warehouse: Warehouse, start: dt.date, end: dt.date, key: str, columns: Sequence[str] = ()
+) -> tuple[pa.Table, pa.Table]:
+    """The traces of [start, end] (with ``columns``) and their ``partition_date, trace_id, segment`` by ``key``:
+    the ``language`` column, or a metadata key's value; warns when no trace of ``end`` has a value for the key."""
+    by_language = key == LANGUAGE_SEGMENT
+    column = "language" if by_language else "metadata"
+    traces = warehouse.read("traces", start=start, end=end, columns=["partition_date", "trace_id", column, *columns])
+    segments = pa.table(
+        {
+            "partition_date": traces["partition_date"],
+            "trace_id": traces["trace_id"],
+            "segment": traces[column] if by_language else segment_values(traces[column], key),
+        }
+    )
+    _warn_of_an_unmatched_segment_key(traces, segments, end, key, by_language)
+    return traces, segments
+
+
+def _threshold_rows(
+    warehouse: Warehouse, scores: pa.Table, day: dt.date, settings: DriftConfig, run_id: str
+) -> pa.Table:
+    """The threshold rules' rows of ``day`` (its score rows ``scores``), each segment key they name read once."""
+    segments = {
+        key: topic_segments(warehouse, day, day)
+        if key == TOPIC_SEGMENT
+        else _trace_segments(warehouse, day, day, key)[1]
+        for key in rule_segment_keys(settings.threshold_rules)
+    }
+    rows = threshold_rows(scores, segments, day, settings.threshold_rules, run_id, settings.max_segments)
+    breached = [v for v in rows["verdict"].to_pylist() if v in (Verdict.CRITICAL, Verdict.WARNING)]
+    get_run_logger().info(
+        "dt=%s: %d threshold rule(s) checked in %d segment(s): %d critical, %d warning", day,
+        len(settings.threshold_rules), rows.num_rows, breached.count(Verdict.CRITICAL), breached.count(Verdict.WARNING),
+    )  # fmt: skip
+    return rows
 
 
 def _question_drift(

@@ -165,6 +165,7 @@ def dashboard_json(
                 FROM {daily} AS s
                 LEFT JOIN {drift} AS d ON d.partition_date = s.partition_date AND d.metric = s.metric
                     AND d.segment_key = s.segment_key AND d.segment_value = s.segment_value
+                    AND d.rule IS NULL
                 WHERE $__timeFilter(s.partition_date) AND s.metric = ${{metric:sqlstring}}
                     AND s.segment_key = ${{segment_key:sqlstring}} AND s.segment_value = ${{segment_value:sqlstring}}
                 ORDER BY 1
@@ -197,7 +198,10 @@ def dashboard_json(
     latest_alerts = (
         table.Panel()
         .title("Latest alerts")
-        .description("The newest delivery of each alert per channel, with its drift comparison.")
+        .description(
+            "The newest delivery of each alert per channel, with its drift comparison or its threshold rule "
+            "(the rule as written and the statistic it observed)."
+        )
         .datasource(source)
         .span(20)
         .height(8)
@@ -206,7 +210,7 @@ def dashboard_json(
                 f"""
                 SELECT sent_at AS "sent at", partition_date AS date, metric, segment_key AS "segment key",
                     segment_value AS segment, verdict, channel, status, attempts, baseline_mean AS baseline,
-                    current_mean AS current, delta, detail, error
+                    current_mean AS current, delta, observed, detail, rule, error
                 FROM {alerts} WHERE $__timeFilter(partition_date) AND metric IN (${{metric:sqlstring}})
                 ORDER BY sent_at DESC LIMIT 200
                 """,

@@ -27,6 +27,7 @@ from ragpulse.tasks.warehouse.tables import (
     SCORES_SCHEMA,
     STEP_SCORES_SCHEMA,
     STEPS_SCHEMA,
+    THRESHOLD_COLUMNS,
     TOPICS_SCHEMA,
     TRACE_TOPICS_SCHEMA,
     TRACES_SCHEMA,
@@ -83,6 +84,10 @@ VERDICTS = (
     "shifted",
     "insufficient_data",
     "no_baseline",
+    # v12: a threshold rule's verdicts (metrics.thresholds).
+    "critical",
+    "warning",
+    "within",
 )
 ALERT_STATUSES = ("sent", "failed")
 # The kinds of human labels a calibration compares with (metrics.calibration.Agreement.kind).
@@ -263,7 +268,7 @@ TABLES: dict[str, TableSpec] = {
     "alerts": TableSpec(
         "alerts",
         ALERTS_SCHEMA,
-        frozenset(ALERTS_SCHEMA.names) - {"error"},
+        frozenset(ALERTS_SCHEMA.names) - {"error", "rule"},
         checks=(_in("status", ALERT_STATUSES),),
     ),
     "calibrations": TableSpec(
@@ -365,6 +370,12 @@ MIGRATIONS: tuple[Migration, ...] = (
     DefineViews(11),
     # v11: the `shifted` drift verdict (a change in what users ask, not in quality) for input drift and topic shares.
     ReplaceCheck(11, "drift", "verdict"),
+    # v12: threshold rules beside drift (issue 34): a rule's verdicts are drift rows that name the rule, with the
+    # statistic observed and the rule's levels; the alert ledger names the rule of a threshold alert.
+    *(AddColumn(12, "drift", column) for column in THRESHOLD_COLUMNS),
+    AddColumn(12, "alerts", "rule"),
+    ReplaceCheck(12, "drift", "verdict"),
+    DefineViews(12),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 # Columns stored as JSON where the database has the type, whatever version created the table.

@@ -126,7 +126,7 @@ def view_definitions(names: TableNames, dialect: ViewDialect, schema: str | None
                 current_mean - ci_high AS band_low, current_mean - ci_low AS band_high,
                 p_value, baseline_failure_rate, current_failure_rate, baseline_coverage, current_coverage,
                 verdict, verdict IN ({_listed(frozenset(v.value for v in ALERTING))}) AS alerting, detail, segment,
-                run_id, computed_at
+                run_id, computed_at, rule, observed, warning_level, critical_level
             FROM {drift}
         """,
         "latest_alerts": f"""
@@ -137,10 +137,11 @@ def view_definitions(names: TableNames, dialect: ViewDialect, schema: str | None
             )
             SELECT a.partition_date, a.metric, {_segment_columns("a.segment")}, a.verdict, a.channel, a.status,
                 a.attempts, a.error, a.sent_at, d.baseline_mean, d.current_mean, d.delta, d.p_value, d.detail,
-                a.alert_key, a.segment, a.run_id
+                a.alert_key, a.segment, a.run_id, a.rule, d.observed
             FROM attempts AS a
             LEFT JOIN {drift} AS d
                 ON d.partition_date = a.partition_date AND d.metric = a.metric AND d.segment = a.segment
+                AND d.rule IS NOT DISTINCT FROM a.rule
             WHERE a.newest = 1
         """,
         "worst_traces": f"""

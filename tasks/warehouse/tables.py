@@ -18,6 +18,7 @@ __all__ = [
     "SCORES_SCHEMA",
     "STEPS_SCHEMA",
     "STEP_SCORES_SCHEMA",
+    "THRESHOLD_COLUMNS",
     "TOPICS_SCHEMA",
     "TRACES_SCHEMA",
     "TRACE_TOPICS_SCHEMA",
@@ -204,8 +205,15 @@ DRIFT_SCHEMA = pa.schema(
         ("detail", pa.string()),
         ("run_id", pa.string()),
         ("computed_at", pa.timestamp("us", tz="UTC")),
+        # A threshold rule's row (metrics.thresholds): the rule as written, the statistic it observed, its levels.
+        # NULL in a comparison with the baseline.
+        ("rule", pa.string()),
+        ("observed", pa.float64()),
+        ("warning_level", pa.float64()),
+        ("critical_level", pa.float64()),
     ]
 )
+THRESHOLD_COLUMNS = ("rule", "observed", "warning_level", "critical_level")
 
 # Append-only ledger, one row per delivery outcome: what was alerted where, so an alert is not sent twice.
 ALERTS_SCHEMA = pa.schema(
@@ -221,6 +229,7 @@ ALERTS_SCHEMA = pa.schema(
         ("error", pa.string()),
         ("sent_at", pa.timestamp("us", tz="UTC")),
         ("run_id", pa.string()),
+        ("rule", pa.string()),  # the threshold rule of a threshold alert; NULL for a drift alert
     ]
 )
 

@@ -16,7 +16,7 @@ import pytest
 from ragpulse.flows.backfill import backfill, progress_listener
 from ragpulse.flows.monitor import monitor
 from ragpulse.tasks.config import AlertConfig, DriftConfig, OutputConfig, ScoringConfig, SourceConfig
-from ragpulse.tasks.core.artifacts import warehouse_tag
+from ragpulse.tasks.core.artifacts import md, warehouse_tag
 from ragpulse.tasks.monitoring.delivery import WEBHOOK_URL_ENV
 from tests.artifacts import latest_markdown
 from tests.doubles.webhook_receiver import SECRET_PATH, WebhookReceiver
@@ -210,6 +210,61 @@ def test_drift_segmented_by_language_finds_the_drop_in_japanese(
         )
     )
     assert verdicts["language=ja"] == "degraded" and verdicts["language=en"] == "stable"
+
+
+def test_a_threshold_breached_on_the_first_day_alerts_once_without_a_baseline(
+    history: Path, tmp_path: Path, webhook: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drop day as a fresh warehouse's first day: drift has no baseline to compare with, but a threshold rule
+    per language finds the Japanese segment (the sales app's questions) past its critical level, alerts once on
+    the webhook and as an event, and a second run sends nothing again."""
+    warehouse = f"duckdb:///{tmp_path / 'w.duckdb'}"
+    path = tmp_path / "w.duckdb"
+    monkeypatch.setenv(WEBHOOK_URL_ENV, webhook.url)
+    rules = DriftConfig(
+        segment_key="metadata.app",
+        threshold_rules="document_recall_single_hit mean below 0.7/0.5 per language; document_mrr failure_rate 0.01",
+    )
+    kwargs = dict(date=DROP_DAY, drift=rules, alerts=ALERTS, **_groups(history, warehouse, str(tmp_path / "work")))
+    first = monitor(**kwargs)
+
+    rows = _query(
+        path,
+        f"SELECT segment, rule, verdict, observed, current_n FROM drift WHERE partition_date = '{DROP_DAY}' "
+        "AND rule IS NOT NULL ORDER BY ALL",
+    )
+    by_segment = {(segment, rule.split()[1]): (verdict, observed, n) for segment, rule, verdict, observed, n in rows}
+    assert set(by_segment) == {("language=en", "mean"), ("language=ja", "mean"), ("all", "failure_rate")}
+    ja_hits, en_hits = (
+        _query(
+            path,
+            "SELECT avg(s.value) FROM scores s JOIN traces t USING (partition_date, trace_id) "
+            f"WHERE s.metric = 'document_recall_single_hit' AND t.language = '{code}'",
+        )[0][0]
+        for code in ("ja", "en")
+    )
+    assert by_segment["language=ja", "mean"] == ("critical", pytest.approx(ja_hits), PER_DAY // 2)
+    assert ja_hits < 0.5 < 0.7 < en_hits  # the history's hit rates: sales 0.3 on this day, support 0.8
+    assert by_segment["language=en", "mean"][0] == "within"
+    assert by_segment["all", "failure_rate"][:2] == ("within", 0.0)
+    baseline = _query(path, "SELECT DISTINCT verdict FROM drift WHERE rule IS NULL AND metric = 'document_mrr'")
+    assert baseline == [("no_baseline",)]
+
+    critical_key = f"{DROP_DAY}|document_recall_single_hit|language=ja|{rules.threshold_rules[0]}"
+    assert first.alerts["sent"] == [critical_key]
+    assert len(webhook.messages) == 1 and len(webhook.messages[0]["alerts"]) == 1
+    sent = webhook.messages[0]["alerts"][0]
+    assert sent["verdict"] == "critical" and sent["rule"] == str(rules.threshold_rules[0])
+    assert sent["observed"] == pytest.approx(ja_hits)
+    ledger = _query(path, "SELECT channel, status, verdict, rule FROM alerts ORDER BY channel")
+    assert ledger == [(channel, "sent", "critical", str(rules.threshold_rules[0])) for channel in ("event", "webhook")]
+    latest = _query(path, "SELECT verdict, observed FROM latest_alerts WHERE channel = 'webhook'")
+    assert latest == [("critical", pytest.approx(ja_hits))]  # the view joins the alert to its own rule's row
+
+    second = monitor(**kwargs)
+    assert len(webhook.messages) == 1 and second.alerts["already_sent"] == [critical_key]
+    drift_md = latest_markdown(f"ragpulse-drift-{DROP_DAY}-local-{warehouse_tag(warehouse)}")
+    assert "| critical |" in drift_md and md(f"(rule: {rules.threshold_rules[0]})") in drift_md
 
 
 def test_a_failing_webhook_is_retried_reported_and_sent_by_the_next_run(

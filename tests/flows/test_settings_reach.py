@@ -94,6 +94,7 @@ def reach_values(tmp_path: Path) -> dict[str, Any]:
         "segment_key": "metadata.app",
         "max_segments": 5,
         "lower_is_better": ["document_mrr"],
+        "threshold_rules": ["document_mrr mean below 0.8/0.6 per metadata.app min 10"],
         "drift_estimator": "ppi",
         "labels": str(tmp_path / "labels.jsonl"),
         "labels_from": "feedback:relevance=context_relevance",
@@ -161,6 +162,8 @@ def test_every_setting_has_a_non_default_value_and_loads_from_toml(
         loaded = getattr(getattr(config, setting.group), setting.field)
         if isinstance(loaded, dict):  # prices hold models: compare them as the JSON they were given as
             loaded = json.loads(json.dumps(loaded, default=lambda model: model.model_dump()))
+        if flat == "threshold_rules":  # rules as the text they were given as
+            loaded = tuple(str(rule) for rule in loaded)
         expected = tuple(values[flat]) if isinstance(values[flat], list) else values[flat]
         assert loaded == expected, flat
         if not field.is_required():

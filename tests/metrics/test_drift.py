@@ -172,10 +172,13 @@ def test_a_comparison_does_not_depend_on_the_order_of_the_values() -> None:
 
 def test_verdicts_sort_most_severe_first() -> None:
     mixed = [
-        "stable", "no_baseline", "improved", "shifted", "coverage_down", "insufficient_data", "degraded",
-        "failure_rate_up",
+        "stable", "no_baseline", "improved", "shifted", "coverage_down", "insufficient_data", "degraded", "within",
+        "warning", "failure_rate_up", "critical",
     ]  # fmt: skip
     assert sorted(mixed, key=severity) == [v.value for v in Verdict]
-    # A shift of the inputs alerts after every quality verdict, and before anything that does not alert.
-    assert list(Verdict)[3] is Verdict.SHIFTED and set(list(Verdict)[:4]) == ALERTING
+    # A threshold rule's critical level comes first, its warning after drift's quality verdicts; a shift of the
+    # inputs alerts after every quality verdict, and before anything that does not alert.
+    order = list(Verdict)
+    assert order[0] is Verdict.CRITICAL and order[4] is Verdict.WARNING
+    assert order[5] is Verdict.SHIFTED and set(order[:6]) == ALERTING
     assert severity("something_new") > severity(Verdict.NO_BASELINE)

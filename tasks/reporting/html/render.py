@@ -159,11 +159,11 @@ def _kind(verdict: str | None) -> str:
 
 
 def _drift_by_point(drift: Iterable[dict[str, Any]], segment: str) -> dict[tuple[dt.date, str], dict[str, Any]]:
-    """One drift row per (partition, metric) of ``segment``: with several judge models or prompt versions
-    the one that covered most traces."""
+    """One comparison with the baseline per (partition, metric) of ``segment``: with several judge models or prompt
+    versions the one that covered most traces."""
     chosen: dict[tuple[dt.date, str], dict[str, Any]] = {}
     for row in drift:
-        if row.get("segment") != segment:
+        if row.get("segment") != segment or row.get("rule"):  # a threshold rule's row has no baseline to draw
             continue
         key = (row["partition_date"], row["metric"])
         if key not in chosen or (row.get("current_n") or 0) > (chosen[key].get("current_n") or 0):

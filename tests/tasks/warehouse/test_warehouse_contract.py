@@ -88,8 +88,17 @@ V9_KEYS = ("calibrations", "estimates")
 V10_KEYS = ("steps", "step_scores", "conversation_scores")
 V11_KEYS = ("topics", "trace_topics")
 V8_KEYS = tuple(key for key in KEYS if key not in (*V9_KEYS, *V10_KEYS, *V11_KEYS))
-# The drift verdicts before v11 added `shifted`, as the check of the drift table listed them.
-V10_VERDICT_CHECK = "verdict IN ({})".format(", ".join(f"'{v}'" for v in VERDICTS if v != "shifted"))
+# Verdicts later versions added to the drift table's check: v11 `shifted`, v12 a threshold rule's.
+V12_VERDICTS = ("critical", "warning", "within")
+THRESHOLD_COLUMNS = ("rule", "observed", "warning_level", "critical_level")
+
+
+def verdict_check(version: int) -> str:
+    """The check on drift.verdict as a warehouse at ``version`` (4 to 11) listed it."""
+    added = {*V12_VERDICTS, *(("shifted",) if version < 11 else ())}
+    return "verdict IN ({})".format(", ".join(f"'{v}'" for v in VERDICTS if v not in added))
+
+
 # The views of schema version 8 and 10, by TableNames field.
 VIEW_KEYS = ("daily_scores", "drift_segments", "latest_alerts", "worst_traces")
 V10_VIEW_KEYS = ("turn_steps", "conversations", "conversation_turns")
@@ -350,9 +359,13 @@ def _duckdb(tmp_path: Path) -> Backend:
             for key in V11_KEYS if version < 11 else ():
                 con.execute("DROP VIEW IF EXISTS daily_scores")  # defined anew by v11 over trace_topics
                 con.execute(f"DROP TABLE {key}")
-            if 4 <= version < 11:  # the drift table with its check before `shifted`, and its rows
+            if 4 <= version < 12:  # before threshold rules: their columns, and the alerts' rule
+                for column in THRESHOLD_COLUMNS:
+                    con.execute(f'ALTER TABLE drift DROP COLUMN "{column}"')
+                con.execute('ALTER TABLE alerts DROP COLUMN "rule"')
+            if 4 <= version < 12:  # the drift table with its check of the version, and its rows
                 (ddl,) = con.execute("SELECT sql FROM duckdb_tables() WHERE table_name = 'drift'").fetchone() or ("",)
-                old = re.sub(r"CHECK\(\(verdict IN \([^)]*\)\)\)", f"CHECK ({V10_VERDICT_CHECK})", ddl)
+                old = re.sub(r"CHECK\(\(verdict IN \([^)]*\)\)\)", f"CHECK ({verdict_check(version)})", ddl)
                 assert old != ddl, ddl
                 con.execute("ALTER TABLE drift RENAME TO drift_v11")
                 con.execute(old)
@@ -416,14 +429,21 @@ def _postgres(schema: str) -> Backend:
             for key in V11_KEYS if version < 11 else ():
                 con.execute(sql.SQL("DROP VIEW IF EXISTS {}").format(table("daily_scores")))
                 con.execute(sql.SQL("DROP TABLE {}").format(table(key)))
-            if 4 <= version < 11:  # the drift check before `shifted`, under the name the backend gives it
+            if version < 12:  # the views read the columns dropped below; the migration defines them anew
+                for key in ("drift_segments", "latest_alerts"):
+                    con.execute(sql.SQL("DROP VIEW IF EXISTS {}").format(table(key)))
+            if 4 <= version < 12:  # before threshold rules: their columns, and the alerts' rule
+                for column in THRESHOLD_COLUMNS:
+                    con.execute(sql.SQL("ALTER TABLE {} DROP COLUMN {}").format(table("drift"), sql.Identifier(column)))
+                con.execute(sql.SQL("ALTER TABLE {} DROP COLUMN rule").format(table("alerts")))
+            if 4 <= version < 12:  # the drift check of the version, under the name the backend gives it
                 check = sql.Identifier(f"{names.drift}_check0")
                 con.execute(
                     sql.SQL("ALTER TABLE {} DROP CONSTRAINT {}, ADD CONSTRAINT {} CHECK ({})").format(
                         table("drift"),
                         check,
                         check,
-                        sql.SQL(V10_VERDICT_CHECK),  # type: ignore[arg-type]
+                        sql.SQL(verdict_check(version)),  # type: ignore[arg-type]
                     )
                 )
             for key in V10_VIEW_KEYS if version < 10 else ():
@@ -504,6 +524,10 @@ def _lake(url: str, fs: Any, root: str, catalog: Callable[[], Any]) -> Backend:
             drop_column("traces", "conversation_id")
         if 4 <= version < 5:
             drop_column("traces", "language")
+        if 4 <= version < 12:
+            for column in THRESHOLD_COLUMNS:
+                drop_column("drift", column)
+            drop_column("alerts", "rule")
         for column in _added_run_columns(version):
             drop_column("runs", column)
         gone = (
@@ -1285,20 +1309,20 @@ def test_a_v10_warehouse_gains_the_topics_tables_and_keeps_its_rows(migrated: Ba
     # Reading does not migrate: the new tables read as empty.
     assert migrated.open().read("trace_topics").num_rows == 0 and migrated.version() == 10
     migrated.open().publish_topics(DAY, trace_topics(DAY, "t1"), topics(DAY, "t1"))
-    assert migrated.version() == SCHEMA_VERSION == 11
-    assert {key: migrated.rows(key) for key in old} == old
+    assert migrated.version() == SCHEMA_VERSION
+    assert {key: _as_before(migrated.rows(key), old[key]) for key in old} == old
     assert migrated.rows("trace_topics") == _expected(trace_topics(DAY, "t1"))
     assert migrated.leftovers() == []
 
 
-def _shifted_refused(backend: Backend) -> bool:
-    """Whether the stored check on the drift table refuses ``shifted``, asked of the database itself (the lake
+def _refused(backend: Backend, verdict: str) -> bool:
+    """Whether the stored check on the drift table refuses ``verdict``, asked of the database itself (the lake
     has no stored check: its rows are checked in Python, always against the current list)."""
     if backend.url.startswith("duckdb:"):
         with duckdb.connect(backend.url.removeprefix("duckdb:///")) as con:
             con.execute("BEGIN TRANSACTION")
             try:
-                con.execute("UPDATE drift SET verdict = 'shifted'")
+                con.execute("UPDATE drift SET verdict = ?", [verdict])
             except duckdb.ConstraintException:
                 return True
             finally:
@@ -1307,7 +1331,7 @@ def _shifted_refused(backend: Backend) -> bool:
     drift_table = sql.Identifier(backend.url.rsplit("schema=", 1)[1], backend.tables.drift)
     with psycopg.connect(PG_DSN) as con:
         try:
-            con.execute(sql.SQL("UPDATE {} SET verdict = 'shifted'").format(drift_table))
+            con.execute(sql.SQL("UPDATE {} SET verdict = %s").format(drift_table), (verdict,))
         except psycopg.errors.CheckViolation:
             return True
         finally:
@@ -1321,12 +1345,48 @@ def test_a_v10_warehouse_with_drift_rows_is_migrated_and_accepts_shifted(migrate
     old = migrated.rows("drift")
     assert len(old) == 4
     if not migrated.url.startswith("file:"):
-        assert _shifted_refused(migrated)
+        assert _refused(migrated, "shifted")
     later = DAY + dt.timedelta(days=1)
     migrated.open().publish_drift(later, drift(later, "d2", verdict="shifted"))
-    assert migrated.version() == SCHEMA_VERSION == 11
-    assert [r for r in migrated.rows("drift") if r["run_id"] == "d1"] == old
+    assert migrated.version() == SCHEMA_VERSION
+    assert _as_before([r for r in migrated.rows("drift") if r["run_id"] == "d1"], old) == old
     assert "shifted" in {r["verdict"] for r in migrated.rows("drift") if r["run_id"] == "d2"}
+    # The check was replaced, not dropped: an unknown verdict is still refused, and nothing changes.
+    with pytest.raises(WarehouseError, match="previous rows kept"):
+        migrated.open().publish_drift(later, drift(later, "d3", verdict="worse"))
+    assert {r["run_id"] for r in migrated.rows("drift")} == {"d1", "d2"}
+    assert migrated.leftovers() == []
+
+
+def _as_before(rows: list[dict[str, Any]], before: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` with only the columns ``before`` had (a later version's columns read as NULL in old rows)."""
+    if not before:
+        return rows
+    for row in rows:
+        assert all(row[column] is None for column in row.keys() - before[0].keys()), row
+    return [{column: row[column] for column in before[0]} for row in rows]
+
+
+def test_a_v11_warehouse_gains_the_threshold_columns_and_accepts_their_verdicts(migrated: Backend) -> None:
+    migrated.open().publish_drift(DAY, drift(DAY, "d1"))
+    migrated.open().record_alerts(alerts(DAY, "a1"))
+    migrated.rewind(11)
+    assert migrated.version() == 11 and "rule" not in migrated.rows("drift")[0]
+    old = {key: migrated.rows(key) for key in ("drift", "alerts")}
+    if not migrated.url.startswith("file:"):  # the lake checks in Python, always against the current list
+        assert _refused(migrated, "critical")
+    later = DAY + dt.timedelta(days=1)
+    rule = "m1 p95 above 2000/5000 per all min 30"
+    threshold = drift(later, "d2", verdict="critical").to_pylist()
+    threshold[-1] |= {"rule": rule, "observed": 6150.5, "warning_level": 2000.0, "critical_level": 5000.0}
+    migrated.open().publish_drift(later, pa.Table.from_pylist(threshold, schema=DRIFT_SCHEMA))
+    migrated.open().record_alerts(alerts(later, "a2").set_column(11, "rule", pa.array([rule], pa.string())))
+    assert migrated.version() == SCHEMA_VERSION
+    for key in ("drift", "alerts"):
+        assert _as_before([r for r in migrated.rows(key) if r["partition_date"] == DAY], old[key]) == old[key]
+    stored = [r for r in migrated.rows("drift") if r["verdict"] == "critical"]
+    assert [(r["rule"], r["observed"], r["critical_level"]) for r in stored] == [(rule, 6150.5, 5000.0)]
+    assert [r["rule"] for r in migrated.rows("alerts") if r["partition_date"] == later] == [rule]
     # The check was replaced, not dropped: an unknown verdict is still refused, and nothing changes.
     with pytest.raises(WarehouseError, match="previous rows kept"):
         migrated.open().publish_drift(later, drift(later, "d3", verdict="worse"))
