@@ -251,12 +251,22 @@ class DriftAlert:
     """The threshold rule whose verdict this is (its text form); None for a comparison with the baseline."""
     observed: float | None = None
     """The statistic a threshold rule observed (a p95, a failure rate); None for drift."""
+    state: str = "opened"
+    """What a notice says of the alert: ``opened`` (new), ``reminder`` (still open after the reminder interval) or
+    ``resolved`` (back within its levels, or stable again); ``verdict`` is then the day's, not the alarm's."""
+
+    @property
+    def dedup_key(self) -> str:
+        """The alert across days, the same while it stays open: (metric, segment), and the rule for a threshold
+        rule's. Receivers group and resolve by it (PagerDuty's dedup_key, an Automation's resource label)."""
+        same = f"{self.metric}|{self.segment}"
+        return same if self.rule is None else f"{same}|{self.rule}"
 
     @property
     def key(self) -> str:
-        """Identity of the alert: sent once per (partition, metric, segment), and per rule for a threshold rule's."""
-        drift = f"{self.partition_date.isoformat()}|{self.metric}|{self.segment}"
-        return drift if self.rule is None else f"{drift}|{self.rule}"
+        """Identity of a notice in the ledger: one per (partition, alert), so a re-run of a partition sends nothing
+        twice."""
+        return f"{self.partition_date.isoformat()}|{self.dedup_key}"
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ __all__ = [
     "ALL_SEGMENTS",
     "SCORE_COLUMNS",
     "STEP_METRIC_PREFIX",
+    "alert_of",
     "alerts_of",
     "drift_rows",
     "metadata_keys",
@@ -275,23 +276,26 @@ def _finite(value: float) -> float | None:
 
 
 def alerts_of(rows: pa.Table) -> list[DriftAlert]:
-    return [
-        DriftAlert(
-            partition_date=row["partition_date"],
-            metric=row["metric"],
-            segment=row["segment"],
-            verdict=row["verdict"],
-            detail=row["detail"],
-            baseline_mean=row["baseline_mean"],
-            current_mean=row["current_mean"],
-            delta=row["delta"],
-            judge_model=row["judge_model"],
-            rule=row.get("rule"),
-            observed=row.get("observed"),
-        )
-        for row in rows.to_pylist()
-        if row["verdict"] in ALERTING
-    ]
+    """The alerts among a partition's drift rows: those whose verdict alerts, as just opened."""
+    return [alert_of(row) for row in rows.to_pylist() if row["verdict"] in ALERTING]
+
+
+def alert_of(row: Mapping[str, Any], state: str = "opened") -> DriftAlert:
+    """A drift row (a dict of its columns) as an alert with ``state``."""
+    return DriftAlert(
+        partition_date=row["partition_date"],
+        metric=row["metric"],
+        segment=row["segment"],
+        verdict=row["verdict"],
+        detail=row["detail"] or "",
+        baseline_mean=row["baseline_mean"],
+        current_mean=row["current_mean"],
+        delta=row["delta"],
+        judge_model=row["judge_model"],
+        rule=row.get("rule"),
+        observed=row.get("observed"),
+        state=state,
+    )
 
 
 SCORE_COLUMNS = [

@@ -263,3 +263,6 @@ class AlertConfig(ConfigGroup):
     timeout_seconds: float = Field(default=10.0, gt=0, description="Timeout of one webhook attempt.")
     backoff_seconds: float = Field(default=1.0, ge=0, description="First retry delay; doubles per attempt.")
     report_url: str | None = Field(default=None, description="Link to a report, put in every message.")
+    reminder_days: int = Field(
+        default=7, ge=0, description="Days after its last notice that an alert still open is sent again; 0: never."
+    )

@@ -27,6 +27,7 @@ from ragpulse.tasks.monitoring.config import AlertConfig
 __all__ = [
     "EVENTS_NOT_EMITTED",
     "EVENT_PREFIX",
+    "RESOLVED_EVENT",
     "THRESHOLD_EVENT_PREFIX",
     "WEBHOOK_URL_ENV",
     "AlertOutcome",
@@ -44,6 +45,9 @@ WEBHOOK_URL_ENV = "RAGPULSE_ALERT_WEBHOOK_URL"
 EVENT_PREFIX = "ragpulse.drift"
 THRESHOLD_EVENT_PREFIX = "ragpulse.threshold"
 """A threshold rule's events: ``ragpulse.threshold.critical`` and ``ragpulse.threshold.warning``."""
+RESOLVED_EVENT = "resolved"
+"""The last part of a resolution's event (``ragpulse.drift.resolved``); an opening and a reminder are named by the
+verdict, and a reminder says so in its ``ragpulse.state`` label."""
 _RETRIED_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 EVENTS_NOT_EMITTED = (
     "no Prefect server to receive drift events: PREFECT_API_URL is unset, and Prefect's temporary server stops with "
@@ -59,9 +63,18 @@ class AlertOutcome:
     already_sent: list[str]
     failed: list[str]
     skipped: list[str] = field(default_factory=list)
+    reminded: list[str] = field(default_factory=list)
+    """Among ``sent``: reminders of alerts still open."""
+    resolved: list[str] = field(default_factory=list)
+    """Among ``sent``: notices that an open alert resolved."""
+    still_open: list[str] = field(default_factory=list)
+    """Alerts open since an earlier partition and not sent again (no reminder due)."""
 
     def to_dict(self) -> dict[str, list[str]]:
-        return {"sent": self.sent, "already_sent": self.already_sent, "failed": self.failed, "skipped": self.skipped}
+        return {
+            "sent": self.sent, "already_sent": self.already_sent, "failed": self.failed, "skipped": self.skipped,
+            "reminded": self.reminded, "resolved": self.resolved, "still_open": self.still_open,
+        }  # fmt: skip
 
 
 def webhook_url(settings: AlertConfig) -> str | None:
@@ -102,6 +115,8 @@ def webhook_payload(alerts: Sequence[DriftAlert], settings: AlertConfig) -> dict
                     "detail": a.detail,
                     "rule": a.rule,
                     "observed": a.observed,
+                    "state": a.state,
+                    "dedup_key": a.dedup_key,
                 }
                 for a in alerts
             ],
@@ -120,11 +135,13 @@ def webhook_payload(alerts: Sequence[DriftAlert], settings: AlertConfig) -> dict
 
 
 def _slack_line(alert: DriftAlert) -> str:
-    """One alert as a Slack line: a threshold rule's verdict with the rule, a drift verdict with the means."""
+    """One notice as a Slack line: a threshold rule's verdict with the rule, a drift verdict with the means; a
+    reminder or a resolution says so first."""
+    state = {"reminder": "still open: ", "resolved": "resolved, now "}.get(alert.state, "")
     if alert.rule is not None:
-        return f"• *{alert.metric}* ({alert.segment}): {alert.verdict}, {alert.detail} (rule: {alert.rule})"
+        return f"• *{alert.metric}* ({alert.segment}): {state}{alert.verdict}, {alert.detail} (rule: {alert.rule})"
     return (
-        f"• *{alert.metric}* ({alert.segment}): {alert.verdict.replace('_', ' ')}, mean "
+        f"• *{alert.metric}* ({alert.segment}): {state}{alert.verdict.replace('_', ' ')}, mean "
         f"{markdown_number(alert.baseline_mean)} → {markdown_number(alert.current_mean)}. {alert.detail}"
     )
 
@@ -172,13 +189,16 @@ def events_receivable() -> bool:
 
 
 def emit(alert: DriftAlert) -> bool:
+    prefix = THRESHOLD_EVENT_PREFIX if alert.rule is not None else EVENT_PREFIX
     event = emit_event(
-        event=f"{THRESHOLD_EVENT_PREFIX if alert.rule is not None else EVENT_PREFIX}.{alert.verdict}",
+        event=f"{prefix}.{RESOLVED_EVENT if alert.state == 'resolved' else alert.verdict}",
         resource={
             "prefect.resource.id": f"ragpulse.metric.{alert.metric}",
             "prefect.resource.name": alert.metric,
             "ragpulse.segment": alert.segment,
             "ragpulse.partition-date": alert.partition_date.isoformat(),
+            "ragpulse.dedup-key": alert.dedup_key,
+            "ragpulse.state": alert.state,
         },
         payload={
             "key": alert.key,
@@ -213,6 +233,7 @@ def ledger_rows(
             "sent_at": now,
             "run_id": run_id,
             "rule": a.rule,
+            "state": a.state,
         }
         for a in alerts
     ]
@@ -236,8 +257,9 @@ def drift_markdown(report: DriftReport, outcome: AlertOutcome, report_url: str |
     lines = [
         f"# Drift, dt={report.partition_date}",
         "",
-        f"{len(report.alerts)} alert(s): {len(outcome.sent)} sent now, {len(outcome.already_sent)} sent before, "
-        f"{len(outcome.failed)} failed to send.",
+        f"{len(report.alerts)} alert(s); notices: {len(outcome.sent)} sent now ({len(outcome.reminded)} reminder(s), "
+        f"{len(outcome.resolved)} resolved), {len(outcome.already_sent)} sent before, {len(outcome.failed)} failed "
+        f"to send; {len(outcome.still_open)} alert(s) open since an earlier partition, no reminder due.",
         *([f"{len(outcome.skipped)} not emitted as Prefect events: {EVENTS_NOT_EMITTED}."] if outcome.skipped else []),
         "",
         *([_report_line(report_url), ""] if report_url else []),

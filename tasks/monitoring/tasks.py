@@ -49,6 +49,7 @@ from ragpulse.tasks.monitoring.delivery import (
     webhook_payload,
     webhook_url,
 )
+from ragpulse.tasks.monitoring.lifecycle import REMINDER, RESOLVED, channel_notices, last_notices
 from ragpulse.tasks.monitoring.questions import question_drift_rows
 from ragpulse.tasks.monitoring.threshold_rules import rule_segment_keys, threshold_rows
 from ragpulse.tasks.topics.config import TopicsConfig
@@ -218,55 +219,68 @@ def _warn_of_an_unmatched_segment_key(
     )  # fmt: skip
 
 
+_LEDGER_COLUMNS = ["alert_key", "partition_date", "metric", "segment", "rule", "channel", "status", "state"]
+
+
 @task(name="send-alerts", cache_policy=NO_CACHE, persist_result=False)
 def send_alerts(
     warehouse_url: str, report: DriftReport, settings: AlertConfig | None = None, run_id: str = ""
 ) -> AlertOutcome:
-    """Send the report's alerts not yet sent on each channel, record every outcome, write the artifact."""
+    """Send each channel the partition's notices it has not had (``lifecycle``: alerts that open, reminders of those
+    still open, alerts that resolve), record every outcome, write the artifact."""
     settings = settings or AlertConfig()
     logger = get_run_logger()
     warehouse = open_warehouse(warehouse_url)
     day = report.partition_date
-    ledger = warehouse.read("alerts", start=day, end=day, columns=["alert_key", "channel", "status"]).to_pylist()
+    ledger = warehouse.read("alerts", end=day, columns=_LEDGER_COLUMNS).to_pylist()
     delivered = {(row["alert_key"], row["channel"]) for row in ledger if row["status"] == "sent"}
+    last = last_notices(ledger, before=day)
     url = webhook_url(settings)
     channels = [name for name, on in (("webhook", url is not None), ("event", settings.emit_events)) if on]
-    rows: list[dict[str, Any]] = []
+    rows = report.rows.to_pylist()
+    notices = {c: channel_notices(c, report.alerts, rows, last, settings.reminder_days) for c in channels}
+    pending = {c: [a for a in notices[c].pending if (a.key, c) not in delivered] for c in channels}
+    told = {a.key: a for c in channels for a in notices[c].pending}
+    already = {key for key in told if all((key, c) in delivered for c in channels)}
+    still_open = {a.key for c in channels for a in notices[c].still_open} - set(told)
+    ledger_rows_out: list[dict[str, Any]] = []
     sent: set[str] = set()
     failed: set[str] = set()
-    already: set[str] = {a.key for a in report.alerts if channels and all((a.key, c) in delivered for c in channels)}
     skipped: set[str] = set()
     delivering = channels
     if "event" in channels and not events_receivable():
         # Neither emitted nor recorded: the ledger then leaves them to the next run that has a server.
-        skipped = {a.key for a in report.alerts if (a.key, "event") not in delivered}
+        skipped = {a.key for a in pending["event"]}
         delivering = [channel for channel in channels if channel != "event"]
         if skipped:
-            logger.warning("dt=%s: %d drift event(s) not emitted: %s", day, len(skipped), EVENTS_NOT_EMITTED)
+            logger.warning("dt=%s: %d alert event(s) not emitted: %s", day, len(skipped), EVENTS_NOT_EMITTED)
     for channel in delivering:
-        pending = [a for a in report.alerts if (a.key, channel) not in delivered]
-        if not pending:
+        if not pending[channel]:
             continue
         if channel == "webhook":
             assert url is not None
-            attempts, error = post(url, webhook_payload(pending, settings), settings)
+            attempts, error = post(url, webhook_payload(pending[channel], settings), settings)
             if error:
                 logger.warning("dt=%s: webhook failed after %d attempt(s): %s", day, attempts, error)
-            rows += ledger_rows(pending, channel, attempts, error, run_id)
-            (failed if error else sent).update(a.key for a in pending)
+            ledger_rows_out += ledger_rows(pending[channel], channel, attempts, error, run_id)
+            (failed if error else sent).update(a.key for a in pending[channel])
         else:
-            for alert in pending:
+            for alert in pending[channel]:
                 ok = emit(alert)
-                rows += ledger_rows([alert], channel, 1, None if ok else "events are not enabled", run_id)
+                ledger_rows_out += ledger_rows([alert], channel, 1, None if ok else "events are not enabled", run_id)
                 (sent if ok else failed).add(alert.key)
-    if rows:
-        warehouse.record_alerts(pa.Table.from_pylist(rows, schema=ALERTS_SCHEMA))
+    if ledger_rows_out:
+        warehouse.record_alerts(pa.Table.from_pylist(ledger_rows_out, schema=ALERTS_SCHEMA))
     if not channels and report.alerts:
         logger.warning(
-            "dt=%s: %d drift alert(s) but no channel: set %s or a webhook block, or enable events",
+            "dt=%s: %d alert(s) but no channel: set %s or a webhook block, or enable events",
             day, len(report.alerts), WEBHOOK_URL_ENV,
         )  # fmt: skip
-    outcome = AlertOutcome(sorted(sent - failed), sorted(already), sorted(failed), sorted(skipped))
+    by_state = {state: sorted(k for k in sent - failed if told[k].state == state) for state in (REMINDER, RESOLVED)}
+    outcome = AlertOutcome(
+        sorted(sent - failed), sorted(already), sorted(failed), sorted(skipped), reminded=by_state[REMINDER],
+        resolved=by_state[RESOLVED], still_open=sorted(still_open),
+    )  # fmt: skip
     create_markdown_artifact(
         key=artifact_key("drift", day, warehouse_url),
         markdown=drift_markdown(report, outcome, settings.report_url),

@@ -268,7 +268,7 @@ TABLES: dict[str, TableSpec] = {
     "alerts": TableSpec(
         "alerts",
         ALERTS_SCHEMA,
-        frozenset(ALERTS_SCHEMA.names) - {"error", "rule"},
+        frozenset(ALERTS_SCHEMA.names) - {"error", "rule", "state"},
         checks=(_in("status", ALERT_STATUSES),),
     ),
     "calibrations": TableSpec(
@@ -371,9 +371,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     # v11: the `shifted` drift verdict (a change in what users ask, not in quality) for input drift and topic shares.
     ReplaceCheck(11, "drift", "verdict"),
     # v12: threshold rules beside drift (issue 34): a rule's verdicts are drift rows that name the rule, with the
-    # statistic observed and the rule's levels; the alert ledger names the rule of a threshold alert.
+    # statistic observed and the rule's levels; the alert ledger names the rule of a threshold alert, and what each
+    # notice said of its alert (opened, reminder, resolved).
     *(AddColumn(12, "drift", column) for column in THRESHOLD_COLUMNS),
     AddColumn(12, "alerts", "rule"),
+    AddColumn(12, "alerts", "state"),
     ReplaceCheck(12, "drift", "verdict"),
     DefineViews(12),
 )

@@ -230,6 +230,9 @@ ALERTS_SCHEMA = pa.schema(
         ("sent_at", pa.timestamp("us", tz="UTC")),
         ("run_id", pa.string()),
         ("rule", pa.string()),  # the threshold rule of a threshold alert; NULL for a drift alert
+        # What the notice said of the alert (docs/monitoring.md, "Alert lifecycle"): opened, reminder or resolved;
+        # NULL in rows written before schema v12, all of them openings.
+        ("state", pa.string()),
     ]
 )
 

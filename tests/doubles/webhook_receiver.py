@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Iterator
@@ -29,8 +30,9 @@ class WebhookReceiver:
             self.failures = [status] * times
 
 
-@pytest.fixture
-def webhook() -> Iterator[WebhookReceiver]:
+@contextlib.contextmanager
+def receiving() -> Iterator[WebhookReceiver]:
+    """A receiver listening on a free loopback port while the block runs."""
     receiver: WebhookReceiver
 
     class Handler(BaseHTTPRequestHandler):
@@ -57,3 +59,9 @@ def webhook() -> Iterator[WebhookReceiver]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def webhook() -> Iterator[WebhookReceiver]:
+    with receiving() as receiver:
+        yield receiver

@@ -117,6 +117,7 @@ def reach_values(tmp_path: Path) -> dict[str, Any]:
         "alert_timeout_seconds": 3.0,
         "alert_backoff_seconds": 0.5,
         "alert_report_url": "https://example.invalid/report",
+        "alert_reminder_days": 3,
         "topics_enabled": False,
         "refit_topics": True,
         "topics_refit_after_days": 7,

@@ -363,6 +363,7 @@ def _duckdb(tmp_path: Path) -> Backend:
                 for column in THRESHOLD_COLUMNS:
                     con.execute(f'ALTER TABLE drift DROP COLUMN "{column}"')
                 con.execute('ALTER TABLE alerts DROP COLUMN "rule"')
+                con.execute('ALTER TABLE alerts DROP COLUMN "state"')
             if 4 <= version < 12:  # the drift table with its check of the version, and its rows
                 (ddl,) = con.execute("SELECT sql FROM duckdb_tables() WHERE table_name = 'drift'").fetchone() or ("",)
                 old = re.sub(r"CHECK\(\(verdict IN \([^)]*\)\)\)", f"CHECK ({verdict_check(version)})", ddl)
@@ -435,7 +436,7 @@ def _postgres(schema: str) -> Backend:
             if 4 <= version < 12:  # before threshold rules: their columns, and the alerts' rule
                 for column in THRESHOLD_COLUMNS:
                     con.execute(sql.SQL("ALTER TABLE {} DROP COLUMN {}").format(table("drift"), sql.Identifier(column)))
-                con.execute(sql.SQL("ALTER TABLE {} DROP COLUMN rule").format(table("alerts")))
+                con.execute(sql.SQL("ALTER TABLE {} DROP COLUMN rule, DROP COLUMN state").format(table("alerts")))
             if 4 <= version < 12:  # the drift check of the version, under the name the backend gives it
                 check = sql.Identifier(f"{names.drift}_check0")
                 con.execute(
@@ -528,6 +529,7 @@ def _lake(url: str, fs: Any, root: str, catalog: Callable[[], Any]) -> Backend:
             for column in THRESHOLD_COLUMNS:
                 drop_column("drift", column)
             drop_column("alerts", "rule")
+            drop_column("alerts", "state")
         for column in _added_run_columns(version):
             drop_column("runs", column)
         gone = (
@@ -1380,13 +1382,16 @@ def test_a_v11_warehouse_gains_the_threshold_columns_and_accepts_their_verdicts(
     threshold = drift(later, "d2", verdict="critical").to_pylist()
     threshold[-1] |= {"rule": rule, "observed": 6150.5, "warning_level": 2000.0, "critical_level": 5000.0}
     migrated.open().publish_drift(later, pa.Table.from_pylist(threshold, schema=DRIFT_SCHEMA))
-    migrated.open().record_alerts(alerts(later, "a2").set_column(11, "rule", pa.array([rule], pa.string())))
+    notice = alerts(later, "a2").set_column(11, "rule", pa.array([rule], pa.string()))
+    migrated.open().record_alerts(notice.set_column(12, "state", pa.array(["resolved"], pa.string())))
     assert migrated.version() == SCHEMA_VERSION
     for key in ("drift", "alerts"):
         assert _as_before([r for r in migrated.rows(key) if r["partition_date"] == DAY], old[key]) == old[key]
     stored = [r for r in migrated.rows("drift") if r["verdict"] == "critical"]
     assert [(r["rule"], r["observed"], r["critical_level"]) for r in stored] == [(rule, 6150.5, 5000.0)]
-    assert [r["rule"] for r in migrated.rows("alerts") if r["partition_date"] == later] == [rule]
+    assert [(r["rule"], r["state"]) for r in migrated.rows("alerts") if r["partition_date"] == later] == [
+        (rule, "resolved")
+    ]
     # The check was replaced, not dropped: an unknown verdict is still refused, and nothing changes.
     with pytest.raises(WarehouseError, match="previous rows kept"):
         migrated.open().publish_drift(later, drift(later, "d3", verdict="worse"))
