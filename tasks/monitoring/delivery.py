@@ -23,6 +23,7 @@ from ragpulse.tasks.core.artifacts import followable, md, md_link
 from ragpulse.tasks.core.secrets import secret_text
 from ragpulse.tasks.core.types import DriftAlert, DriftReport
 from ragpulse.tasks.monitoring.config import AlertConfig
+from ragpulse.tasks.monitoring.incidents import Incident, incidents_of
 
 __all__ = [
     "EVENTS_NOT_EMITTED",
@@ -94,7 +95,8 @@ def markdown_number(value: float | None) -> str:
 
 
 def webhook_payload(alerts: Sequence[DriftAlert], settings: AlertConfig) -> dict[str, Any]:
-    """One message for a partition's new alerts, Slack-compatible or as ragpulse's JSON document."""
+    """One message for a partition's notices, grouped into incidents (``incidents_of``), Slack-compatible or as
+    ragpulse's JSON document (which lists the alerts, and the incidents by their alerts' keys)."""
     day = alerts[0].partition_date.isoformat()
     if settings.webhook_format == "json":
         return {
@@ -102,28 +104,23 @@ def webhook_payload(alerts: Sequence[DriftAlert], settings: AlertConfig) -> dict
             "kind": "drift",
             "partition_date": day,
             "report_url": settings.report_url,
-            "alerts": [
+            "alerts": [{**_alert_fields(a), "segment": a.segment, "state": a.state} for a in alerts],
+            "incidents": [
                 {
-                    "key": a.key,
-                    "metric": a.metric,
-                    "segment": a.segment,
-                    "verdict": a.verdict,
-                    "baseline_mean": a.baseline_mean,
-                    "current_mean": a.current_mean,
-                    "delta": a.delta,
-                    "judge_model": a.judge_model,
-                    "detail": a.detail,
-                    "rule": a.rule,
-                    "observed": a.observed,
-                    "state": a.state,
-                    "dedup_key": a.dedup_key,
+                    "key": incident.key,
+                    "segment": incident.segment,
+                    "family": incident.family,
+                    "state": incident.state,
+                    "verdict": incident.verdict,
+                    "summary": incident.summary,
+                    "alerts": [a.key for a in incident.alerts],
                 }
-                for a in alerts
+                for incident in incidents_of(alerts)
             ],
         }
-    lines = [_slack_line(a) for a in alerts]
+    lines = [line for incident in incidents_of(alerts) for line in _slack_lines(incident)]
     kind = "drift " if all(a.rule is None for a in alerts) else ""
-    title = f"ragpulse: {len(alerts)} {kind}alert(s) for dt={day}"
+    title = f"ragpulse: {len(alerts)} {kind}alert(s) in {len(incidents_of(alerts))} incident(s) for dt={day}"
     link = _slack_report_link(settings.report_url) if settings.report_url else ""
     return {
         "text": title,
@@ -132,6 +129,14 @@ def webhook_payload(alerts: Sequence[DriftAlert], settings: AlertConfig) -> dict
             {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)[:2900] + link}},
         ],
     }
+
+
+def _slack_lines(incident: Incident) -> list[str]:
+    """An incident's lines: its one alert, or a line naming the family and segment followed by each alert's."""
+    if len(incident.alerts) == 1:
+        return [_slack_line(incident.alerts[0])]
+    head = f"• *{incident.family}* ({incident.segment}): {incident.summary}"
+    return [head, *(f"    {_slack_line(alert).replace('•', '◦', 1)}" for alert in incident.alerts)]
 
 
 def _slack_line(alert: DriftAlert) -> str:
@@ -188,31 +193,51 @@ def events_receivable() -> bool:
     return bool(PREFECT_API_URL.value())
 
 
-def emit(alert: DriftAlert) -> bool:
-    prefix = THRESHOLD_EVENT_PREFIX if alert.rule is not None else EVENT_PREFIX
+def emit(incident: Incident) -> bool:
+    """One event for an incident, named and labelled by its most severe alert (an Automation written for one alert
+    reads a one-alert incident the same); the others' metrics are related resources, every alert is in the payload."""
+    first = incident.alerts[0]
+    prefix = THRESHOLD_EVENT_PREFIX if first.rule is not None else EVENT_PREFIX
     event = emit_event(
-        event=f"{prefix}.{RESOLVED_EVENT if alert.state == 'resolved' else alert.verdict}",
+        event=f"{prefix}.{RESOLVED_EVENT if incident.state == 'resolved' else first.verdict}",
         resource={
-            "prefect.resource.id": f"ragpulse.metric.{alert.metric}",
-            "prefect.resource.name": alert.metric,
-            "ragpulse.segment": alert.segment,
-            "ragpulse.partition-date": alert.partition_date.isoformat(),
-            "ragpulse.dedup-key": alert.dedup_key,
-            "ragpulse.state": alert.state,
+            "prefect.resource.id": f"ragpulse.metric.{first.metric}",
+            "prefect.resource.name": first.metric,
+            "ragpulse.segment": first.segment,
+            "ragpulse.partition-date": first.partition_date.isoformat(),
+            "ragpulse.dedup-key": first.dedup_key,
+            "ragpulse.state": incident.state,
+            "ragpulse.incident-key": incident.key,
+            "ragpulse.family": incident.family,
         },
+        related=[
+            {"prefect.resource.id": f"ragpulse.metric.{a.metric}", "prefect.resource.role": "metric"}
+            for a in incident.alerts[1:]
+        ],
         payload={
-            "key": alert.key,
-            "verdict": alert.verdict,
-            "baseline_mean": alert.baseline_mean,
-            "current_mean": alert.current_mean,
-            "delta": alert.delta,
-            "judge_model": alert.judge_model,
-            "detail": alert.detail,
-            "rule": alert.rule,
-            "observed": alert.observed,
+            **_alert_fields(first),
+            "detail": first.detail if len(incident.alerts) == 1 else incident.summary,
+            "incident": incident.key,
+            "alerts": [_alert_fields(a) for a in incident.alerts],
         },
     )
     return event is not None
+
+
+def _alert_fields(alert: DriftAlert) -> dict[str, Any]:
+    return {
+        "key": alert.key,
+        "metric": alert.metric,
+        "verdict": alert.verdict,
+        "baseline_mean": alert.baseline_mean,
+        "current_mean": alert.current_mean,
+        "delta": alert.delta,
+        "judge_model": alert.judge_model,
+        "detail": alert.detail,
+        "rule": alert.rule,
+        "observed": alert.observed,
+        "dedup_key": alert.dedup_key,
+    }
 
 
 def ledger_rows(

@@ -49,6 +49,7 @@ from ragpulse.tasks.monitoring.delivery import (
     webhook_payload,
     webhook_url,
 )
+from ragpulse.tasks.monitoring.incidents import incidents_of
 from ragpulse.tasks.monitoring.lifecycle import REMINDER, RESOLVED, channel_notices, last_notices
 from ragpulse.tasks.monitoring.questions import question_drift_rows
 from ragpulse.tasks.monitoring.threshold_rules import rule_segment_keys, threshold_rows
@@ -264,11 +265,13 @@ def send_alerts(
                 logger.warning("dt=%s: webhook failed after %d attempt(s): %s", day, attempts, error)
             ledger_rows_out += ledger_rows(pending[channel], channel, attempts, error, run_id)
             (failed if error else sent).update(a.key for a in pending[channel])
-        else:
-            for alert in pending[channel]:
-                ok = emit(alert)
-                ledger_rows_out += ledger_rows([alert], channel, 1, None if ok else "events are not enabled", run_id)
-                (sent if ok else failed).add(alert.key)
+        else:  # one event per incident; each of its alerts gets a ledger row
+            for incident in incidents_of(pending[channel]):
+                ok = emit(incident)
+                ledger_rows_out += ledger_rows(
+                    incident.alerts, channel, 1, None if ok else "events are not enabled", run_id
+                )
+                (sent if ok else failed).update(alert.key for alert in incident.alerts)
     if ledger_rows_out:
         warehouse.record_alerts(pa.Table.from_pylist(ledger_rows_out, schema=ALERTS_SCHEMA))
     if not channels and report.alerts:

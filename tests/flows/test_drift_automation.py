@@ -26,6 +26,7 @@ from ragpulse.flows.monitor import monitor
 from ragpulse.tasks.config import DriftConfig, OutputConfig, ScoringConfig, SourceConfig, TopicsConfig
 from ragpulse.tasks.core.types import DriftAlert
 from ragpulse.tasks.monitoring.delivery import emit
+from ragpulse.tasks.monitoring.incidents import incidents_of
 from tests.doubles.webhook_receiver import WebhookReceiver
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "dashboards.md"
@@ -73,7 +74,7 @@ def test_the_documented_automation_turns_a_drift_event_into_a_notification(webho
             delta=-0.17,
             judge_model="gpt-4o-mini",
         )
-        assert emit(alert)
+        assert emit(incidents_of([alert])[0])  # a one-alert incident, as send-alerts emits it
         assert _notifications(webhook) == [
             {
                 "subject": "ragpulse: ragpulse.drift.degraded on faithfulness",

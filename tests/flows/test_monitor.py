@@ -179,6 +179,12 @@ def test_the_drop_is_detected_on_its_day_and_alerted_once(
     message = webhook.messages[0]
     assert message["partition_date"] == DROP_DAY.isoformat()
     assert sorted((a["metric"], a["segment"]) for a in message["alerts"]) == degraded
+    # One incident per segment: the retriever's drop moved both retrieval metrics of the sales app together.
+    incidents = {(i["segment"], i["family"]): sorted(i["alerts"]) for i in message["incidents"]}
+    assert incidents == {
+        (segment, "retrieval"): sorted(f"{DROP_DAY}|{m}|{s}" for m, s in degraded if s == segment)
+        for segment in {s for _, s in degraded}
+    }
     assert sorted(first.alerts["sent"]) == sorted(f"{DROP_DAY}|{m}|{s}" for m, s in degraded)
 
     second = monitor(**kwargs)

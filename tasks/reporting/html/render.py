@@ -24,7 +24,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from ragpulse.metrics.drift import ALERTING, Verdict, severity
 from ragpulse.tasks.core.storage import local_write_errors
-from ragpulse.tasks.monitoring.comparison import ALL_SEGMENTS
+from ragpulse.tasks.monitoring.comparison import ALL_SEGMENTS, alert_of
+from ragpulse.tasks.monitoring.incidents import incidents_of
 from ragpulse.tasks.reporting.html.data import MetricPoint, ReportData, WorstTrace, read_report_data
 
 __all__ = ["build_report", "render_report", "write_report"]
@@ -108,6 +109,7 @@ def _context(data: ReportData) -> dict[str, Any]:
             (p, drift.get((latest, p.metric), {}).get("verdict")) for p in data.points if p.partition_date == latest
         ],
         "alerts": [r for r in latest_drift if r["verdict"] in ALERTING],
+        "incidents": incidents_of(alert_of(r) for r in latest_drift if r["verdict"] in ALERTING),
         "charts": [
             _chart(i, m, dates, {d: plotted[(d, m)] for d in dates if (d, m) in plotted}, drift)
             for i, m in enumerate(metrics)

@@ -153,7 +153,8 @@ def _alert(metric: str = "document_mrr") -> DriftAlert:
 
 def test_webhook_payloads() -> None:
     slack = webhook_payload([_alert(), _alert("answer_f1")], AlertConfig(report_url="https://r.example/x.html"))
-    assert slack["text"] == f"ragpulse: 2 drift alert(s) for dt={DAYS[0]}"
+    # document_mrr is a retrieval metric, answer_f1 an answer metric: two incidents
+    assert slack["text"] == f"ragpulse: 2 drift alert(s) in 2 incident(s) for dt={DAYS[0]}"
     section = slack["blocks"][1]["text"]["text"]
     assert "*document_mrr* (all): degraded, mean 0.700 → 0.450" in section and "Open the report" in section
     generic = webhook_payload([_alert()], AlertConfig(webhook_format="json"))

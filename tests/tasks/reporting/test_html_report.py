@@ -663,7 +663,7 @@ def segmented(tmp_path: Path) -> tuple[str, Path]:
 
 def _rows_of(section: Node) -> list[tuple[str, str, str]]:
     """(metric, segment, verdict) of each drift row of ``section``, in page order."""
-    rows = [tr for tr in section.find_all("tr") if "data-segment" in tr.attrs]
+    rows = [tr for tr in section.find_all("tr") if "data-metric" in tr.attrs]
     return [(tr.attrs["data-metric"], tr.attrs["data-segment"], tr.find_all("span")[0].all_text()) for tr in rows]
 
 
@@ -678,6 +678,12 @@ def test_the_latest_alerts_of_every_segment_come_first(segmented: tuple[str, Pat
         ("faithfulness", DOCS, "coverage_down"),
     ]
     assert dom.find_all("nav")[0].find_all("a")[0].attrs["href"] == "#attention"
+    # Incidents first: a segment and a family each, most severe first.
+    rows = [tr for tr in first.find_all("tr") if "data-segment" in tr.attrs]
+    incidents = [(tr.attrs["data-family"], tr.attrs["data-segment"], tr.attrs["data-verdict"]) for tr in rows[:3]]
+    assert incidents == [("answer", SUPPORT, "degraded"), ("answer", DOCS, "failure_rate_up"),
+                         ("judge", DOCS, "coverage_down")]  # fmt: skip
+    assert all("data-metric" in tr.attrs for tr in rows[3:])
 
 
 def test_the_drift_table_lists_the_most_severe_first(segmented: tuple[str, Path]) -> None:
