@@ -215,8 +215,10 @@ def _number(value: float | None, spec: str = ".3f") -> str:
 
 
 def print_drift(warehouse_url: str, day: dt.date) -> None:
-    """The day's drift findings that alert, as the monitor would send them."""
+    """The day's findings that alert (drift and threshold rules), as the incidents the monitor would send."""
     from ragpulse.metrics.drift import ALERTING
+    from ragpulse.tasks.monitoring.comparison import alert_of
+    from ragpulse.tasks.monitoring.incidents import incidents_of
     from ragpulse.tasks.warehouse import open_warehouse
 
     rows = open_warehouse(warehouse_url).read("drift", start=day, end=day).to_pylist()
@@ -226,14 +228,18 @@ def print_drift(warehouse_url: str, day: dt.date) -> None:
     if not alerting:
         console.print(f"Drift on dt={day}: nothing alerting ({len(rows)} comparisons).")
         return
-    table = Table(title=f"drift alerts for dt={day} (vs the previous partitions)")
-    for column in ("metric", "segment", "verdict", "baseline", "current", "delta"):
+    incidents = incidents_of(alert_of(r) for r in alerting)
+    table = Table(title=f"alerts for dt={day}: {len(alerting)} in {len(incidents)} incident(s), most severe first")
+    for column in ("segment", "family", "metric", "verdict", "baseline", "current", "delta"):
         table.add_column(column)
-    for r in sorted(alerting, key=lambda r: (r["metric"], r["segment"])):
-        table.add_row(
-            r["metric"], r["segment"], r["verdict"], _number(r["baseline_mean"]), _number(r["current_mean"]),
-            _number(r["delta"], "+.3f"),
-        )  # fmt: skip
+    for incident in incidents:
+        for i, a in enumerate(incident.alerts):
+            current = a.observed if a.rule is not None else a.current_mean
+            table.add_row(
+                incident.segment if i == 0 else "", incident.family if i == 0 else "", a.metric, a.verdict,
+                _number(a.baseline_mean), _number(current), _number(a.delta, "+.3f"),
+                end_section=i == len(incident.alerts) - 1,
+            )  # fmt: skip
     out.print(table)
 
 

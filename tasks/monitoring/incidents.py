@@ -14,7 +14,7 @@ from ragpulse.metrics.registry import MetricRequest
 from ragpulse.tasks.core.types import DriftAlert
 from ragpulse.tasks.monitoring.config import STEP_METRIC_PREFIX
 
-__all__ = ["FAMILIES", "Incident", "family_of", "incidents_of"]
+__all__ = ["FAMILIES", "INPUT_FAMILY", "Incident", "family_of", "incidents_of"]
 
 FAMILIES = {
     "ranking": "retrieval",

@@ -111,13 +111,37 @@ def test_drift_without_a_baseline_shows_dashes_not_zeros(tmp_path: Path, capsys:
     row = next(line for line in capsys.readouterr().out.splitlines() if "faithfulness" in line)
     cells = [cell.strip() for cell in row.strip("│ ").split("│")]
     dash = "\N{EN DASH}"
-    assert cells == ["faithfulness", "all", "coverage_down", dash, "0.500", dash]
+    assert cells == ["all", "judge", "faithfulness", "coverage_down", dash, "0.500", dash]
 
 
 def test_drift_with_numbers_shows_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     print_drift(_drift_warehouse(tmp_path, baseline_mean=0.8, current_mean=0.5, delta=-0.3), DAY)
     row = next(line for line in capsys.readouterr().out.splitlines() if "faithfulness" in line)
-    assert [cell.strip() for cell in row.strip("│ ").split("│")][3:] == ["0.800", "0.500", "-0.300"]
+    assert [cell.strip() for cell in row.strip("│ ").split("│")][4:] == ["0.800", "0.500", "-0.300"]
+
+
+def test_alerts_are_shown_as_incidents_most_severe_first(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ragpulse.tasks.warehouse import DRIFT_SCHEMA, open_warehouse
+
+    url = f"duckdb:///{tmp_path}/w.duckdb"
+    base = {name: None for name in DRIFT_SCHEMA.names} | {
+        "partition_date": DAY, "baseline_partitions": 7, "baseline_n": 700, "current_n": 100, "run_id": "r",
+        "computed_at": dt.datetime.now(dt.UTC), "baseline_mean": 0.8, "current_mean": 0.6, "delta": -0.2,
+    }  # fmt: skip
+    found = [("document_mrr", "degraded"), ("hit_rate@5", "coverage_down"), ("latency_ms", "critical")]
+    rows = [base | {"metric": m, "segment": "metadata.app=検索", "verdict": v} for m, v in found]
+    rows[2] |= {"rule": "latency_ms p95 above 2000/5000 per all min 30", "observed": 6150.0}
+    open_warehouse(url).publish_drift(DAY, pa.Table.from_pylist(rows, DRIFT_SCHEMA))
+    print_drift(url, DAY)
+    out = capsys.readouterr().out
+    assert "3 in 2 incident(s)" in " ".join(out.split())
+    lines = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if line.startswith("│")]
+    assert [line[:4] for line in lines if len(line) == 7] == [
+        ["metadata.app=検索", "operational", "latency_ms", "critical"],  # a rule's critical level first
+        ["metadata.app=検索", "retrieval", "document_mrr", "degraded"],
+        ["", "", "hit_rate@5", "coverage_down"],
+    ]
+    assert lines[0][5] == "6150.000"  # a rule's row shows the statistic it observed
 
 
 def test_verdicts_and_alerts_are_tables(capsys: pytest.CaptureFixture[str]) -> None:
