@@ -118,9 +118,10 @@ def webhook_payload(alerts: Sequence[DriftAlert], settings: AlertConfig) -> dict
                 for incident in incidents_of(alerts)
             ],
         }
-    lines = [line for incident in incidents_of(alerts) for line in _slack_lines(incident)]
+    incidents = incidents_of(alerts)
+    lines = [line for incident in incidents for line in _slack_lines(incident)]
     kind = "drift " if all(a.rule is None for a in alerts) else ""
-    title = f"ragpulse: {len(alerts)} {kind}alert(s) in {len(incidents_of(alerts))} incident(s) for dt={day}"
+    title = f"ragpulse: {len(alerts)} {kind}alert(s) in {len(incidents)} incident(s) for dt={day}"
     link = _slack_report_link(settings.report_url) if settings.report_url else ""
     return {
         "text": title,

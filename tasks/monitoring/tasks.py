@@ -1,11 +1,13 @@
-"""The monitoring tasks: drift and alerts.
+"""The monitoring tasks: drift, threshold rules and alerts.
 
-Drift: after a partition is published, compare it with its baseline and replace its ``drift`` rows (a re-run never
-duplicates them); the comparisons themselves are in ``tasks/monitoring/comparison.py``.
+Drift: after a partition is published, compare it with its baseline and check it against the threshold rules, and
+replace its ``drift`` rows (a re-run never duplicates them); the comparisons are in ``comparison.py``, the rules'
+rows in ``threshold_rules.py``.
 
-Alerts: each drift alert sent once, on a webhook and as Prefect events, and a markdown artifact. Once means once per
-(partition, metric, segment) and channel: the ``alerts`` table is the ledger, read before sending and appended after,
-so re-running a partition sends nothing already sent, and a delivery that failed is tried again by the next run. A
+Alerts: notices on a webhook and as Prefect events, grouped into incidents (``incidents.py``), and a markdown
+artifact. An alert is notified when it opens, reminded, and resolved (``lifecycle.py``), each notice once per
+(partition, alert) and channel: the ``alerts`` table is the ledger, read before sending and appended after, so
+re-running a partition sends nothing already sent, and a delivery that failed is tried again by the next run. A
 webhook that keeps failing is reported (ledger row, warning, artifact) and never fails the flow: the scores are
 already published by then. Events go only to a Prefect server that outlives the command (``PREFECT_API_URL``): in
 ephemeral mode they are reported as not emitted and left out of the ledger, so a later run against a server emits
