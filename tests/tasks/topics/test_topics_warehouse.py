@@ -32,6 +32,7 @@ from ragpulse.tasks.warehouse import (
     Publication,
     open_warehouse,
 )
+from ragpulse.tasks.warehouse._schema import SCHEMA_VERSION
 from tests.grafana import PG_DSN, grafana_sql, panels, pg_rows
 from tests.tasks.topics.questions import questions
 from tests.tasks.topics.test_model import language
@@ -183,7 +184,7 @@ def test_postgresql_views_segment_by_topic(pg_schema: str) -> None:
         ).fetchone()
         version = con.execute("SELECT max(version) FROM ragpulse_schema").fetchone()
     assert found is not None and found[0] == 3 and 20 <= found[1] <= 24
-    assert version == (11,)
+    assert version == (SCHEMA_VERSION,)
     # The dashboard's Topics panel, as Grafana sends it: each day's shares, summing to 1, named by the topics table.
     (panel,) = [p for p in panels(dashboard_json(schema=pg_schema)) if p["title"].startswith("Topics")]
     names, types, rows = pg_rows(grafana_sql(panel["targets"][0]["rawSql"], {}, (DAYS[0], DAY)))
