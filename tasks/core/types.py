@@ -34,6 +34,7 @@ __all__ = [
     "StagedPartition",
     "StagingCounts",
     "StepScores",
+    "alert_dedup_key",
 ]
 
 # A partition's kept traces cut to excerpts, row for row with its scores; the warehouse's traces table is these
@@ -234,6 +235,14 @@ class PartitionScores:
         return self.staging.records_read if self.staging is not None else self.n_records
 
 
+def alert_dedup_key(metric: str, segment: str, rule: str | None) -> str:
+    """An alert across days, the same while it stays open: (metric, segment), and the rule for a threshold rule's.
+    Receivers group and resolve by it (PagerDuty's dedup_key, an Automation's resource label), and the lifecycle
+    finds an alert's earlier notices in the ledger by it."""
+    same = f"{metric}|{segment}"
+    return same if rule is None else f"{same}|{rule}"
+
+
 @dataclass(frozen=True)
 class DriftAlert:
     """A comparison whose verdict alerts: what a webhook, event or artifact reports."""
@@ -257,10 +266,8 @@ class DriftAlert:
 
     @property
     def dedup_key(self) -> str:
-        """The alert across days, the same while it stays open: (metric, segment), and the rule for a threshold
-        rule's. Receivers group and resolve by it (PagerDuty's dedup_key, an Automation's resource label)."""
-        same = f"{self.metric}|{self.segment}"
-        return same if self.rule is None else f"{same}|{self.rule}"
+        """The alert across days (``alert_dedup_key``)."""
+        return alert_dedup_key(self.metric, self.segment, self.rule)
 
     @property
     def key(self) -> str:

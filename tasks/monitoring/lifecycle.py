@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ragpulse.metrics.drift import Verdict
-from ragpulse.tasks.core.types import DriftAlert
+from ragpulse.tasks.core.types import DriftAlert, alert_dedup_key
 from ragpulse.tasks.monitoring.comparison import alert_of
 
 __all__ = [
@@ -59,8 +59,7 @@ def last_notices(ledger: Iterable[Mapping[str, Any]], before: dt.date) -> dict[t
     for row in ledger:
         if row["status"] != "sent" or row["partition_date"] >= before:
             continue
-        same = f"{row['metric']}|{row['segment']}"
-        key = (row["channel"], same if row.get("rule") is None else f"{same}|{row['rule']}")
+        key = (row["channel"], alert_dedup_key(row["metric"], row["segment"], row.get("rule")))
         notice = LastNotice(row["partition_date"], row.get("state") or OPENED)
         if key not in newest or notice.partition_date > newest[key].partition_date:
             newest[key] = notice
