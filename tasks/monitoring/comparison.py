@@ -34,6 +34,7 @@ __all__ = [
     "alert_of",
     "alerts_of",
     "drift_rows",
+    "largest_segments",
     "metadata_keys",
     "scorer_identity",
     "segment_values",
@@ -135,10 +136,16 @@ def _segments(current: pd.DataFrame, settings: DriftConfig) -> Iterator[tuple[st
     yield ALL_SEGMENTS, None
     if settings.segment_key is None:
         return
-    sizes = current.dropna(subset=["segment"]).groupby("segment", observed=True)["trace_id"].nunique()
-    sizes.index = sizes.index.astype(str)
-    for value in sizes.sort_index().sort_values(ascending=False, kind="stable").index[: settings.max_segments]:
+    for value in largest_segments(current, settings.max_segments):
         yield f"{settings.segment_key}={value}", value
+
+
+def largest_segments(rows: pd.DataFrame, most: int) -> list[str]:
+    """The ``most`` values of ``rows``' ``segment`` column with the most distinct traces, largest first; equal sizes
+    by value, so the cut does not depend on row order."""
+    sizes = rows.dropna(subset=["segment"]).groupby("segment", observed=True)["trace_id"].nunique()
+    sizes.index = sizes.index.astype(str)
+    return list(sizes.sort_index().sort_values(ascending=False, kind="stable").index[:most])
 
 
 _EPOCH = dt.date(1970, 1, 1)

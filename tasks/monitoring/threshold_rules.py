@@ -18,7 +18,7 @@ import pyarrow as pa
 from ragpulse.metrics import Status
 from ragpulse.metrics.drift import Verdict
 from ragpulse.metrics.thresholds import check_threshold
-from ragpulse.tasks.monitoring.comparison import ALL_SEGMENTS, scorer_identity
+from ragpulse.tasks.monitoring.comparison import ALL_SEGMENTS, largest_segments, scorer_identity
 from ragpulse.tasks.monitoring.config import ThresholdRule
 from ragpulse.tasks.warehouse import DRIFT_SCHEMA
 
@@ -60,7 +60,7 @@ def _segments_of(
     rule: ThresholdRule, metric_rows: pd.DataFrame, segments: Mapping[str, pa.Table], max_segments: int
 ) -> list[tuple[str, pd.DataFrame]]:
     """(label, score rows) per segment the rule checks: the whole day, one named segment, or a key's largest values
-    (equal sizes by value, so the cut does not depend on row order)."""
+    (``largest_segments``, as drift picks them)."""
     if rule.segment == ALL_SEGMENTS:
         return [(ALL_SEGMENTS, metric_rows)]
     key, _, value = rule.segment.partition("=")
@@ -68,9 +68,8 @@ def _segments_of(
     joined = metric_rows.merge(of_trace[["trace_id", "segment"]], on="trace_id", how="inner")
     if value:
         return [(rule.segment, joined[joined["segment"] == value])]
-    sizes = joined.groupby("segment")["trace_id"].nunique()
-    largest = sizes.sort_index().sort_values(ascending=False, kind="stable").index[:max_segments]
-    if not len(largest):
+    largest = largest_segments(joined, max_segments)
+    if not largest:
         return [(f"{key}=*", joined)]  # no trace of the day has a value for the key: one row says so
     return [(f"{key}={name}", joined[joined["segment"] == name]) for name in largest]
 
