@@ -17,7 +17,7 @@ them. Delivery itself is in ``tasks/monitoring/delivery.py``.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -94,7 +94,11 @@ def detect_drift(
         scores = scores.join(segments, ["partition_date", "trace_id"], join_type="left outer")
     elif questions:
         traces = warehouse.read("traces", start=start, end=day, columns=["partition_date", "trace_id", *questions])
-    on_day = pc.equal(scores["partition_date"], pa.scalar(day, pa.date32()))
+
+    def on_day_of(table: pa.Table) -> pa.ChunkedArray:
+        return pc.equal(table["partition_date"], pa.scalar(day, pa.date32()))
+
+    on_day = on_day_of(scores)
     if not pc.any(on_day).as_py():
         logger.warning("dt=%s: no published scores, so no drift to detect", day)
         return DriftReport(day, DRIFT_SCHEMA.empty_table())
@@ -102,7 +106,10 @@ def detect_drift(
     estimates = warehouse.read("estimates", start=start, end=day) if settings.estimator == "ppi" else None
     rows = drift_rows(scores, day, window, settings, run_id, estimates)
     if settings.threshold_rules:
-        rows = pa.concat_tables([rows, _threshold_rows(warehouse, scores.filter(on_day), day, settings, run_id)])
+        # The drift segment key's segments are read already: a rule by the same key reuses them.
+        read = {} if segments is None else {settings.segment_key: segments.filter(on_day_of(segments))}
+        day_rows = _threshold_rows(warehouse, scores.filter(on_day), day, settings, run_id, read)
+        rows = pa.concat_tables([rows, day_rows])
     if topics is not None and topics.enabled:
         shares = share_rows(
             warehouse, day, window, settings.thresholds(), min_share_delta=topics.min_share_delta, run_id=run_id
@@ -141,15 +148,24 @@ def _trace_segments(
 
 
 def _threshold_rows(
-    warehouse: Warehouse, scores: pa.Table, day: dt.date, settings: DriftConfig, run_id: str
+    warehouse: Warehouse,
+    scores: pa.Table,
+    day: dt.date,
+    settings: DriftConfig,
+    run_id: str,
+    read: Mapping[str | None, pa.Table],
 ) -> pa.Table:
-    """The threshold rules' rows of ``day`` (its score rows ``scores``), each segment key they name read once."""
-    segments = {
-        key: topic_segments(warehouse, day, day)
-        if key == TOPIC_SEGMENT
-        else _trace_segments(warehouse, day, day, key)[1]
-        for key in rule_segment_keys(settings.threshold_rules)
-    }
+    """The threshold rules' rows of ``day`` (its score rows ``scores``), each segment key they name read once: from
+    ``read`` (the day's segments already read, by key), else from the warehouse."""
+
+    def day_segments(key: str) -> pa.Table:
+        if key in read:
+            return read[key]
+        if key == TOPIC_SEGMENT:
+            return topic_segments(warehouse, day, day)
+        return _trace_segments(warehouse, day, day, key)[1]
+
+    segments = {key: day_segments(key) for key in rule_segment_keys(settings.threshold_rules)}
     rows = threshold_rows(scores, segments, day, settings.threshold_rules, run_id, settings.max_segments)
     breached = [v for v in rows["verdict"].to_pylist() if v in (Verdict.CRITICAL, Verdict.WARNING)]
     get_run_logger().info(

@@ -206,16 +206,32 @@ def test_drift_segmented_by_language_finds_the_drop_in_japanese(
     """The sales app's questions are Japanese: with segment_key = language the drop shows on language=ja, read
     from the traces' language column that staging identified."""
     warehouse, work = _copy(baseline_warehouse, tmp_path)
-    monitor(date=DROP_DAY, drift=DriftConfig(segment_key="language"), **_groups(history, warehouse, work))
+    # A threshold rule by the same key takes the segments drift read.
+    drift = DriftConfig(segment_key="language", threshold_rules="document_mrr mean 0.1 per language")
+    monitor(date=DROP_DAY, drift=drift, **_groups(history, warehouse, work))
     path = Path(warehouse.removeprefix("duckdb:///"))
     languages = _query(path, f"SELECT language, count(*) FROM traces WHERE partition_date = '{DROP_DAY}' GROUP BY 1")
     assert sorted(languages) == [("en", PER_DAY // 2), ("ja", PER_DAY // 2)]
     verdicts = dict(
         _query(
-            path, f"SELECT segment, verdict FROM drift WHERE partition_date = '{DROP_DAY}' AND metric = 'document_mrr'"
+            path,
+            f"SELECT segment, verdict FROM drift WHERE partition_date = '{DROP_DAY}' AND metric = 'document_mrr' "
+            "AND rule IS NULL",
         )
     )
     assert verdicts["language=ja"] == "degraded" and verdicts["language=en"] == "stable"
+    rules = _query(
+        path,
+        f"SELECT segment, current_n FROM drift WHERE partition_date = '{DROP_DAY}' AND rule IS NOT NULL ORDER BY 1",
+    )
+    ok = dict(
+        _query(
+            path,
+            "SELECT 'language=' || t.language, count(*) FROM scores s JOIN traces t USING (partition_date, trace_id) "
+            f"WHERE s.partition_date = '{DROP_DAY}' AND s.metric = 'document_mrr' AND s.status = 'ok' GROUP BY 1",
+        )
+    )
+    assert rules == sorted(ok.items()) and len(rules) == 2
 
 
 def test_a_threshold_breached_on_the_first_day_alerts_once_without_a_baseline(
