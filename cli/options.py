@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from pydantic import BaseModel
 from rich.markup import escape
 
 from ragpulse.cli.output import ExitCode, fail, fail_with
@@ -55,9 +56,11 @@ def _option_type(setting: Setting) -> type:
 def _help(setting: Setting) -> str:
     field = setting.info
     kind = typing.get_origin(field.annotation)
-    suffix = " (JSON object)" if kind is dict else " (comma-separated)" if kind is tuple else ""
-    if kind is tuple and ";" in (field.description or ""):  # items that hold commas (threshold rules) say so
-        suffix = ""
+    # A tuple of names is comma-separated; a tuple of models (threshold rules) has its own form, in its description.
+    listed = kind is tuple and not any(
+        isinstance(a, type) and issubclass(a, BaseModel) for a in typing.get_args(field.annotation)
+    )
+    suffix = " (JSON object)" if kind is dict else " (comma-separated)" if listed else ""
     if kind is typing.Literal:
         suffix = f" (one of: {', '.join(typing.get_args(field.annotation))})"
     # Rich reads [...] as markup: a syntax such as a threshold rule's "[per <segment>]" is shown as written.

@@ -109,3 +109,13 @@ def test_calibrate_still_takes_its_former_option_names(former: str, setting: str
     result = runner.invoke(app, ["calibrate", "--date", "2026-11-28", "--labels", "/nowhere", former, "0"])
     assert result.exit_code == 2, result.output
     assert f"{setting}:" in result.output
+
+
+def test_help_says_how_a_list_is_written() -> None:
+    """Names are comma-separated; threshold rules, models with a form of their own, say theirs (';'), with the
+    rule's brackets shown as written rather than read as markup."""
+    from ragpulse.cli.options import _help
+
+    assert "(comma-separated)" in _help(SETTINGS["metrics"])
+    rules = _help(SETTINGS["threshold_rules"])
+    assert "comma-separated" not in rules and "';'-separated" in rules and "\\[per <segment>]" in rules
