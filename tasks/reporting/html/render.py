@@ -99,6 +99,7 @@ def _context(data: ReportData) -> dict[str, Any]:
     drift = _drift_by_point(data.drift, data.segment)
     latest = dates[-1] if dates else None
     latest_drift = sorted((r for r in data.drift if r["partition_date"] == latest), key=_severity_order)
+    alerting = [r for r in latest_drift if r["verdict"] in ALERTING]
     calibrations = {(r["metric"], r["judge_model"], r["prompt_version"]): r for r in data.calibrations}
     return {
         "data": data,
@@ -108,8 +109,8 @@ def _context(data: ReportData) -> dict[str, Any]:
         "overview": [
             (p, drift.get((latest, p.metric), {}).get("verdict")) for p in data.points if p.partition_date == latest
         ],
-        "alerts": [r for r in latest_drift if r["verdict"] in ALERTING],
-        "incidents": incidents_of(alert_of(r) for r in latest_drift if r["verdict"] in ALERTING),
+        "alerts": alerting,
+        "incidents": incidents_of(alert_of(r) for r in alerting),
         "charts": [
             _chart(i, m, dates, {d: plotted[(d, m)] for d in dates if (d, m) in plotted}, drift)
             for i, m in enumerate(metrics)
