@@ -219,7 +219,7 @@ class AgentGoalAccuracy:
                 lambda raw: parse_verdict(raw, record),
             )
         except JudgeCallError as exc:
-            return Outcome.failed(exc.reason)
+            return Outcome.of_call_error(exc)
         except VerdictParseError:
             return Outcome.failed(PARSE_ERROR)
         return Outcome.ok(verdict)

@@ -225,7 +225,7 @@ class ContextRelevance:
         try:
             verdicts = iter(await self._judge_steps(judged, turn, context))
         except JudgeCallError as exc:
-            verdicts = iter([Outcome.failed(exc.reason)] * len(judged))
+            verdicts = iter([Outcome.of_call_error(exc)] * len(judged))
         except VerdictParseError:
             verdicts = iter([Outcome.failed(PARSE_ERROR)] * len(judged))
         return [next(verdicts) if reason is None else Outcome.not_applicable(reason) for reason in reasons]

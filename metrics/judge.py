@@ -22,7 +22,9 @@ from ragpulse.metrics.batch import StepAgainst, TraceBatch
 from ragpulse.metrics.errors import RagpulseError
 
 __all__ = [
+    "BUDGET_EXHAUSTED",
     "PARSE_ERROR",
+    "BudgetExhaustedError",
     "Embedder",
     "JudgeCallError",
     "JudgeClient",
@@ -40,6 +42,8 @@ __all__ = [
 
 _T = TypeVar("_T")
 PARSE_ERROR = "judge_parse_error"
+BUDGET_EXHAUSTED = "budget_exhausted"
+"""The reason of a judge score whose call the budget did not allow (status not_applicable; a later run fills it)."""
 
 
 @dataclass(frozen=True)
@@ -104,10 +108,24 @@ class Embedder(Protocol):
 class JudgeCallError(RagpulseError):
     """A judge call failed for good (after the client's retries); ``reason`` becomes the score's reason."""
 
+    #: What the score becomes: failed, so a re-run asks again.
+    status: Status = Status.FAILED
+
     def __init__(self, reason: str, detail: str = "") -> None:
         self.reason = reason
         self.detail = detail
         super().__init__(f"{reason}: {detail}" if detail else reason)
+
+
+class BudgetExhaustedError(JudgeCallError):
+    """A judge call the client did not make because the run's or the day's judge budget could not cover it. Nothing
+    went wrong with the trace: its score is not applicable (reason ``budget_exhausted``), and a run with more budget
+    fills it."""
+
+    status: Status = Status.NOT_APPLICABLE
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(BUDGET_EXHAUSTED, detail)
 
 
 class VerdictParseError(RagpulseError, ValueError):
@@ -181,6 +199,11 @@ class Outcome:
     def failed(cls, reason: str) -> Outcome:
         return cls(math.nan, Status.FAILED, reason)
 
+    @classmethod
+    def of_call_error(cls, error: JudgeCallError) -> Outcome:
+        """The score of a call that was not answered: failed, or not applicable when it was never made (budget)."""
+        return cls(math.nan, error.status, error.reason)
+
 
 def result_of(outcomes: Sequence[Outcome]) -> MetricResult:
     """One metric's outcomes, row by row, as its result arrays."""
@@ -227,7 +250,7 @@ async def _guarded(metric: JudgeMetric, batch: TraceBatch, index: int, context: 
     try:
         return await metric.score(batch, index, context)
     except JudgeCallError as exc:
-        return Outcome.failed(exc.reason)
+        return Outcome.of_call_error(exc)
     except VerdictParseError:
         return Outcome.failed(PARSE_ERROR)
 

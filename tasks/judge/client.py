@@ -45,9 +45,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import SecretStr
 
-from ragpulse.metrics.judge import JudgeCallError, JudgeRequest, VerdictParseError
+from ragpulse.metrics.judge import BudgetExhaustedError, JudgeCallError, JudgeRequest, VerdictParseError
 from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.storage import redact_url
+from ragpulse.tasks.judge.budget import JudgeBudget, Reservation, judge_price
 from ragpulse.tasks.judge.cache import CachedCall, JudgeCache, cache_key, plain_json
 from ragpulse.tasks.judge.config import JudgeConfig
 from ragpulse.tasks.judge.credentials import JudgeSecrets
@@ -165,6 +166,7 @@ class OpenAIJudge:
         secrets: JudgeSecrets | None = None,
         cache: JudgeCache | None = None,
         refresh_cache: bool = False,
+        budget: JudgeBudget | None = None,
     ) -> None:
         if not settings.model:
             raise ConfigError(
@@ -174,7 +176,8 @@ class OpenAIJudge:
         self.settings = settings
         self.secrets = secrets if secrets is not None else JudgeSecrets()  # this process's environment
         self.model: str = settings.model
-        self.usage = UsageLedger(self.model, settings.prices)
+        self.usage = UsageLedger(self.model, judge_price(settings))
+        self.budget = budget
         if cache is None and settings.cache_url:
             cache = JudgeCache(settings.cache_url, settings.cache_storage_options)
         self.cache = cache
@@ -507,11 +510,15 @@ class OpenAIJudge:
         client = await self._client()
         async with self._limiter.slot(estimate):
             await self._global.acquire(estimate)
+            held = self._reserve(request, params, estimate)
             self.usage.add(request.metric, http_calls=1)
+            used = (0, 0)  # what the budget is charged: a request without a reply is assumed unbilled
             try:
                 async with asyncio.timeout(self.settings.timeout_seconds + 1.0):
                     completion: ChatCompletion = await client.chat.completions.create(**params)
-                    return completion
+                usage = completion.usage
+                used = (usage.prompt_tokens, usage.completion_tokens) if usage is not None else (estimate, 0)
+                return completion
             except (TimeoutError, openai.APITimeoutError) as exc:
                 raise _Retryable("timeout", f"no reply within {self.settings.timeout_seconds:g} s") from exc
             except openai.APIConnectionError as exc:
@@ -520,6 +527,20 @@ class OpenAIJudge:
                 raise self._status_problem(exc, params) from exc
             except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:  # a body that is no completion
                 raise _Retryable("invalid_response", self._redact(f"{type(exc).__name__}: {exc}")[:300]) from exc
+            finally:
+                if held is not None and self.budget is not None:
+                    self.budget.settle(held, *used)
+
+    def _reserve(self, request: JudgeRequest, params: Mapping[str, Any], estimate: int) -> Reservation | None:
+        """Hold this request's most likely cost in the budget, or raise BudgetExhaustedError (the call is not made)."""
+        if self.budget is None:
+            return None
+        completion = params.get("n", 1) * self.settings.completion_token_budget
+        try:
+            return self.budget.reserve(estimate - completion, completion)
+        except BudgetExhaustedError:
+            self.usage.add(request.metric, budget_refused=1)
+            raise
 
     def _status_problem(self, exc: Any, params: Mapping[str, Any]) -> Exception:
         status = int(exc.status_code)

@@ -94,7 +94,21 @@ class JudgeConfig(ConfigGroup):
         default="auto", description="Structured output asked of the judge; auto falls back as the server allows."
     )
     supports_n: Literal["auto"] | bool = Field(default="auto", description="Whether the server honours n > 1.")
-    prices: dict[str, ModelPrice] = Field(default_factory=dict, description="USD per million tokens, by model.")
+    prices: dict[str, ModelPrice] = Field(
+        default_factory=dict, description="USD per million tokens, by model (else the built-in price list)."
+    )
+    run_budget_usd: float | None = Field(
+        default=None, gt=0, description="Most a run (a backfill: all its days) spends on judge calls, USD."
+    )
+    day_budget_usd: float | None = Field(
+        default=None, gt=0, description="Most the runs started on one UTC day spend on judge calls, USD."
+    )
+    run_budget_tokens: int | None = Field(
+        default=None, ge=1, description="Most judge tokens a run uses (for models without a price)."
+    )
+    day_budget_tokens: int | None = Field(
+        default=None, ge=1, description="Most judge tokens the runs started on one UTC day use."
+    )
     cache_url: str | None = Field(default=None, description="Call cache (fsspec URL); none: <work_dir>/judge-cache.")
     cache_storage_options: dict[str, Any] = Field(
         default_factory=dict, description="fsspec options of the call cache (no secrets)."
@@ -128,6 +142,15 @@ class JudgeConfig(ConfigGroup):
     @property
     def enabled(self) -> bool:
         return bool(self.model)
+
+    @property
+    def has_day_budget(self) -> bool:
+        return self.day_budget_usd is not None or self.day_budget_tokens is not None
+
+    @property
+    def has_budget(self) -> bool:
+        """Whether any spend limit is set (``tasks/judge/budget.py``)."""
+        return self.has_day_budget or self.run_budget_usd is not None or self.run_budget_tokens is not None
 
     @property
     def endpoint(self) -> str:

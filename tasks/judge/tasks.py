@@ -28,7 +28,7 @@ from ragpulse.metrics.agent_goal_accuracy import judge_conversations as judge_ea
 from ragpulse.metrics.batch import TraceBatch
 from ragpulse.metrics.embedding_signals import FAMILIES as SIGNAL_FAMILIES
 from ragpulse.metrics.embedding_signals import embedded_texts as signal_texts
-from ragpulse.metrics.judge import JudgeContext, JudgeMetric, judge_batch
+from ragpulse.metrics.judge import BUDGET_EXHAUSTED, JudgeContext, JudgeMetric, judge_batch
 from ragpulse.metrics.refusal import EMBEDDING_SPEC as EMBEDDING_REFUSAL
 from ragpulse.metrics.registry import build_conversation_metrics, build_judge_metrics, parse_metrics
 from ragpulse.tasks.core import types as run_types
@@ -38,6 +38,7 @@ from ragpulse.tasks.ingest import batches
 from ragpulse.tasks.ingest.batches import judging_columns, read_staged, read_trace_batch
 from ragpulse.tasks.judge import plan as judge_plan
 from ragpulse.tasks.judge import step_judge
+from ragpulse.tasks.judge.budget import current_budget
 from ragpulse.tasks.judge.config import JudgeConfig
 from ragpulse.tasks.judge.conversations import read_conversations
 from ragpulse.tasks.judge.plan import (
@@ -114,7 +115,7 @@ async def judge_score_batch(
     signals = [m for m in judge_metrics if m.spec.name in _SAMPLED_FAMILIES]
     judged_here = [m for m in judge_metrics if m.spec.name not in _SAMPLED_FAMILIES]
     uses_llm = any(m.uses_llm for m in judge_metrics)
-    client = OpenAIJudge(judge, refresh_cache=scoring.rescore == "all") if uses_llm else None
+    client = OpenAIJudge(judge, refresh_cache=scoring.rescore == "all", budget=current_budget()) if uses_llm else None
     embedder = embedder_for(options, judge_metrics)
     subset, signal_subset = sample_batch(traces, mask), sample_batch(traces, signal_mask)
     # The texts the metrics will embed, encoded in large batches beside the judge's calls (not before them: the
@@ -152,11 +153,18 @@ async def judge_score_batch(
         len(steps[0].trace_ids) if steps else 0,
         sum(u["http_calls"] for u in usage.values()), sum(u["cache_hits"] for u in usage.values()),
     )  # fmt: skip
-    if failures := _failure_reasons([results, *(s.results for s in steps)]):
+    every_result = [results, *(s.results for s in steps)]
+    if failures := _failure_reasons(every_result):
         await _keep_out_of_task_cache()
         logger.warning(
             "%d judge score(s) failed (%s): batch not cached, a re-run re-asks those calls",
             sum(failures.values()), ", ".join(f"{reason} x{count}" for reason, count in sorted(failures.items())),
+        )  # fmt: skip
+    if over_budget := _over_budget(every_result):
+        await _keep_out_of_task_cache()
+        logger.warning(
+            "the judge budget is spent: %d judge score(s) of this batch are %s; batch not cached, a run with more "
+            "budget judges them", over_budget, BUDGET_EXHAUSTED,
         )  # fmt: skip
     return ScoredBatch(
         trace_ids=np.asarray(traces.trace_ids, dtype=object),
@@ -192,7 +200,7 @@ async def judge_conversations(
     ids = [c.conversation_id for c in day.conversations]
     mask = sampled(ids, scoring.sample_rate)
     chosen = [c for c, keep in zip(day.conversations, mask.tolist(), strict=True) if keep]
-    client = OpenAIJudge(judge, refresh_cache=scoring.rescore == "all") if chosen else None
+    client = OpenAIJudge(judge, refresh_cache=scoring.rescore == "all", budget=current_budget()) if chosen else None
     context = JudgeContext(judge=client, options=judge_context_options(options))  # type: ignore[arg-type]
     try:
         raw = await judge_each_conversation(chosen, conversation_metrics, context)  # none chosen: none asked
@@ -250,6 +258,12 @@ async def _keep_out_of_task_cache() -> None:
         expired = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
         # Prefect annotates its own DateTime type, a datetime subclass; it takes any timezone-aware datetime.
         await transaction.store.awrite(None, key=transaction.key, expiration=cast("DateTime", expired))
+
+
+def _over_budget(results: Sequence[dict[str, MetricResult]]) -> int:
+    """How many scores wait for a call the judge budget did not allow."""
+    every = (result for by_metric in results for result in by_metric.values())
+    return sum(int((result.reasons == BUDGET_EXHAUSTED).sum()) for result in every)
 
 
 def _failure_reasons(results: Sequence[dict[str, MetricResult]]) -> dict[str, int]:

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ragpulse.tasks.judge.config import ModelPrice
+from ragpulse.metrics.prices import TokenPrice
 
 __all__ = ["MetricUsage", "UsageLedger", "fresh_usage", "merge_usage"]
 
@@ -27,6 +27,8 @@ class MetricUsage:
     completion_tokens: int = 0
     retries: int = 0
     failures: int = 0
+    budget_refused: int = 0
+    """Calls not made: the judge budget could not cover them (their scores are ``budget_exhausted``)."""
 
 
 _COUNTERS = tuple(MetricUsage.__dataclass_fields__)
@@ -35,9 +37,9 @@ _COUNTERS = tuple(MetricUsage.__dataclass_fields__)
 class UsageLedger:
     """Thread-safe usage per metric with estimated cost; snapshots are plain JSON-serialisable dicts."""
 
-    def __init__(self, model: str, prices: Mapping[str, ModelPrice] | None = None) -> None:
+    def __init__(self, model: str, price: TokenPrice | None = None) -> None:
         self.model = model
-        self._price = (prices or {}).get(model)
+        self._price = price
         self._metrics: dict[str, MetricUsage] = {}
         self._lock = threading.Lock()
 
@@ -48,11 +50,7 @@ class UsageLedger:
                 setattr(usage, name, getattr(usage, name) + amount)
 
     def _cost(self, prompt_tokens: int, completion_tokens: int) -> float | None:
-        if self._price is None:
-            return None
-        return (
-            prompt_tokens * self._price.prompt_per_million + completion_tokens * self._price.completion_per_million
-        ) / 1e6
+        return None if self._price is None else self._price.cost(prompt_tokens, completion_tokens)
 
     def _row(self, usage: MetricUsage) -> dict[str, Any]:
         row: dict[str, Any] = {"model": self.model, **asdict(usage)}

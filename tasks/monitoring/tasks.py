@@ -30,6 +30,7 @@ from ragpulse.metrics.drift import Verdict
 from ragpulse.tasks.core.artifacts import artifact_key
 from ragpulse.tasks.core.types import DriftReport
 from ragpulse.tasks.embeddings.models import DEFAULT_EMBEDDING_MODEL, embedding_identity, process_embedder
+from ragpulse.tasks.monitoring.budget_alerts import budget_rows, run_had_budget
 from ragpulse.tasks.monitoring.comparison import (
     SCORE_COLUMNS,
     STEP_METRIC_PREFIX,
@@ -60,6 +61,8 @@ from ragpulse.tasks.topics.share import TOPIC_SEGMENT, share_rows, topic_segment
 from ragpulse.tasks.warehouse import ALERTS_SCHEMA, DRIFT_SCHEMA, SCORES_SCHEMA, Warehouse, open_warehouse
 
 __all__ = ["LANGUAGE_SEGMENT", "detect_drift", "send_alerts"]
+
+_BUDGET_COLUMNS = ["metric", "reason", "judge_model", "prompt_version"]
 
 LANGUAGE_SEGMENT = "language"
 """The ``segment_key`` that segments by the traces' language column rather than by a metadata key."""
@@ -110,6 +113,9 @@ def detect_drift(
         read = {} if segments is None else {settings.segment_key: segments.filter(on_day_of(segments))}
         day_rows = _threshold_rows(warehouse, scores.filter(on_day), day, settings, run_id, read)
         rows = pa.concat_tables([rows, day_rows])
+    if run_had_budget(warehouse.read("runs", start=day, end=day, columns=["config"])["config"].to_pylist()):
+        day_scores = warehouse.read("scores", start=day, end=day, columns=_BUDGET_COLUMNS)
+        rows = pa.concat_tables([rows, budget_rows(day_scores, day, run_id, budgeted=True)])
     if topics is not None and topics.enabled:
         shares = share_rows(
             warehouse, day, window, settings.thresholds(), min_share_delta=topics.min_share_delta, run_id=run_id

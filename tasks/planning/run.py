@@ -150,6 +150,7 @@ def check_config(config: RunConfig, *, alerts: bool = False) -> RunPlan:
     if known is not None and known.covers(config, alerts):
         return known.plan
     from ragpulse.tasks.embeddings.store import store_settings
+    from ragpulse.tasks.judge.budget import check_budget
     from ragpulse.tasks.judge.preflight import check_judge
     from ragpulse.tasks.monitoring.delivery import webhook_url
     from ragpulse.tasks.quality.checks import load_suite
@@ -160,6 +161,7 @@ def check_config(config: RunConfig, *, alerts: bool = False) -> RunPlan:
     store_settings()  # the embedding store's, read by the first encode of a process
     plan = plan_run(config)
     check_judge(plan.judge)
+    check_budget(plan.judge, shared_by_threads=config.runner.kind == "thread")
     for suite in (config.quality.input_suite, config.quality.output_suite):
         if suite:
             load_suite(suite)
@@ -175,12 +177,16 @@ def check_config(config: RunConfig, *, alerts: bool = False) -> RunPlan:
 @contextmanager
 def checked_run(config: RunConfig, *, alerts: bool = False) -> Iterator[RunPlan]:
     """Check and plan ``config`` (``check_config``), and within the block let every check of a configuration it
-    covers (a subflow's, a task's) return this plan without checking again."""
+    covers (a subflow's, a task's) return this plan without checking again. The judge calls made within the block
+    share the run's judge budget (``tasks/judge/budget.py``), a backfill's partitions included."""
+    from ragpulse.tasks.judge.budget import spending
+
     plan = check_config(config, alerts=alerts)
     groups = {name: _json(config, name) for name in type(config).model_fields}
     token = _checked.set(_Checked(groups, alerts, plan))
     try:
-        yield plan
+        with spending(plan.judge, config.output.warehouse):
+            yield plan
     finally:
         _checked.reset(token)
 

@@ -1,13 +1,15 @@
 """Planning a backfill: which partitions of a date range still need a run with this configuration.
 
 A partition counts as done when its newest published run has the same configuration hash (metric names and
-versions, judge model and prompt versions, sample rate: what can change a score). Anything else is run again;
+versions, judge model and prompt versions, sample rate: what can change a score) and the judge budget did not stop
+it. Anything else is run again;
 the task cache and the judge-call cache make a re-run of a half-done partition pay nothing twice.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,16 +40,22 @@ def config_hash(config: RunConfig) -> str:
 
 
 def published_config_hashes(warehouse_url: str, start: dt.date, end: dt.date) -> dict[dt.date, str]:
-    """The configuration hash of each partition's newest published run (by publish time)."""
+    """The configuration hash of each partition's newest published run (by publish time), for the partitions whose
+    newest run made every judge call it meant to: one the judge budget stopped is not done."""
     runs = open_warehouse(warehouse_url).read(
-        "runs", start=start, end=end, columns=["partition_date", "config_hash", "published_at"]
+        "runs", start=start, end=end, columns=["partition_date", "config_hash", "published_at", "judge_usage"]
     )
-    newest: dict[dt.date, tuple[Any, str]] = {}
+    newest: dict[dt.date, tuple[Any, str, bool]] = {}
     for row in runs.to_pylist():
         day, stamp = row["partition_date"], row["published_at"]
         if day not in newest or (stamp is not None and (newest[day][0] is None or stamp > newest[day][0])):
-            newest[day] = (stamp, row["config_hash"])
-    return {day: value[1] for day, value in newest.items()}
+            newest[day] = (stamp, row["config_hash"], _stopped_by_budget(row["judge_usage"]))
+    return {day: config for day, (_, config, stopped) in newest.items() if not stopped}
+
+
+def _stopped_by_budget(judge_usage: str | None) -> bool:
+    usage = json.loads(judge_usage) if judge_usage else {}
+    return any(int(metric.get("budget_refused", 0)) for metric in usage.values())
 
 
 @task(name="plan-backfill", cache_policy=NO_CACHE, persist_result=False, **IO_RETRIES)

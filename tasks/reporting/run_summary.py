@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from ragpulse.metrics import REGISTRY, MetricResult, Status
 from ragpulse.metrics.errors import RagpulseError
+from ragpulse.metrics.judge import BUDGET_EXHAUSTED
 from ragpulse.tasks.core.artifacts import shown_url
 from ragpulse.tasks.core.types import PartitionScores, RunInfo
 from ragpulse.tasks.reporting.staged_facts import StagedFacts
@@ -107,9 +108,23 @@ class RunSummary:
         return self.outcome in UNUSABLE_OUTCOMES
 
     @property
+    def over_budget(self) -> int:
+        """Judge scores left ``budget_exhausted``: the judge budget did not allow their calls."""
+        every = (*self.metrics, *self.step_metrics, *self.conversation_metrics)
+        return sum(m.not_ok_reasons.get(BUDGET_EXHAUSTED, 0) for m in every)
+
+    @property
     def warning(self) -> str | None:
         """Why the day scored nothing, or that no trace has contexts though something else scored, and what would
-        apply; None when neither holds. One line, the same in the flow's log and on the command line."""
+        apply; that the judge budget stopped the judging; None when none holds. One line, the same in the flow's log
+        and on the command line."""
+        budget = (
+            f"the judge budget is spent: {self.over_budget} judge score(s) {BUDGET_EXHAUSTED} "
+            f"({sum(int(u.get('budget_refused', 0)) for u in self.judge_usage.values())} call(s) not made); "
+            "a run with more budget judges them"
+            if self.over_budget
+            else ""
+        )
         if self.outcome == "nothing_scored":
             n_scores, n_metrics = sum(m.n for m in self.metrics), len(self.metrics)
             head = f"nothing scored: 0 ok scores of {n_scores} ({n_metrics} metric(s) x {self.n_traces} trace(s))"
@@ -122,16 +137,20 @@ class RunSummary:
                 head += f"; skipped: {', '.join(self.skipped_metrics)}"
         elif self.outcome == "no_contexts":
             head = f"no trace of {self.n_traces} has contexts: ranking and context metrics cannot score"
+        elif budget:
+            return f"dt={self.partition_date}: {budget}."
         else:
             return None
         why = f"; why: {', '.join(GAPS[gap] for gap in self.gaps)}" if self.gaps else ""
-        return f"dt={self.partition_date}: {head}{why}{_applicable(self.would_apply, 'no_judge' in self.gaps)}."
+        budget = f"; {budget}" if budget else ""
+        return f"dt={self.partition_date}: {head}{why}{budget}{_applicable(self.would_apply, 'no_judge' in self.gaps)}."
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
         data["partition_date"] = self.partition_date.isoformat()
         data["outcome"] = self.outcome
         data["warning"] = self.warning
+        data["over_budget"] = self.over_budget
         return data
 
 
