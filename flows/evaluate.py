@@ -23,7 +23,7 @@ from ragpulse.tasks.config import (
 from ragpulse.tasks.core.types import ConversationScores, ScoredBatch
 from ragpulse.tasks.core.workdir import local_docs_dir, lock_directory, result_storage, run_dir, staged_dir
 from ragpulse.tasks.ingest.tasks import list_partition, stage_day
-from ragpulse.tasks.judge.tasks import judge_conversations, judge_score_batch
+from ragpulse.tasks.judge.tasks import judge_conversations, judge_score_batch, plan_judge_sample
 from ragpulse.tasks.judge.usage import fresh_usage
 from ragpulse.tasks.planning.run import check_config, checked_run, describe_run
 from ragpulse.tasks.quality.tasks import (
@@ -99,13 +99,16 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
         feedback_reading=unmapped({"labels": scoring.feedback_labels, "scales": scoring.feedback_scales}),
         refusal_phrases=unmapped(list(scoring.refusal_phrases)),
     )  # fmt: skip
+    # sample_rate = auto: how many of each language's traces the judge scores, from the baseline's spread.
+    auto = scoring.auto_sample and plan.judged
+    sample = plan_judge_sample(staged, scoring, plan.judged, output.warehouse, work_options) if auto else None
     judging = judge_score_batch.with_options(result_storage=storage)
     if scoring.rescore == "all":  # skip the batch cache here and the call cache in the task
         judging = judging.with_options(refresh_cache=True)
     judged = judging.map(
         plan.batches(staged), metric_names=unmapped(plan.judged), judge=unmapped(planned.judge),
         options=unmapped(planned.options), scoring=unmapped(scoring), work_storage_options=unmapped(work_options),
-        day_traces=unmapped(staged.n_valid),
+        day_traces=unmapped(staged.n_valid), sample=unmapped(sample),
     )  # fmt: skip
     batches = BatchProgress(date, scored, judged, also=traces_checked)
     batches.until(traces_checked)  # the traces' suite: the conversations' judge waits for what it excludes
@@ -113,7 +116,7 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
     # Once per day, beside the batches: a conversation's turns may lie in several of them.
     conversations = (
         judge_conversations.submit(
-            staged, plan.conversations, planned.judge, planned.options, scoring, excluded, work_options
+            staged, plan.conversations, planned.judge, planned.options, scoring, excluded, work_options, sample
         )
         if plan.conversations
         else None

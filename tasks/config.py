@@ -213,7 +213,11 @@ class RunConfig(BaseModel):
         gets). Defaults add nothing, so older hashes stay valid."""
         requests = parse_metrics(self.scoring.metrics)
         versions: list[Any] = sorted((request.name, request.version) for request in requests)
-        if self.scoring.sample_rate != 1.0:
+        if self.scoring.auto_sample:
+            scoring = self.scoring
+            target = [scoring.sample_half_width, scoring.sample_detect_drop, scoring.sample_power]
+            versions.append(["sample_rate", "auto", *target, scoring.sample_min_per_segment])
+        elif self.scoring.sample_rate != 1.0:
             versions.append(["sample_rate", self.scoring.sample_rate])
         steps = any(request.family in STEP_FAMILIES for request in requests)
         if steps and self.scoring.step_against != ScoringConfig.model_fields["step_against"].default:

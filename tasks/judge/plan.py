@@ -3,7 +3,6 @@ deterministic sample of traces to judge, and the models the options ask for."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -20,6 +19,7 @@ from ragpulse.metrics.judge import JudgeMetric
 from ragpulse.metrics.registry import build_conversation_metrics, build_judge_metrics, parse_metrics
 from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.types import BatchRef, StagedPartition
+from ragpulse.tasks.judge.sample_size import ALL_TRACES, hash_of
 
 if TYPE_CHECKING:
     from ragpulse.tasks.embeddings.models import OffLoopEmbedder
@@ -105,12 +105,8 @@ def sampled(trace_ids: Sequence[str], rate: float) -> NDArray[np.bool_]:
     """Deterministic sample by trace_id: the same traces are judged in every run and every process."""
     if rate >= 1.0:
         return np.ones(len(trace_ids), dtype=bool)
-    threshold = int(rate * 2**64)
-    return np.fromiter(
-        (int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "big") < threshold for t in trace_ids),
-        dtype=bool,
-        count=len(trace_ids),
-    )
+    threshold = int(rate * ALL_TRACES)
+    return np.fromiter((hash_of(t) < threshold for t in trace_ids), dtype=bool, count=len(trace_ids))
 
 
 def sample_batch(batch: TraceBatch, mask: NDArray[np.bool_]) -> TraceBatch:

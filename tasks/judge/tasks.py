@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+from numpy.typing import NDArray
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE, CacheKeyFnPolicy
 from prefect.context import TaskRunContext
@@ -49,6 +50,15 @@ from ragpulse.tasks.judge.plan import (
     sampled,
     scorer_prompt_versions,
 )
+from ragpulse.tasks.judge.sample_size import (
+    NO_BASELINE_SD,
+    UNKNOWN_SEGMENT,
+    JudgeSample,
+    SampleTarget,
+    baseline_deviations,
+    sampled_by_segment,
+    segment_thresholds,
+)
 from ragpulse.tasks.judge.step_judge import judge_steps
 from ragpulse.tasks.scoring import step_scores
 from ragpulse.tasks.scoring.config import ScoringConfig
@@ -56,7 +66,7 @@ from ragpulse.tasks.scoring.config import ScoringConfig
 if TYPE_CHECKING:
     from prefect.types import DateTime
 
-__all__ = ["judge_conversations", "judge_score_batch"]
+__all__ = ["judge_conversations", "judge_score_batch", "plan_judge_sample"]
 
 _SAMPLED_FAMILIES = SIGNAL_FAMILIES | {EMBEDDING_REFUSAL.name}
 """Run on the embedding signals' sample (``scoring.embedding_sample``): the signals and ``embedding_refusal``."""
@@ -80,6 +90,7 @@ def _judge_key(context: TaskRunContext, params: dict[str, Any]) -> str:
         params["judge"].endpoint,
         json.dumps(options, sort_keys=True, default=str),
         scoring.sample_rate,
+        params["sample"].thresholds if params.get("sample") else None,
         *per_step,
         *signal_rate,
         code_fingerprint(metrics, sys.modules[__name__], judge_plan, step_judge, step_scores, batches, run_types),
@@ -95,12 +106,14 @@ async def judge_score_batch(
     scoring: ScoringConfig,
     work_storage_options: dict[str, Any] | None = None,
     day_traces: int | None = None,
+    sample: JudgeSample | None = None,
 ) -> ScoredBatch:
     """Judge one staged batch with ``judge`` (resolved in the run's environment) on the sample of
     ``scoring.sample_rate`` (the embedding signals on that of ``scoring.embedding_sample`` for a day of
-    ``day_traces`` traces, this batch's own count when not given), and the retrieval steps of the sampled traces
-    with the metrics of ``STEP_FAMILIES``, against each of ``scoring.step_against`` (after the turns: a step asking
-    what its turn asked takes its outcome).
+    ``day_traces`` traces, this batch's own count when not given; with ``scoring.sample_rate = "auto"`` the traces
+    below their language's threshold in ``sample``: ``plan_judge_sample``), and the retrieval steps of the sampled
+    traces with the metrics of ``STEP_FAMILIES``, against each of ``scoring.step_against`` (after the turns: a step
+    asking what its turn asked takes its outcome).
     A failed call is a NaN with a reason on that score, never a failed task; the batch is then kept out of the task
     cache. ``scoring.rescore="all"`` bypasses the call cache (not part of the key)."""
     from ragpulse.tasks.judge.client import OpenAIJudge
@@ -109,8 +122,8 @@ async def judge_score_batch(
     per_step = [m for m in judge_metrics if m.spec.name in STEP_FAMILIES]
     table = read_staged(batch, work_storage_options, columns=judging_columns(steps=bool(per_step)))
     traces = read_trace_batch(table)
-    mask = sampled(traces.trace_ids, scoring.sample_rate)
-    # The same hash with its own rate: the smaller of the two samples lies inside the larger.
+    mask = _judged(traces, scoring, sample)
+    # The same hash with its own rate: the smaller of the two samples lies inside the larger (of a fixed rate).
     signal_mask = sampled(traces.trace_ids, scoring.embedding_rate(day_traces or len(traces)))
     signals = [m for m in judge_metrics if m.spec.name in _SAMPLED_FAMILIES]
     judged_here = [m for m in judge_metrics if m.spec.name not in _SAMPLED_FAMILIES]
@@ -188,9 +201,11 @@ async def judge_conversations(
     scoring: ScoringConfig,
     excluded: list[QuarantinedRecord],
     work_storage_options: dict[str, Any] | None = None,
+    sample: JudgeSample | None = None,
 ) -> ConversationScores:
     """Judge the day's conversations (its kept traces grouped by conversation id: ``read_conversations``) with the
-    conversation metrics among ``metric_names``, on the sample of ``scoring.sample_rate`` chosen by conversation id.
+    conversation metrics among ``metric_names``, on the sample of ``scoring.sample_rate`` chosen by conversation id
+    (``auto``: the share of the day's traces ``sample`` judges).
     Not task-cached: a day's conversations span its batches, and the call cache answers every call asked before.
     A failed call is a NaN with a reason on that conversation's score."""
     from ragpulse.tasks.judge.client import OpenAIJudge
@@ -198,7 +213,7 @@ async def judge_conversations(
     conversation_metrics = build_conversation_metrics(parse_metrics(metric_names), options)
     day = read_conversations(staged.batches, excluded, work_storage_options)
     ids = [c.conversation_id for c in day.conversations]
-    mask = sampled(ids, scoring.sample_rate)
+    mask = sampled(ids, sample.share if sample is not None else float(scoring.sample_rate))
     chosen = [c for c, keep in zip(day.conversations, mask.tolist(), strict=True) if keep]
     client = OpenAIJudge(judge, refresh_cache=scoring.rescore == "all", budget=current_budget()) if chosen else None
     context = JudgeContext(judge=client, options=judge_context_options(options))  # type: ignore[arg-type]
@@ -226,6 +241,48 @@ async def judge_conversations(
         judge_model=client.model if client is not None else judge.model,
         usage=usage,
     )
+
+
+@task(name="plan-judge-sample", cache_policy=NO_CACHE, persist_result=False)
+def plan_judge_sample(
+    staged: StagedPartition,
+    scoring: ScoringConfig,
+    judged: list[str],
+    warehouse_url: str,
+    work_storage_options: dict[str, Any] | None = None,
+) -> JudgeSample:
+    """For ``scoring.sample_rate = "auto"``, the hash threshold of each language of the day: as many of its traces
+    as the ``sample_*`` targets need, from the standard deviation of the ``judged`` metrics' scores over the
+    baseline (``tasks/judge/sample_size.py``)."""
+    segments: dict[str, list[str]] = {}
+    for batch in staged.batches:
+        table = read_staged(batch, work_storage_options, columns=["trace_id", "language"])
+        for trace_id, language in zip(*(table.column(c).to_pylist() for c in ("trace_id", "language")), strict=True):
+            segments.setdefault(language or UNKNOWN_SEGMENT, []).append(trace_id)
+    sds, window = baseline_deviations(warehouse_url, staged.date, judged)
+    chosen = segment_thresholds(segments, sds, SampleTarget.of(scoring))
+    get_run_logger().info(
+        "sample_rate=auto over %d baseline partition(s): %s",
+        len(window),
+        ", ".join(
+            f"{segment} {n} of {total} (sd {sds.get(segment, NO_BASELINE_SD):.3g}"
+            f"{'' if segment in sds else ', no baseline'})"
+            for segment, (_, n, total) in sorted(chosen.items(), key=lambda item: -item[1][2])
+        ),
+    )
+    judged_traces = sum(n for _, n, _ in chosen.values())
+    return JudgeSample(
+        {segment: threshold for segment, (threshold, _, _) in chosen.items()},
+        judged_traces / max(staged.n_valid, 1),
+    )
+
+
+def _judged(traces: TraceBatch, scoring: ScoringConfig, sample: JudgeSample | None) -> NDArray[np.bool_]:
+    """Which traces of the batch the judge scores: by their language's threshold (``auto``), else the fixed rate."""
+    if sample is not None:
+        languages = traces.languages or [None] * len(traces)
+        return sampled_by_segment(traces.trace_ids, languages, sample.thresholds)
+    return sampled(traces.trace_ids, float(scoring.sample_rate))
 
 
 def _embedded_texts(traces: TraceBatch, judge_metrics: Sequence[JudgeMetric]) -> list[str]:

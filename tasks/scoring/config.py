@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -33,8 +33,22 @@ class ScoringConfig(ConfigGroup):
         description="Metric names, e.g. recall@5; user_feedback:* publishes every feedback name of the day.",
     )
     batch_size: int = Field(default=5000, ge=1, le=1_000_000, description="Traces per scoring task.")
-    sample_rate: float = Field(
-        default=1.0, gt=0.0, le=1.0, description="Share of traces the judge metrics score, chosen by trace_id."
+    sample_rate: Annotated[float, Field(gt=0.0, le=1.0)] | Literal["auto"] = Field(
+        default=1.0,
+        description="Share of traces the judge metrics score, chosen by trace_id; auto: per language, as many as the "
+        "sample_* targets need (docs/judge.md).",
+    )
+    sample_half_width: float = Field(
+        default=0.05, gt=0.0, le=0.5, description="sample_rate = auto: each language's mean known to +- this (95%)."
+    )
+    sample_detect_drop: float | None = Field(
+        default=None, gt=0.0, le=1.0, description="sample_rate = auto: instead, a drop of this size found with power."
+    )
+    sample_power: float = Field(
+        default=0.8, gt=0.5, lt=1.0, description="sample_rate = auto: power of finding sample_detect_drop."
+    )
+    sample_min_per_segment: int = Field(
+        default=30, ge=1, description="sample_rate = auto: at least this many traces per language (or all of them)."
     )
     # Not in fingerprint(): a rescore republishes the same configuration.
     rescore: Literal["failed", "all"] = Field(
@@ -113,6 +127,11 @@ class ScoringConfig(ConfigGroup):
         if isinstance(value, bool):
             raise ValueError(f"embedding_sample must be auto, all, a number of traces a day or a share, got {value!r}")
         return _embedding_sample(value)
+
+    @property
+    def auto_sample(self) -> bool:
+        """Whether the judge's sample is sized per language (``sample_rate = "auto"``: tasks/judge/sample_size.py)."""
+        return self.sample_rate == "auto"
 
     def embedding_rate(self, day_traces: int) -> float:
         """The share of a day of ``day_traces`` traces that the embedding signals score (1.0: every trace)."""

@@ -1,0 +1,116 @@
+"""``sample_rate = "auto"`` through the real flow, the real openai client and the scripted judge server: a day with a
+large English and a small Japanese segment judges each to its target, sized first without a baseline and then from
+the previous day's spread. The expected sizes are worked out here from the rule docs/judge.md writes down, not by
+the implementation; the counts are read in SQL."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from ragpulse.flows.evaluate import evaluate_partition
+from ragpulse.tasks.config import OutputConfig, ScoringConfig, SourceConfig
+from tests.doubles.judge_server import JudgeServer
+
+DAYS = [dt.date(2026, 8, 3), dt.date(2026, 8, 4)]
+N_ENGLISH, N_JAPANESE = 300, 20
+HALF_WIDTH, MINIMUM = 0.1, 30
+Z95 = 1.959963984540054
+
+
+def _write_day(root: Path, day: dt.date) -> None:
+    lines = []
+    for i in range(N_ENGLISH + N_JAPANESE):
+        if i < N_ENGLISH:
+            question, reference = f"Which warehouse ships order {i} on day {day.day}?", f"Order {i} ships from Osaka."
+        else:
+            question, reference = (
+                f"{day.day}日の注文 {i} はどの倉庫から出荷されますか？",
+                f"注文 {i} は大阪の倉庫から出荷されます。",
+            )
+        lines.append(
+            {"trace_id": f"{day}-{i}", "timestamp": f"{day}T09:00:00Z", "question": question, "answer": reference,
+             "reference": reference, "contexts": [{"id": f"doc-{i}", "text": reference}]}
+        )  # fmt: skip
+    partition = root / f"dt={day}"
+    partition.mkdir(parents=True)
+    (partition / "traces.jsonl").write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
+
+
+def _claims(body: dict[str, Any]) -> dict[str, Any]:
+    """Two claims, attributed by the prompt's hash: context_recall 0, 0.5 or 1, so each day's scores spread."""
+    digest = hashlib.sha256(json.dumps(body["messages"]).encode()).digest()
+    return {"claims": [{"claim": c, "reason": "r", "attributed": digest[k] % 2} for k, c in enumerate("ab")]}
+
+
+def _expected(n_traces: int, sd: float) -> int:
+    """docs/judge.md: n0 = ceil((1.96 sd / h)^2), corrected for the segment's size, at least min(30, N)."""
+    n0 = math.ceil((Z95 * sd / HALF_WIDTH) ** 2)
+    return min(n_traces, max(math.ceil(n0 / (1 + (n0 - 1) / n_traces)), MINIMUM))
+
+
+def _judged(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, set[str]]:
+    rows = con.execute(
+        "SELECT t.language, list(s.trace_id) FROM scores s JOIN traces t USING (partition_date, trace_id) "
+        "WHERE s.metric = 'context_recall' AND s.partition_date = ? AND coalesce(s.reason, '') <> 'not_sampled' "
+        "GROUP BY 1",
+        [day],
+    ).fetchall()
+    return {language: set(ids) for language, ids in rows}
+
+
+@pytest.mark.slow
+def test_auto_sample_judges_a_large_and_a_small_language_to_their_target(
+    tmp_path: Path, judge_server: JudgeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for day in DAYS:
+        _write_day(tmp_path / "traces", day)
+    judge_server.responder = _claims
+    monkeypatch.setenv("RAGPULSE_JUDGE_MODEL", "judge-auto-sample")
+    monkeypatch.setenv("RAGPULSE_JUDGE_BASE_URL", judge_server.base_url)
+    monkeypatch.setenv("RAGPULSE_JUDGE_API_KEY", "sk-test-auto-0000")
+    warehouse = tmp_path / "w.duckdb"
+    groups = {
+        "source": SourceConfig(url=str(tmp_path / "traces")),
+        "scoring": ScoringConfig(
+            metrics=("context_recall",), sample_rate="auto", sample_half_width=HALF_WIDTH,
+            sample_min_per_segment=MINIMUM, batch_size=100,
+        ),
+        "output": OutputConfig(warehouse=f"duckdb:///{warehouse}", work_dir=str(tmp_path / "work")),
+    }  # fmt: skip
+
+    # Day 1 has no baseline: the largest spread a score in [0, 1] can have, 0.5.
+    evaluate_partition(date=DAYS[0], **groups)
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        first = _judged(con, DAYS[0])
+        spread = dict(
+            con.execute(
+                "SELECT t.language, stddev_samp(s.value) FROM scores s JOIN traces t USING (partition_date, trace_id) "
+                "WHERE s.metric = 'context_recall' AND s.status = 'ok' GROUP BY 1"
+            ).fetchall()
+        )
+    assert {language: len(ids) for language, ids in first.items()} == {
+        "en": _expected(N_ENGLISH, 0.5), "ja": N_JAPANESE,
+    }  # fmt: skip
+    assert 0.2 < spread["en"] < 0.5  # the judge's replies spread the scores: day 2's sizes come from this
+
+    # Day 2 is sized from day 1's spread per language; a re-run judges the very same traces.
+    evaluate_partition(date=DAYS[1], **groups)
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        second = _judged(con, DAYS[1])
+    calls = judge_server.calls
+    output = groups["output"].model_copy(update={"republish": True})
+    evaluate_partition(date=DAYS[1], **(groups | {"output": output}))
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        assert _judged(con, DAYS[1]) == second and judge_server.calls == calls
+    assert {language: len(ids) for language, ids in second.items()} == {
+        "en": _expected(N_ENGLISH, spread["en"]), "ja": _expected(N_JAPANESE, spread["ja"]),
+    }  # fmt: skip
+    assert len(second["en"]) < len(first["en"])
