@@ -24,11 +24,14 @@ from ragpulse.cli.output import ExitCode, fail, fail_with
 from ragpulse.tasks.config import SETTINGS, Setting, from_text
 from ragpulse.tasks.core.exceptions import ConfigError
 
-__all__ = ["ConfigOption", "JsonOption", "parse_date", "setting_options"]
+__all__ = ["ConfigOption", "DryRunOption", "JsonOption", "parse_date", "setting_options"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 ConfigOption = Annotated[Path | None, typer.Option(help="TOML config file (default ./ragpulse.toml if present).")]
+DryRunOption = Annotated[
+    bool, typer.Option("--dry-run", help="Check the configuration, list the partitions, price the judge; run nothing.")
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
 
 #: Short names the command line has always accepted beside the flat ones.

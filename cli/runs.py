@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ragpulse.cli.options import ConfigOption, JsonOption, parse_date, setting_options
+from ragpulse.cli.options import ConfigOption, DryRunOption, JsonOption, parse_date, setting_options
 from ragpulse.cli.output import (
     BackfillBar,
     EvaluateBar,
@@ -104,6 +104,7 @@ def evaluate(
     date: Annotated[str, typer.Option(help="Partition date, YYYY-MM-DD.")],
     config: ConfigOption = None,
     as_json: JsonOption = False,
+    dry_run: DryRunOption = False,
     *,
     settings: dict[str, Any],
 ) -> None:
@@ -112,6 +113,9 @@ def evaluate(
     partition = parse_date(date, "--date")
     run_config = _config(config, settings)
     with _preflight(run_config):
+        if dry_run:
+            _print_plan(run_config, {"partitions": [partition.isoformat()]}, days=1, as_json=as_json)
+            return
         announce_api()
         terminal_logs(ctx)
         warm_up(run_config, "ragpulse.flows.evaluate")
@@ -200,6 +204,7 @@ def backfill(
     alert: Annotated[bool, typer.Option(help="Send drift alerts for the backfilled partitions too.")] = False,
     config: ConfigOption = None,
     as_json: JsonOption = False,
+    dry_run: DryRunOption = False,
     *,
     settings: dict[str, Any],
 ) -> None:
@@ -214,6 +219,16 @@ def backfill(
         raise fail(f"--end {last} is before --start {first}", ExitCode.USAGE)
     run_config = _config(config, settings)
     with _preflight(run_config, alerts=alert):
+        if dry_run:
+            from ragpulse.tasks.planning.tasks import backfill_days
+
+            try:
+                plan = backfill_days(run_config, first, last, force=force)
+            except RagpulseError as exc:
+                raise fail_with(exc) from None
+            listed = {"partitions": [str(d) for d in plan.to_run], "skipped": [str(d) for d in plan.skipped]}
+            _print_plan(run_config, listed, days=len(plan.to_run), as_json=as_json)
+            return
         announce_api()
         terminal_logs(ctx)
         result = _run_backfill(run_config, first, last, concurrency=concurrency, force=force, send_drift_alerts=alert)
@@ -240,6 +255,22 @@ def backfill(
         raise typer.Exit(ExitCode.NOTHING_SCORED)
     if not result.completed:
         raise typer.Exit(ExitCode.NOTHING_TO_DO)
+
+
+def _print_plan(run_config: RunConfig, partitions: dict[str, list[str]], *, days: int, as_json: bool) -> None:
+    """What a run would do, without doing it: the partitions it would evaluate and the judge's expected cost."""
+    from ragpulse.tasks.planning.tasks import run_forecast
+
+    forecast = run_forecast(run_config, days) if days else None
+    if as_json:
+        out.print_json(json.dumps({**partitions, "judge_cost": forecast.to_dict() if forecast else None}))
+        return
+    skipped = partitions.get("skipped", [])
+    console.print(
+        f"dry run: {len(partitions['partitions'])} partition(s) to evaluate"
+        + (f", {len(skipped)} already published with this configuration" if skipped else "")
+    )
+    console.print(forecast.describe() if forecast else "no LLM judge metric: the judge costs nothing", soft_wrap=True)
 
 
 def _run_backfill(run_config: RunConfig, first: dt.date, last: dt.date, **options: Any) -> BackfillResult:

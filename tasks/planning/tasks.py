@@ -20,10 +20,11 @@ from ragpulse.tasks.config import RunConfig
 from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.retry import IO_RETRIES
 from ragpulse.tasks.core.storage import partition_dates
+from ragpulse.tasks.judge.forecast import CostForecast, forecast_cost, llm_metrics
 from ragpulse.tasks.planning.run import planned
 from ragpulse.tasks.warehouse import open_warehouse
 
-__all__ = ["BackfillPlan", "config_hash", "plan_backfill", "published_config_hashes"]
+__all__ = ["BackfillPlan", "backfill_days", "config_hash", "plan_backfill", "published_config_hashes", "run_forecast"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,26 @@ def _stopped_by_budget(judge_usage: str | None) -> bool:
 
 @task(name="plan-backfill", cache_policy=NO_CACHE, persist_result=False, **IO_RETRIES)
 def plan_backfill(config: RunConfig, start: dt.date, end: dt.date, *, force: bool = False) -> BackfillPlan:
+    """``backfill_days``, logged with the judge's expected cost of the days to run."""
+    plan = backfill_days(config, start, end, force=force)
+    logger = get_run_logger()
+    logger.info(
+        "backfill %s..%s: %d partition(s) to run, %d already published with config %s, %d day(s) without traces",
+        start, end, len(plan.to_run), len(plan.skipped), plan.config_hash, len(plan.missing),
+    )  # fmt: skip
+    if plan.to_run and (forecast := run_forecast(config, len(plan.to_run))) is not None:
+        logger.info("backfill %s..%s: %s", start, end, forecast.describe())
+    return plan
+
+
+def run_forecast(config: RunConfig, days: int) -> CostForecast | None:
+    """The judge's expected cost of ``days`` partitions of ``config`` (None without an LLM judge metric)."""
+    known = planned(config)
+    judged = llm_metrics(known.judging, known.options)
+    return forecast_cost(config.output.warehouse, known.judge, config.scoring, judged, days)
+
+
+def backfill_days(config: RunConfig, start: dt.date, end: dt.date, *, force: bool = False) -> BackfillPlan:
     """The partitions in [start, end] that the source has (every day for event-time partitioning), minus those
     already published with this configuration."""
     if end < start:
@@ -76,9 +97,4 @@ def plan_backfill(config: RunConfig, start: dt.date, end: dt.date, *, force: boo
     to_run = [d for d in available if published.get(d) != expected]
     skipped = [d for d in available if published.get(d) == expected]
     have = set(available)
-    plan = BackfillPlan(expected, to_run, skipped, [d for d in days if d not in have])
-    get_run_logger().info(
-        "backfill %s..%s: %d partition(s) to run, %d already published with config %s, %d day(s) without traces",
-        start, end, len(plan.to_run), len(plan.skipped), expected, len(plan.missing),
-    )  # fmt: skip
-    return plan
+    return BackfillPlan(expected, to_run, skipped, [d for d in days if d not in have])

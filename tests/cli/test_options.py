@@ -75,7 +75,9 @@ def test_a_mapping_that_is_not_json_is_a_one_line_error() -> None:
 
 
 def test_historical_short_names_still_work() -> None:
-    assert given("--sample", "0.5", "--format", "langfuse") == {"sample_rate": 0.5, "trace_format": "langfuse"}
+    # sample_rate is a share or "auto": typer hands the text on, and the settings read it as one or the other.
+    assert given("--sample", "0.5", "--format", "langfuse") == {"sample_rate": "0.5", "trace_format": "langfuse"}
+    assert given("--sample", "auto") == {"sample_rate": "auto"}
 
 
 def test_calibrate_says_its_settings_as_every_other_command_does() -> None:

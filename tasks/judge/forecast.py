@@ -1,0 +1,164 @@
+"""What a run will cost the judge, before it starts: traces x judged share x calls per judged trace x tokens per
+call x price, per judge metric, for the CLI's ``--dry-run`` and a backfill's plan.
+
+Each factor comes from the warehouse's recent runs with the same judge model where there are some (``history``):
+their traces per day, the share of them the judge scored, and per metric the calls per judged trace (calls made,
+answered by the cache or joined, so a warm cache does not make the next run look free) and the tokens per call.
+Without history the factors are assumptions (``assumed``) stated in :data:`ASSUMED_CALL`: one call per trace and
+metric of 800 prompt and 200 completion tokens, the whole day judged.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ragpulse.metrics.registry import build_conversation_metrics, build_judge_metrics, parse_metrics
+from ragpulse.tasks.judge.budget import judge_price
+from ragpulse.tasks.judge.config import JudgeConfig
+from ragpulse.tasks.judge.plan import JudgePlan
+from ragpulse.tasks.scoring.config import ScoringConfig
+
+__all__ = ["ASSUMED_CALL", "CostForecast", "MetricForecast", "forecast_cost", "llm_metrics"]
+
+ASSUMED_CALL = {"calls_per_trace": 1.0, "prompt_tokens": 800, "completion_tokens": 200}
+"""Per judged trace and metric, without history."""
+_HISTORY_RUNS = 14
+
+
+@dataclass(frozen=True)
+class MetricForecast:
+    metric: str
+    calls: float
+    prompt_tokens: float
+    completion_tokens: float
+    usd: float | None
+
+
+@dataclass(frozen=True)
+class CostForecast:
+    """The expected judge cost of ``days`` partitions of ``traces_per_day`` traces (None: no published day to size
+    them from, so the figures assume 1,000 a day)."""
+
+    judge_model: str
+    days: int
+    traces_per_day: float | None
+    judged_share: float
+    basis: Literal["history", "assumed"]
+    metrics: list[MetricForecast]
+
+    @property
+    def usd(self) -> float | None:
+        costs = [m.usd for m in self.metrics]
+        return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+
+    @property
+    def calls(self) -> float:
+        return sum(m.calls for m in self.metrics)
+
+    @property
+    def tokens(self) -> float:
+        return sum(m.prompt_tokens + m.completion_tokens for m in self.metrics)
+
+    def describe(self) -> str:
+        """One line: the judge's expected calls, tokens and cost."""
+        scope = (
+            f"{self.days} day(s) x ~{self.traces_per_day:,.0f} traces"
+            if self.traces_per_day is not None
+            else f"{self.days} day(s) x 1,000 traces, no published day to size a day from"
+        )
+        usd = "unpriced" if self.usd is None else f"${self.usd:,.2f}"
+        return (
+            f"expected judge cost ({self.judge_model}, {scope}, {self.judged_share:.0%} judged, {self.basis}): "
+            f"{self.calls:,.0f} calls, {self.tokens:,.0f} tokens, {usd}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "judge_model": self.judge_model, "days": self.days, "traces_per_day": self.traces_per_day,
+            "judged_share": self.judged_share, "basis": self.basis, "calls": self.calls, "tokens": self.tokens,
+            "usd": self.usd, "metrics": [m.__dict__ for m in self.metrics],
+        }  # fmt: skip
+
+
+def llm_metrics(plan: JudgePlan, options: Mapping[str, Any]) -> list[str]:
+    """The metrics of ``plan`` that call the LLM judge (not those that only embed)."""
+    names = [*plan.judged, *plan.conversations]
+    if not names:
+        return []
+    requests = parse_metrics(names)
+    built = (*build_judge_metrics(requests, options), *build_conversation_metrics(requests, options))
+    return [m.name for m in built if m.uses_llm]
+
+
+def forecast_cost(
+    warehouse_url: str, judge: JudgeConfig, scoring: ScoringConfig, judged: Sequence[str], days: int
+) -> CostForecast | None:
+    """The expected cost of judging ``judged`` (the LLM metrics) over ``days`` partitions; None without a judge."""
+    if not judge.model or not judged:
+        return None
+    runs, judged_counts = _recent_runs(warehouse_url, judge.model, judged)
+    price = judge_price(judge)
+    n_traces = sum(int(run["n_traces"] or 0) for run in runs)
+    traces_per_day = n_traces / len(runs) if runs else None
+    fixed = None if scoring.auto_sample else float(scoring.sample_rate)
+    share = fixed if fixed is not None else (sum(judged_counts.values()) / len(judged) / n_traces if n_traces else 1.0)
+    per_trace = _per_judged_trace(runs, judged_counts, judged)
+    scale = (traces_per_day if traces_per_day is not None else 1_000) * days * share
+    metrics = []
+    for metric in judged:
+        calls, prompt, completion = per_trace.get(metric) or tuple(ASSUMED_CALL.values())
+        prompt_tokens, completion_tokens = scale * calls * prompt, scale * calls * completion
+        usd = price.cost(int(prompt_tokens), int(completion_tokens)) if price is not None else None
+        metrics.append(MetricForecast(metric, scale * calls, prompt_tokens, completion_tokens, usd))
+    basis: Literal["history", "assumed"] = "history" if per_trace else "assumed"
+    return CostForecast(judge.model, days, traces_per_day, share, basis, metrics)
+
+
+def _recent_runs(warehouse_url: str, model: str, judged: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The newest runs of ``model`` (one per partition) and, per metric, the traces they judged."""
+    from ragpulse.tasks.warehouse import open_warehouse
+
+    warehouse = open_warehouse(warehouse_url)
+    columns = ["run_id", "partition_date", "n_traces", "judge_model", "judge_usage", "started_at"]
+    rows = [r for r in warehouse.read("runs", columns=columns).to_pylist() if r["judge_model"] == model]
+    newest: dict[dt.date, dict[str, Any]] = {}
+    for row in sorted(rows, key=lambda r: r["started_at"]):
+        newest[row["partition_date"]] = row
+    runs = [newest[day] for day in sorted(newest)][-_HISTORY_RUNS:]
+    if not runs:
+        return [], {}
+    ids = {run["run_id"] for run in runs}
+    scores = warehouse.read(
+        "scores", start=min(newest), end=max(newest), columns=["run_id", "metric", "reason"], metrics=list(judged)
+    )
+    counts: dict[str, int] = {}
+    for run_id, metric, reason in zip(*(scores[c].to_pylist() for c in ("run_id", "metric", "reason")), strict=True):
+        if run_id in ids and reason != "not_sampled":
+            counts[metric] = counts.get(metric, 0) + 1
+    return runs, counts
+
+
+def _per_judged_trace(
+    runs: Sequence[dict[str, Any]], judged_counts: dict[str, int], judged: Sequence[str]
+) -> dict[str, tuple[float, float, float]]:
+    """Per metric with history: calls per judged trace, prompt and completion tokens per call."""
+    totals: dict[str, dict[str, int]] = {}
+    for run in runs:
+        for metric, usage in (json.loads(run["judge_usage"]) if run["judge_usage"] else {}).items():
+            into = totals.setdefault(metric, {"calls": 0, "http": 0, "prompt": 0, "completion": 0})
+            into["calls"] += int(usage.get("http_calls", 0)) + int(usage.get("cache_hits", 0))
+            into["calls"] += int(usage.get("deduplicated", 0))
+            into["http"] += int(usage.get("http_calls", 0))
+            into["prompt"] += int(usage.get("prompt_tokens", 0))
+            into["completion"] += int(usage.get("completion_tokens", 0))
+    known = {}
+    for metric in judged:
+        total, n_judged = totals.get(metric), judged_counts.get(metric, 0)
+        if total and total["http"] and n_judged:
+            http = total["http"]
+            known[metric] = (total["calls"] / n_judged, total["prompt"] / http, total["completion"] / http)
+    return known
