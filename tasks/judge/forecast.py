@@ -90,8 +90,8 @@ def llm_metrics(plan: JudgePlan, options: Mapping[str, Any]) -> list[str]:
     if not names:
         return []
     requests = parse_metrics(names)
-    built = (*build_judge_metrics(requests, options), *build_conversation_metrics(requests, options))
-    return [m.name for m in built if m.uses_llm]
+    judged = [m.name for m in build_judge_metrics(requests, options) if m.uses_llm]
+    return judged + [m.name for m in build_conversation_metrics(requests, options) if m.uses_llm]
 
 
 def forecast_cost(
