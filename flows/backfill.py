@@ -29,6 +29,7 @@ from ragpulse.tasks.config import (
     TopicsConfig,
 )
 from ragpulse.tasks.core.exceptions import ConfigError, PartitionNotFoundError
+from ragpulse.tasks.judge.budget import current_budget
 from ragpulse.tasks.monitoring.tasks import detect_drift, send_alerts
 from ragpulse.tasks.planning.run import checked_run
 from ragpulse.tasks.planning.tasks import plan_backfill
@@ -171,6 +172,8 @@ def _backfill(
     """The body of ``backfill`` once its configuration is checked."""
     drift, calibration, alerts, output = config.drift, config.calibration, config.alerts, config.output
     plan = plan_backfill(config, start, end, force=force)
+    if (budget := current_budget()) is not None:
+        budget.partitions_at_once = concurrency  # a Dask runner's partitions each hold their share of what is left
     for listener in list(_listeners):
         listener.planned(len(plan.to_run), len(plan.skipped))
     summaries: dict[dt.date, RunSummary] = {}

@@ -20,11 +20,12 @@ from ragpulse.tasks.config import (
     ScoringConfig,
     SourceConfig,
 )
-from ragpulse.tasks.core.types import ConversationScores, ScoredBatch
+from ragpulse.tasks.core.types import BatchRef, ConversationScores, ScoredBatch
 from ragpulse.tasks.core.workdir import local_docs_dir, lock_directory, result_storage, run_dir, staged_dir
 from ragpulse.tasks.ingest.tasks import list_partition, stage_day
+from ragpulse.tasks.judge.budget import Allowance, Reservation, current_budget
 from ragpulse.tasks.judge.tasks import judge_conversations, judge_score_batch, plan_judge_sample
-from ragpulse.tasks.judge.usage import fresh_usage
+from ragpulse.tasks.judge.usage import fresh_usage, usage_spend
 from ragpulse.tasks.planning.run import check_config, checked_run, describe_run
 from ragpulse.tasks.quality.tasks import (
     for_run,
@@ -102,13 +103,16 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
     # sample_rate = auto: how many of each language's traces the judge scores, from the baseline's spread.
     auto = scoring.auto_sample and plan.judged
     sample = plan_judge_sample(staged, scoring, plan.judged, output.warehouse, work_options) if auto else None
+    to_judge = plan.batches(staged)
+    allotted = _allot_budget(to_judge, bool(plan.conversations), staged.n_valid, config.runner)
     judging = judge_score_batch.with_options(result_storage=storage)
     if scoring.rescore == "all":  # skip the batch cache here and the call cache in the task
         judging = judging.with_options(refresh_cache=True)
     judged = judging.map(
-        plan.batches(staged), metric_names=unmapped(plan.judged), judge=unmapped(planned.judge),
+        to_judge, metric_names=unmapped(plan.judged), judge=unmapped(planned.judge),
         options=unmapped(planned.options), scoring=unmapped(scoring), work_storage_options=unmapped(work_options),
         day_traces=unmapped(staged.n_valid), sample=unmapped(sample),
+        allowance=allotted[1][: len(to_judge)] if allotted else unmapped(None),
     )  # fmt: skip
     batches = BatchProgress(date, scored, judged, also=traces_checked)
     batches.until(traces_checked)  # the traces' suite: the conversations' judge waits for what it excludes
@@ -116,7 +120,15 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
     # Once per day, beside the batches: a conversation's turns may lie in several of them.
     conversations = (
         judge_conversations.submit(
-            staged, plan.conversations, planned.judge, planned.options, scoring, excluded, work_options, sample
+            staged,
+            plan.conversations,
+            planned.judge,
+            planned.options,
+            scoring,
+            excluded,
+            work_options,
+            sample,
+            allotted[1][-1] if allotted else None,
         )
         if plan.conversations
         else None
@@ -131,6 +143,8 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
         cast(ConversationScores | None, conversations),
     )  # fmt: skip
     usage = fresh_usage([*judged, *([conversations] if conversations is not None else [])])
+    if allotted and (budget := current_budget()) is not None:
+        budget.charge(allotted[0], usage_spend(usage))
     key, standing = standing_publication(output.warehouse, scores, run, plan.names, quality)
     if standing is not None and not output.republish:
         get_run_logger().info("dt=%s is unchanged since run %s published it: nothing to publish", date, standing)
@@ -151,6 +165,18 @@ def score_partition(date: dt.date, config: RunConfig) -> RunSummary:
         scores, run, output.warehouse, n_cached, publication.validations, docs, usage, storage_options=work_options
     )
     return _verdict(summary)
+
+
+def _allot_budget(
+    batches: list[BatchRef], conversations: bool, n_traces: int, runner: RunnerConfig
+) -> tuple[Reservation, list[Allowance]] | None:
+    """On a Dask runner, whose judge tasks cannot reach the run's budget, the allowance of each judge batch and of the
+    conversations' task (last), in proportion to their traces; None on threads, where they share the budget."""
+    budget = current_budget()
+    if budget is None or runner.kind != "dask" or not (batches or conversations):
+        return None
+    weights = [float(b.n_rows) for b in batches] + ([float(n_traces)] if conversations else [])
+    return budget.allot(weights, share=1 / budget.partitions_at_once)
 
 
 def _verdict(summary: RunSummary) -> RunSummary:

@@ -39,7 +39,7 @@ from ragpulse.tasks.ingest import batches
 from ragpulse.tasks.ingest.batches import judging_columns, read_staged, read_trace_batch
 from ragpulse.tasks.judge import plan as judge_plan
 from ragpulse.tasks.judge import step_judge
-from ragpulse.tasks.judge.budget import current_budget
+from ragpulse.tasks.judge.budget import Allowance, JudgeBudget, current_budget
 from ragpulse.tasks.judge.config import JudgeConfig
 from ragpulse.tasks.judge.conversations import read_conversations
 from ragpulse.tasks.judge.plan import (
@@ -107,13 +107,15 @@ async def judge_score_batch(
     work_storage_options: dict[str, Any] | None = None,
     day_traces: int | None = None,
     sample: JudgeSample | None = None,
+    allowance: Allowance | None = None,
 ) -> ScoredBatch:
     """Judge one staged batch with ``judge`` (resolved in the run's environment) on the sample of
     ``scoring.sample_rate`` (the embedding signals on that of ``scoring.embedding_sample`` for a day of
     ``day_traces`` traces, this batch's own count when not given; with ``scoring.sample_rate = "auto"`` the traces
     below their language's threshold in ``sample``: ``plan_judge_sample``), and the retrieval steps of the sampled
     traces with the metrics of ``STEP_FAMILIES``, against each of ``scoring.step_against`` (after the turns: a step
-    asking what its turn asked takes its outcome).
+    asking what its turn asked takes its outcome). Its judge calls count against the run's judge budget, or against
+    ``allowance`` where one is given (a Dask worker).
     A failed call is a NaN with a reason on that score, never a failed task; the batch is then kept out of the task
     cache. ``scoring.rescore="all"`` bypasses the call cache (not part of the key)."""
     from ragpulse.tasks.judge.client import OpenAIJudge
@@ -128,7 +130,8 @@ async def judge_score_batch(
     signals = [m for m in judge_metrics if m.spec.name in _SAMPLED_FAMILIES]
     judged_here = [m for m in judge_metrics if m.spec.name not in _SAMPLED_FAMILIES]
     uses_llm = any(m.uses_llm for m in judge_metrics)
-    client = OpenAIJudge(judge, refresh_cache=scoring.rescore == "all", budget=current_budget()) if uses_llm else None
+    budget = _budget(judge, allowance)
+    client = OpenAIJudge(judge, refresh_cache=scoring.rescore == "all", budget=budget) if uses_llm else None
     embedder = embedder_for(options, judge_metrics)
     subset, signal_subset = sample_batch(traces, mask), sample_batch(traces, signal_mask)
     # The texts the metrics will embed, encoded in large batches beside the judge's calls (not before them: the
@@ -202,6 +205,7 @@ async def judge_conversations(
     excluded: list[QuarantinedRecord],
     work_storage_options: dict[str, Any] | None = None,
     sample: JudgeSample | None = None,
+    allowance: Allowance | None = None,
 ) -> ConversationScores:
     """Judge the day's conversations (its kept traces grouped by conversation id: ``read_conversations``) with the
     conversation metrics among ``metric_names``, on the sample of ``scoring.sample_rate`` chosen by conversation id
@@ -215,7 +219,8 @@ async def judge_conversations(
     ids = [c.conversation_id for c in day.conversations]
     mask = sampled(ids, sample.share if sample is not None else float(scoring.sample_rate))
     chosen = [c for c, keep in zip(day.conversations, mask.tolist(), strict=True) if keep]
-    client = OpenAIJudge(judge, refresh_cache=scoring.rescore == "all", budget=current_budget()) if chosen else None
+    budget = _budget(judge, allowance)
+    client = OpenAIJudge(judge, refresh_cache=scoring.rescore == "all", budget=budget) if chosen else None
     context = JudgeContext(judge=client, options=judge_context_options(options))  # type: ignore[arg-type]
     try:
         raw = await judge_each_conversation(chosen, conversation_metrics, context)  # none chosen: none asked
@@ -315,6 +320,11 @@ async def _keep_out_of_task_cache() -> None:
         expired = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
         # Prefect annotates its own DateTime type, a datetime subclass; it takes any timezone-aware datetime.
         await transaction.store.awrite(None, key=transaction.key, expiration=cast("DateTime", expired))
+
+
+def _budget(judge: JudgeConfig, allowance: Allowance | None) -> JudgeBudget | None:
+    """The task's own allowance (a Dask worker cannot reach the run's budget), else the run's budget if it has one."""
+    return JudgeBudget.of_allowance(allowance, judge) if allowance is not None else current_budget()
 
 
 def _over_budget(results: Sequence[dict[str, MetricResult]]) -> int:

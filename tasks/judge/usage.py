@@ -13,7 +13,7 @@ from typing import Any
 
 from ragpulse.metrics.prices import TokenPrice
 
-__all__ = ["MetricUsage", "UsageLedger", "fresh_usage", "merge_usage"]
+__all__ = ["MetricUsage", "Spend", "UsageLedger", "fresh_usage", "merge_usage", "usage_spend"]
 
 
 @dataclass
@@ -32,6 +32,18 @@ class MetricUsage:
 
 
 _COUNTERS = tuple(MetricUsage.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
+class Spend:
+    """Tokens and USD (None: some of it unpriced)."""
+
+    tokens: int = 0
+    usd: float | None = 0.0
+
+    def __add__(self, other: Spend) -> Spend:
+        usd = None if self.usd is None or other.usd is None else self.usd + other.usd
+        return Spend(self.tokens + other.tokens, usd)
 
 
 class UsageLedger:
@@ -84,6 +96,14 @@ def merge_usage(*snapshots: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[s
             cost, previous = row.get("estimated_cost_usd"), into.get("estimated_cost_usd", 0.0)
             into["estimated_cost_usd"] = None if cost is None or previous is None else previous + cost
     return merged
+
+
+def usage_spend(usage: Mapping[str, Mapping[str, Any]]) -> Spend:
+    """The tokens and USD (None: some unpriced) a merged usage snapshot spent."""
+    tokens = sum(int(u.get("prompt_tokens", 0)) + int(u.get("completion_tokens", 0)) for u in usage.values())
+    costs: list[float | None] = [u.get("estimated_cost_usd") for u in usage.values()]
+    priced = [cost for cost in costs if cost is not None]
+    return Spend(tokens, sum(priced) if len(priced) == len(costs) else None)
 
 
 def fresh_usage(futures: Sequence[Any]) -> dict[str, dict[str, Any]]:

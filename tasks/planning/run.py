@@ -161,7 +161,7 @@ def check_config(config: RunConfig, *, alerts: bool = False) -> RunPlan:
     store_settings()  # the embedding store's, read by the first encode of a process
     plan = plan_run(config)
     check_judge(plan.judge)
-    check_budget(plan.judge, shared_by_threads=config.runner.kind == "thread")
+    check_budget(plan.judge)
     for suite in (config.quality.input_suite, config.quality.output_suite):
         if suite:
             load_suite(suite)

@@ -18,6 +18,8 @@ from typing import Any
 import duckdb
 import pytest
 
+from ragpulse.flows.evaluate import evaluate_partition
+from ragpulse.tasks.config import OutputConfig, RunnerConfig, ScoringConfig, SourceConfig
 from ragpulse.tasks.monitoring.budget_alerts import BUDGET_RULE
 from ragpulse.tasks.monitoring.delivery import WEBHOOK_URL_ENV
 from tests.doubles.judge_server import JudgeServer
@@ -65,8 +67,11 @@ def _sql(tmp_path: Path, sql: str) -> list[tuple[Any, ...]]:
 
 
 def _reservation(body: dict[str, Any]) -> int:
-    chars = sum(len(m["content"]) for m in body["messages"]) + len(json.dumps(body.get("response_format", "")))
-    return math.ceil(chars / 4) + 64
+    """What the client reserves for a call (docs/judge.md): four ASCII characters a token, one token for any other
+    character, and the completion budget."""
+    text = "".join(m["content"] for m in body["messages"]) + json.dumps(body.get("response_format", ""))
+    ascii_chars = sum(c.isascii() for c in text)
+    return math.ceil(ascii_chars / 4) + len(text) - ascii_chars + 64
 
 
 def _asked(judge: JudgeServer, since: int = 0) -> list[str]:
@@ -133,3 +138,34 @@ def test_a_budget_stops_the_calls_alerts_and_a_larger_one_completes_them(
     assert ledger == [
         (c, d, s) for c in ("event", "webhook") for d, s in zip(DAYS, ("opened", "resolved"), strict=True)
     ]
+
+
+@pytest.mark.slow
+def test_on_dask_each_judge_task_spends_no_more_than_its_allowance(
+    tmp_path: Path, judge_server: JudgeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dask workers cannot reach the run's budget: each judge task gets a share by its traces, and together they
+    stay within the budget."""
+    _write_day(tmp_path / "traces", DAYS[0])
+    judge_server.responder = lambda body: CLAIMS
+    for name, value in {
+        "MODEL": "judge-budget-dask", "BASE_URL": judge_server.base_url, "API_KEY": "sk-test-budget-0000",
+        "COMPLETION_TOKEN_BUDGET": "64", "RUN_BUDGET_TOKENS": str(SMALL_BUDGET),
+    }.items():  # fmt: skip
+        monkeypatch.setenv(f"RAGPULSE_JUDGE_{name}", value)
+    summary = evaluate_partition(
+        date=DAYS[0],
+        source=SourceConfig(url=str(tmp_path / "traces")),
+        scoring=ScoringConfig(metrics=("context_recall",), batch_size=8),
+        output=OutputConfig(warehouse=f"duckdb:///{tmp_path / 'w.duckdb'}", work_dir=str(tmp_path / "work")),
+        runner=RunnerConfig(kind="dask", max_workers=2),
+    )
+    usage = summary.judge_usage["context_recall"]
+    assert usage["prompt_tokens"] + usage["completion_tokens"] <= SMALL_BUDGET
+    assert usage["http_calls"] == judge_server.calls and 0 < judge_server.calls < N_TRACES
+    assert summary.over_budget == N_TRACES - judge_server.calls
+    # Three batches of 8 traces with an allowance of a third of the budget each; the scores say what each did.
+    statuses = _sql(
+        tmp_path, "SELECT count(*) FILTER (status = 'ok'), count(*) FILTER (reason = 'budget_exhausted') FROM scores"
+    )
+    assert statuses == [(judge_server.calls, N_TRACES - judge_server.calls)]

@@ -19,8 +19,8 @@ from ragpulse.metrics.judge import BUDGET_EXHAUSTED, BudgetExhaustedError, Judge
 from ragpulse.metrics.prices import BUILTIN_PRICES
 from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.judge.budget import (
+    Allowance,
     JudgeBudget,
-    Spend,
     check_budget,
     current_budget,
     judge_price,
@@ -29,6 +29,7 @@ from ragpulse.tasks.judge.budget import (
 )
 from ragpulse.tasks.judge.client import OpenAIJudge
 from ragpulse.tasks.judge.config import JudgeConfig, ModelPrice
+from ragpulse.tasks.judge.usage import Spend
 from ragpulse.tasks.monitoring.budget_alerts import BUDGET_RULE, budget_rows, run_had_budget
 from ragpulse.tasks.warehouse import RUNS_SCHEMA, open_warehouse
 from tests.doubles.judge_server import JudgeServer
@@ -40,7 +41,7 @@ PRICED = JudgeConfig(
 
 
 def test_a_reservation_holds_the_budget_until_the_reply_settles_it() -> None:
-    budget = JudgeBudget(PRICED.model_copy(update={"run_budget_tokens": 1_000}))
+    budget = JudgeBudget.for_run(PRICED.model_copy(update={"run_budget_tokens": 1_000}))
     first = budget.reserve(300, 300)
     second = budget.reserve(200, 100)
     with pytest.raises(BudgetExhaustedError):  # 600 + 300 held, 200 more would pass 1,000
@@ -57,19 +58,19 @@ def test_a_reservation_holds_the_budget_until_the_reply_settles_it() -> None:
 
 def test_usd_and_the_day_limit_with_what_the_day_spent_before() -> None:
     # USD: 1,000 prompt tokens at $1/M and 1,000 completion tokens at $4/M cost $0.005.
-    budget = JudgeBudget(PRICED.model_copy(update={"run_budget_usd": 0.011}))
+    budget = JudgeBudget.for_run(PRICED.model_copy(update={"run_budget_usd": 0.011}))
     budget.reserve(1_000, 1_000)
     budget.reserve(1_000, 1_000)
     with pytest.raises(BudgetExhaustedError, match="exceeds what the judge budget has left"):
         budget.reserve(1_000, 1_000)
-    day = JudgeBudget(PRICED.model_copy(update={"day_budget_tokens": 5_000}), spent_today=Spend(4_000, None))
+    day = JudgeBudget.for_run(PRICED.model_copy(update={"day_budget_tokens": 5_000}), spent_today=Spend(4_000, None))
     day.reserve(500, 400)
     with pytest.raises(BudgetExhaustedError):
         day.reserve(50, 51)
 
 
 def test_concurrent_reservations_never_overrun() -> None:
-    budget = JudgeBudget(PRICED.model_copy(update={"run_budget_tokens": 10_000}))
+    budget = JudgeBudget.for_run(PRICED.model_copy(update={"run_budget_tokens": 10_000}))
     granted: list[int] = []
     lock = threading.Lock()
 
@@ -104,13 +105,28 @@ def test_the_price_comes_from_the_settings_else_the_built_in_list() -> None:
     assert judge_price(JudgeConfig(model="house-judge")) is None
 
 
-def test_a_usd_budget_needs_a_price_and_any_budget_the_thread_runner() -> None:
+def test_a_usd_budget_needs_a_price() -> None:
     with pytest.raises(ConfigError, match="run_budget_usd: model 'house-judge' has no price"):
-        check_budget(JudgeConfig(model="house-judge", run_budget_usd=5), shared_by_threads=True)
-    check_budget(JudgeConfig(model="house-judge", run_budget_tokens=5), shared_by_threads=True)
-    check_budget(PRICED.model_copy(update={"day_budget_usd": 5.0}), shared_by_threads=True)
-    with pytest.raises(ConfigError, match="needs the thread runner"):
-        check_budget(JudgeConfig(model="house-judge", run_budget_tokens=5), shared_by_threads=False)
+        check_budget(JudgeConfig(model="house-judge", run_budget_usd=5))
+    check_budget(JudgeConfig(model="house-judge", run_budget_tokens=5))
+    check_budget(PRICED.model_copy(update={"day_budget_usd": 5.0}))
+
+
+def test_allowances_split_what_is_left_and_are_charged_with_what_was_spent() -> None:
+    """A Dask worker's judge tasks get allowances: a share of what is left, by their traces, held until charged."""
+    budget = JudgeBudget.for_run(PRICED.model_copy(update={"run_budget_tokens": 10_000}))
+    budget.settle(budget.reserve(1_000, 1_000), 1_500, 500)  # 2,000 spent, 8,000 left
+    held, allowances = budget.allot([300.0, 100.0], share=1 / 2)  # two partitions at once: half each, 3:1
+    assert allowances == [Allowance(3_000, None), Allowance(1_000, None)]
+    task = JudgeBudget.of_allowance(allowances[1], PRICED)
+    task.reserve(500, 400)
+    with pytest.raises(BudgetExhaustedError):
+        task.reserve(50, 51)
+    other_held, other = budget.allot([1.0])  # another partition meanwhile: what the first does not hold
+    assert other == [Allowance(4_000, None)]
+    budget.charge(held, Spend(2_500, 0.01))
+    budget.charge(other_held, Spend(0, 0.0))
+    assert budget.spent.tokens == 4_500 and budget.allot([1.0])[1] == [Allowance(5_500, None)]
 
 
 def test_the_client_asks_no_more_than_the_budget_allows(judge_server: JudgeServer) -> None:
@@ -119,7 +135,7 @@ def test_the_client_asks_no_more_than_the_budget_allows(judge_server: JudgeServe
         model="budget-judge", base_url=judge_server.base_url, completion_token_budget=16, max_concurrency=4,
         run_budget_tokens=100,
     )  # fmt: skip
-    budget = JudgeBudget(settings)
+    budget = JudgeBudget.for_run(settings)
     requests = [
         JudgeRequest(
             metric="m",
@@ -162,7 +178,7 @@ def test_the_run_shares_one_budget_and_the_day_starts_from_the_warehouse(tmp_pat
     settings = PRICED.model_copy(update={"day_budget_usd": 1.0})
     assert current_budget() is None
     with spending(settings, url) as outer:
-        assert outer is not None and outer.spent_today == Spend(750, 0.25)
+        assert outer is not None and outer.allot([1.0], share=0.5)[1] == [Allowance(None, (1.0 - 0.25) / 2)]
         with spending(settings.model_copy(update={"run_budget_tokens": 1}), url) as inner:
             assert inner is outer  # a backfill's partitions share the backfill's budget
     assert current_budget() is None
@@ -188,3 +204,23 @@ def test_the_budget_alert_opens_on_a_stopped_day_and_is_within_otherwise() -> No
     assert budget_rows(scores.slice(4), day, "run", budgeted=False).num_rows == 0
     assert run_had_budget([json.dumps({"judge": {"run_budget_usd": None, "day_budget_tokens": 9}})])
     assert not run_had_budget([json.dumps({"judge": {"run_budget_usd": None}}), None])
+
+
+def test_a_japanese_prompt_reserves_a_token_a_character(judge_server: JudgeServer) -> None:
+    """300 Japanese characters reserve at least 300 tokens, where four characters a token would reserve 75."""
+    judge_server.responder = lambda body: {"verdict": 1}
+    settings = JudgeConfig(
+        model="budget-judge", base_url=judge_server.base_url, completion_token_budget=1, run_budget_tokens=250,
+        response_format="text",
+    )  # fmt: skip
+
+    async def ask(text: str) -> object:
+        async with OpenAIJudge(settings, budget=JudgeBudget.for_run(settings)) as judge:
+            request = JudgeRequest(metric="m", step="s", prompt_version="1", messages=(("user", text),), schema={})
+            try:
+                return await judge.complete(request)
+            except BudgetExhaustedError as refused:
+                return refused
+
+    assert isinstance(asyncio.run(ask("東京" * 150)), BudgetExhaustedError) and judge_server.calls == 0
+    assert asyncio.run(ask("Tokyo " * 50)) == ['{"verdict": 1}'] and judge_server.calls == 1

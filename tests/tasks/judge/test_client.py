@@ -203,6 +203,7 @@ def test_429_is_retried_after_the_retry_after_seconds(server: JudgeServer, model
         "completion_tokens": 3,
         "retries": 1,
         "failures": 0,
+        "budget_refused": 0,
         "estimated_cost_usd": None,
     }
 
