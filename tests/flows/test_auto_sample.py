@@ -1,7 +1,7 @@
-"""``sample_rate = "auto"`` through the real flow, the real openai client and the scripted judge server: a day with a
-large English and a small Japanese segment judges each to its target, sized first without a baseline and then from
-the previous day's spread. The expected sizes are worked out here from the rule docs/judge.md writes down, not by
-the implementation; the counts are read in SQL."""
+"""``sample_rate = "auto"`` through the real CLI against the session's Prefect server, the real openai client and the
+scripted judge server: a day with a large English and a small Japanese segment judges each to its target, sized first
+without a baseline and then from the previous day's spread. The expected sizes are worked out here from the rule
+docs/judge.md writes down, not by the implementation; the counts are read in SQL."""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ import datetime as dt
 import hashlib
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
 
-from ragpulse.flows.evaluate import evaluate_partition
-from ragpulse.tasks.config import OutputConfig, ScoringConfig, SourceConfig
 from tests.doubles.judge_server import JudgeServer
 
 DAYS = [dt.date(2026, 8, 3), dt.date(2026, 8, 4)]
@@ -66,28 +67,32 @@ def _judged(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, set[str]]
     return {language: set(ids) for language, ids in rows}
 
 
+def _evaluate(day: dt.date, tmp_path: Path, env: dict[str, str], *extra: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ragpulse.cli", "evaluate", "--date", str(day), "--source", str(tmp_path / "traces"),
+         "--metrics", "context_recall", "--sample", "auto", "--sample-half-width", str(HALF_WIDTH),
+         "--sample-min-per-segment", str(MINIMUM), "--batch-size", "100",
+         "--warehouse", f"duckdb:///{tmp_path / 'w.duckdb'}", "--work-dir", str(tmp_path / "work"), "--json", *extra],
+        env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 @pytest.mark.slow
 def test_auto_sample_judges_a_large_and_a_small_language_to_their_target(
-    tmp_path: Path, judge_server: JudgeServer, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, judge_server: JudgeServer, prefect_api: str
 ) -> None:
     for day in DAYS:
         _write_day(tmp_path / "traces", day)
     judge_server.responder = _claims
-    monkeypatch.setenv("RAGPULSE_JUDGE_MODEL", "judge-auto-sample")
-    monkeypatch.setenv("RAGPULSE_JUDGE_BASE_URL", judge_server.base_url)
-    monkeypatch.setenv("RAGPULSE_JUDGE_API_KEY", "sk-test-auto-0000")
-    warehouse = tmp_path / "w.duckdb"
-    groups = {
-        "source": SourceConfig(url=str(tmp_path / "traces")),
-        "scoring": ScoringConfig(
-            metrics=("context_recall",), sample_rate="auto", sample_half_width=HALF_WIDTH,
-            sample_min_per_segment=MINIMUM, batch_size=100,
-        ),
-        "output": OutputConfig(warehouse=f"duckdb:///{warehouse}", work_dir=str(tmp_path / "work")),
+    env = {
+        **os.environ, "PREFECT_API_URL": prefect_api, "RAGPULSE_JUDGE_MODEL": "judge-auto-sample",
+        "RAGPULSE_JUDGE_BASE_URL": judge_server.base_url, "RAGPULSE_JUDGE_API_KEY": "sk-test-auto-0000",
     }  # fmt: skip
+    warehouse = tmp_path / "w.duckdb"
 
     # Day 1 has no baseline: the largest spread a score in [0, 1] can have, 0.5.
-    evaluate_partition(date=DAYS[0], **groups)
+    _evaluate(DAYS[0], tmp_path, env)
     with duckdb.connect(str(warehouse), read_only=True) as con:
         first = _judged(con, DAYS[0])
         spread = dict(
@@ -101,13 +106,12 @@ def test_auto_sample_judges_a_large_and_a_small_language_to_their_target(
     }  # fmt: skip
     assert 0.2 < spread["en"] < 0.5  # the judge's replies spread the scores: day 2's sizes come from this
 
-    # Day 2 is sized from day 1's spread per language; a re-run judges the very same traces.
-    evaluate_partition(date=DAYS[1], **groups)
+    # Day 2 is sized from day 1's spread per language; a re-run judges the very same traces, all from the cache.
+    _evaluate(DAYS[1], tmp_path, env)
     with duckdb.connect(str(warehouse), read_only=True) as con:
         second = _judged(con, DAYS[1])
     calls = judge_server.calls
-    output = groups["output"].model_copy(update={"republish": True})
-    evaluate_partition(date=DAYS[1], **(groups | {"output": output}))
+    _evaluate(DAYS[1], tmp_path, env, "--republish")
     with duckdb.connect(str(warehouse), read_only=True) as con:
         assert _judged(con, DAYS[1]) == second and judge_server.calls == calls
     assert {language: len(ids) for language, ids in second.items()} == {
