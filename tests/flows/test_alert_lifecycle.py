@@ -23,6 +23,7 @@ from prefect.events.actions import SendNotification
 from prefect.events.schemas.automations import EventTrigger, Posture
 
 from ragpulse.tasks.monitoring.delivery import WEBHOOK_URL_ENV
+from tests.doubles.trace_days import write_day
 from tests.doubles.webhook_receiver import WebhookReceiver, receiving
 
 START = dt.date(2026, 6, 1)
@@ -44,9 +45,7 @@ def _write_day(root: Path, day: dt.date, hit_rate: float, rng: random.Random) ->
             {"trace_id": f"{day}-{i}", "timestamp": f"{day}T10:{i:02d}:00Z", "question": question, "answer": "blue",
              "contexts": contexts, "relevant_context_ids": [relevant]}
         )  # fmt: skip
-    partition = root / f"dt={day}"
-    partition.mkdir(parents=True)
-    (partition / "traces.jsonl").write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
+    write_day(root, day, lines)
 
 
 def _monitor(day: dt.date, tmp_path: Path, env: dict[str, str]) -> dict[str, Any]:

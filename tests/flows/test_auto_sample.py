@@ -19,6 +19,7 @@ import duckdb
 import pytest
 
 from tests.doubles.judge_server import JudgeServer
+from tests.doubles.trace_days import write_day
 
 DAYS = [dt.date(2026, 8, 3), dt.date(2026, 8, 4)]
 N_ENGLISH, N_JAPANESE = 300, 20
@@ -40,9 +41,7 @@ def _write_day(root: Path, day: dt.date) -> None:
             {"trace_id": f"{day}-{i}", "timestamp": f"{day}T09:00:00Z", "question": question, "answer": reference,
              "reference": reference, "contexts": [{"id": f"doc-{i}", "text": reference}]}
         )  # fmt: skip
-    partition = root / f"dt={day}"
-    partition.mkdir(parents=True)
-    (partition / "traces.jsonl").write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
+    write_day(root, day, lines)
 
 
 def _claims(body: dict[str, Any]) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from ragpulse.tasks.config import OutputConfig, RunnerConfig, ScoringConfig, Sou
 from ragpulse.tasks.monitoring.budget_alerts import BUDGET_RULE
 from ragpulse.tasks.monitoring.delivery import WEBHOOK_URL_ENV
 from tests.doubles.judge_server import JudgeServer
+from tests.doubles.trace_days import write_day
 from tests.doubles.webhook_receiver import WebhookReceiver
 
 DAYS = [dt.date(2026, 7, 1), dt.date(2026, 7, 2)]
@@ -44,9 +45,7 @@ def _write_day(root: Path, day: dt.date) -> None:
             {"trace_id": f"{day}-{i}", "timestamp": f"{day}T10:{i:02d}:00Z", "question": question, "answer": answer,
              "reference": reference, "contexts": [{"id": f"doc-{i}", "text": reference}]}
         )  # fmt: skip
-    partition = root / f"dt={day}"
-    partition.mkdir(parents=True)
-    (partition / "traces.jsonl").write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
+    write_day(root, day, lines)
 
 
 def _ragpulse(command: str, *args: str, tmp_path: Path, env: dict[str, str], budget: int) -> dict[str, Any]:
