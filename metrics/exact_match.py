@@ -20,7 +20,7 @@ EXACT = MetricSpec(
 )
 NORMALIZED = MetricSpec(
     name="answer_exact_match_normalized",
-    version="2.0.0",
+    version="3.0.0",
     summary="1 if the answer normalised in the trace's language (MLQA rules) equals a normalised reference, else 0.",
 )
 

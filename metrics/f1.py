@@ -16,7 +16,7 @@ __all__ = ["SPEC", "score", "token_f1"]
 
 SPEC = MetricSpec(
     name="answer_f1",
-    version="2.0.0",
+    version="3.0.0",
     summary="Token F1 of the answer normalised by the trace's language (MLQA rules), maximised over the references.",
 )
 

@@ -87,8 +87,9 @@ EMPTY_RETRIEVAL = _lower_is_better(
 )
 ANSWER_LENGTH = MetricSpec(
     name="answer_length",
-    version="1.0.0",
-    summary="Words of the answer (NFKC, punctuation left out; each Han, kana or hangul character one word).",
+    version="2.0.0",
+    summary="Words of the answer (NFKC, punctuation left out; each Han, kana or hangul character and each Thai, "
+    "Lao, Khmer or Burmese character cluster one word).",
     upper=math.inf,
 )
 """Higher is better only in the sense drift needs: answers that suddenly get shorter (truncated, refusing, empty)

@@ -73,10 +73,11 @@ def test_the_hash_of_a_configuration_stays_what_warehouses_hold(tmp_path: Path) 
     """Published runs rows hold these hashes and a backfill compares against them: a refactoring must not change
     them (these were computed by the code before the rooms of issue 30). A metric's new version changes them on
     purpose, and then this test with them: the default one changed with issue 32's default metrics (the label-free
-    set), the explicit one did not."""
+    set) and with issue 35's versions of answer_f1, answer_exact_match_normalized and answer_length; the explicit
+    one did not."""
     judged = ScoringConfig(metrics=("faithfulness", "document_mrr"), sample_rate=0.5)
     adapter = SourceConfig(url="s3://b/t", format="langfuse")
-    assert config_hash(_config(tmp_path)) == "bc7d501dc668a830"
+    assert config_hash(_config(tmp_path)) == "0a1e3ddffdd4a04b"
     assert config_hash(_config(tmp_path, source=adapter, scoring=judged, judge=JudgeConfig(model="gpt-x"))) == (
         "5968a1c952f2feee"
     )
