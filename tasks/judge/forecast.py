@@ -1,9 +1,10 @@
 """What a run will cost the judge, before it starts: traces x judged share x calls per judged trace x tokens per
 call x price, per judge metric, for the CLI's ``--dry-run`` and a backfill's plan.
 
-Each factor comes from the warehouse's recent runs with the same judge model where there are some (``history``):
-their traces per day, the share of them the judge scored, and per metric the calls per judged trace (calls made,
-answered by the cache or joined, so a warm cache does not make the next run look free) and the tokens per call.
+Each factor comes from the ``runs`` rows of the warehouse's recent runs with the same judge model where there are
+some (``history``): their traces per day, the share of them the judge scored (``judge_usage``'s ``judged``), and per
+metric the calls per judged trace (calls made, answered by the cache or joined, so a warm cache does not make the next
+run look free) and the tokens per call. Only the ``runs`` table is read, never the scores.
 Without history the factors are assumptions (``assumed``) stated in :data:`ASSUMED_CALL`: one call per trace and
 metric of 800 prompt and 200 completion tokens, the whole day judged.
 """
@@ -100,13 +101,21 @@ def forecast_cost(
     """The expected cost of judging ``judged`` (the LLM metrics) over ``days`` partitions; None without a judge."""
     if not judge.model or not judged:
         return None
-    runs, judged_counts = _recent_runs(warehouse_url, judge.model, judged)
+    runs = _recent_runs(warehouse_url, judge.model)
+    totals = _usage_totals(runs)
     price = judge_price(judge)
     n_traces = sum(int(run["n_traces"] or 0) for run in runs)
     traces_per_day = n_traces / len(runs) if runs else None
-    fixed = None if scoring.auto_sample else float(scoring.sample_rate)
-    share = fixed if fixed is not None else (sum(judged_counts.values()) / len(judged) / n_traces if n_traces else 1.0)
-    per_trace = _per_judged_trace(runs, judged_counts, judged)
+    if scoring.auto_sample:  # the largest share any metric was judged on lately, all of them without history
+        shares = [t["judged"] / t["traces"] for metric, t in totals.items() if metric in judged and t["traces"]]
+        share = max(shares, default=1.0)
+    else:
+        share = float(scoring.sample_rate)
+    per_trace = {
+        metric: (t["calls"] / t["judged"], t["prompt"] / t["http"], t["completion"] / t["http"])
+        for metric, t in totals.items()
+        if metric in judged and t["judged"] and t["http"]
+    }
     scale = (traces_per_day if traces_per_day is not None else 1_000) * days * share
     metrics = []
     for metric in judged:
@@ -118,47 +127,34 @@ def forecast_cost(
     return CostForecast(judge.model, days, traces_per_day, share, basis, metrics)
 
 
-def _recent_runs(warehouse_url: str, model: str, judged: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """The newest runs of ``model`` (one per partition) and, per metric, the traces they judged."""
+def _recent_runs(warehouse_url: str, model: str) -> list[dict[str, Any]]:
+    """The newest run of ``model`` of each of the latest partitions it judged."""
     from ragpulse.tasks.warehouse import open_warehouse
 
-    warehouse = open_warehouse(warehouse_url)
-    columns = ["run_id", "partition_date", "n_traces", "judge_model", "judge_usage", "started_at"]
-    rows = [r for r in warehouse.read("runs", columns=columns).to_pylist() if r["judge_model"] == model]
+    columns = ["partition_date", "n_traces", "judge_model", "judge_usage", "started_at"]
+    rows = [
+        r for r in open_warehouse(warehouse_url).read("runs", columns=columns).to_pylist() if r["judge_model"] == model
+    ]
     newest: dict[dt.date, dict[str, Any]] = {}
     for row in sorted(rows, key=lambda r: r["started_at"]):
         newest[row["partition_date"]] = row
-    runs = [newest[day] for day in sorted(newest)][-_HISTORY_RUNS:]
-    if not runs:
-        return [], {}
-    ids = {run["run_id"] for run in runs}
-    scores = warehouse.read(
-        "scores", start=min(newest), end=max(newest), columns=["run_id", "metric", "reason"], metrics=list(judged)
-    )
-    counts: dict[str, int] = {}
-    for run_id, metric, reason in zip(*(scores[c].to_pylist() for c in ("run_id", "metric", "reason")), strict=True):
-        if run_id in ids and reason != "not_sampled":
-            counts[metric] = counts.get(metric, 0) + 1
-    return runs, counts
+    return [newest[day] for day in sorted(newest)][-_HISTORY_RUNS:]
 
 
-def _per_judged_trace(
-    runs: Sequence[dict[str, Any]], judged_counts: dict[str, int], judged: Sequence[str]
-) -> dict[str, tuple[float, float, float]]:
-    """Per metric with history: calls per judged trace, prompt and completion tokens per call."""
+def _usage_totals(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per metric over ``runs``: traces it judged and the traces of the runs that judged it, calls (made, answered by
+    the cache or joined), HTTP calls, and their prompt and completion tokens."""
     totals: dict[str, dict[str, int]] = {}
     for run in runs:
         for metric, usage in (json.loads(run["judge_usage"]) if run["judge_usage"] else {}).items():
-            into = totals.setdefault(metric, {"calls": 0, "http": 0, "prompt": 0, "completion": 0})
-            into["calls"] += int(usage.get("http_calls", 0)) + int(usage.get("cache_hits", 0))
-            into["calls"] += int(usage.get("deduplicated", 0))
+            into = totals.setdefault(
+                metric, dict.fromkeys(("judged", "traces", "calls", "http", "prompt", "completion"), 0)
+            )
+            judged = int(usage.get("judged", 0))
+            into["judged"] += judged
+            into["traces"] += int(run["n_traces"] or 0) if judged else 0
+            into["calls"] += sum(int(usage.get(name, 0)) for name in ("http_calls", "cache_hits", "deduplicated"))
             into["http"] += int(usage.get("http_calls", 0))
             into["prompt"] += int(usage.get("prompt_tokens", 0))
             into["completion"] += int(usage.get("completion_tokens", 0))
-    known = {}
-    for metric in judged:
-        total, n_judged = totals.get(metric), judged_counts.get(metric, 0)
-        if total and total["http"] and n_judged:
-            http = total["http"]
-            known[metric] = (total["calls"] / n_judged, total["prompt"] / http, total["completion"] / http)
-    return known
+    return totals

@@ -160,6 +160,11 @@ async def judge_score_batch(
             prefetch.cancel()
         if client is not None:
             await client.aclose()
+    if client is not None:  # the sample each LLM metric judged: what the expected cost of a later run scales by
+        for metric in judge_metrics:
+            if metric.uses_llm:
+                sample_of = signal_mask if metric.spec.name in _SAMPLED_FAMILIES else mask
+                client.usage.add(metric.name, judged=int(sample_of.sum()))
     usage = client.usage.snapshot() if client is not None else {}
     logger = get_run_logger()
     logger.info(
@@ -228,6 +233,10 @@ async def judge_conversations(
         if client is not None:
             await client.aclose()
     results = {name: expand_sample(result, mask) for name, result in raw.items()}
+    if client is not None:
+        for metric in conversation_metrics:
+            if metric.uses_llm:
+                client.usage.add(metric.name, judged=len(chosen))
     usage = client.usage.snapshot() if client is not None else {}
     get_run_logger().info(
         "judged %d of %d conversations (%d turns) x %d metrics: %d calls asked of the judge, %d answered by the "

@@ -29,6 +29,8 @@ class MetricUsage:
     failures: int = 0
     budget_refused: int = 0
     """Calls not made: the judge budget could not cover them (their scores are ``budget_exhausted``)."""
+    judged: int = 0
+    """Traces (conversations) the metric judged: its sample, whether the calls were made or answered by the cache."""
 
 
 _COUNTERS = tuple(MetricUsage.__dataclass_fields__)

@@ -138,6 +138,16 @@ def test_a_budget_stops_the_calls_alerts_and_a_larger_one_completes_them(
         (c, d, s) for c in ("event", "webhook") for d, s in zip(DAYS, ("opened", "resolved"), strict=True)
     ]
 
+    # What re-running both days would cost comes from these runs: 24 traces a day, one call per judged trace.
+    plan = _ragpulse(
+        "backfill", "--start", str(DAYS[0]), "--end", str(DAYS[1]), "--force", "--dry-run", tmp_path=tmp_path, env=env,
+        budget=1,
+    )["result"]  # fmt: skip
+    cost = plan["judge_cost"]
+    assert plan["partitions"] == [str(day) for day in DAYS]
+    assert (cost["basis"], cost["traces_per_day"], cost["judged_share"]) == ("history", N_TRACES, 1.0)
+    assert cost["calls"] == 2 * N_TRACES and cost["tokens"] > 0 and cost["usd"] is None  # judge-budget: unpriced
+
 
 @pytest.mark.slow
 def test_on_dask_each_judge_task_spends_no_more_than_its_allowance(

@@ -204,6 +204,7 @@ def test_429_is_retried_after_the_retry_after_seconds(server: JudgeServer, model
         "retries": 1,
         "failures": 0,
         "budget_refused": 0,
+        "judged": 0,
         "estimated_cost_usd": None,
     }
 

@@ -13,7 +13,7 @@ import pytest
 from ragpulse.tasks.judge.config import JudgeConfig, ModelPrice
 from ragpulse.tasks.judge.forecast import ASSUMED_CALL, forecast_cost
 from ragpulse.tasks.scoring.config import ScoringConfig
-from ragpulse.tasks.warehouse import RUNS_SCHEMA, SCORES_SCHEMA, open_warehouse
+from ragpulse.tasks.warehouse import RUNS_SCHEMA, open_warehouse
 from tests.doubles.publications import scores_publication
 
 JUDGE = JudgeConfig(model="house", prices={"house": ModelPrice(prompt_per_million=1.0, completion_per_million=4.0)})
@@ -23,24 +23,12 @@ def test_history_gives_the_calls_tokens_and_traces(tmp_path: Path) -> None:
     url = f"duckdb:///{tmp_path / 'w.duckdb'}"
     warehouse = open_warehouse(url)
     now = dt.datetime.now(dt.UTC)
-    # Two days of 10 traces, 8 judged each; 20 calls per run (half from the cache), 500 + 100 tokens per HTTP call.
-    usage = {"m": {"http_calls": 8, "cache_hits": 8, "prompt_tokens": 4_000, "completion_tokens": 800}}
+    # Two days of 10 traces, 8 judged each; 16 calls per run (half from the cache), 500 + 100 tokens per HTTP call.
+    usage = {"m": {"judged": 8, "http_calls": 8, "cache_hits": 8, "prompt_tokens": 4_000, "completion_tokens": 800}}
     for offset in (1, 2):
-        day = dt.date(2026, 9, offset)
-        publication = scores_publication(day, f"run-{offset}", 10, now=now)
-        scores = pa.Table.from_batches(list(publication.scores.batches()), SCORES_SCHEMA).to_pylist()
-        for row in scores[8:]:
-            row.update(value=None, status="not_applicable", reason="not_sampled")
-        for row in scores:
-            row["judge_model"] = "house"
+        publication = scores_publication(dt.date(2026, 9, offset), f"run-{offset}", 10, now=now)
         run = publication.run.to_pylist()[0] | {"judge_model": "house", "judge_usage": json.dumps(usage)}
-        warehouse.publish(
-            replace(
-                publication,
-                scores=pa.Table.from_pylist(scores, schema=SCORES_SCHEMA),
-                run=pa.Table.from_pylist([run], schema=RUNS_SCHEMA),
-            )
-        )
+        warehouse.publish(replace(publication, run=pa.Table.from_pylist([run], schema=RUNS_SCHEMA)))
     forecast = forecast_cost(url, JUDGE, ScoringConfig(sample_rate=0.5), ["m"], days=3)
     assert forecast is not None and forecast.basis == "history" and forecast.traces_per_day == 10
     # 10 traces x 3 days x 0.5 judged = 15 judged traces; 16 calls per 8 judged traces = 2 calls each.
