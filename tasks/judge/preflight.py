@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from ragpulse.tasks.core.exceptions import ConfigError
+from ragpulse.tasks.judge.budget import check_budget
 from ragpulse.tasks.judge.config import (
     EXTRA_HEADERS_ENV,
     JUDGE_KEY_HINT,
@@ -20,10 +21,13 @@ __all__ = ["check_judge"]
 
 
 def check_judge(judge: JudgeConfig) -> None:
-    """``judge`` (already resolved in the run's environment) is usable: the secrets in the environment parse, and an
-    enabled judge has a key: in ``RAGPULSE_JUDGE_API_KEY``, in its Secret block (which must exist), or, for OpenAI's
-    own API, in ``OPENAI_API_KEY``. Raises ConfigError in one line, never with a secret in it."""
+    """``judge`` (already resolved in the run's environment) is usable: a USD budget has a price to count in
+    (``check_budget``), the secrets in the environment parse, and an enabled judge has a key: in
+    ``RAGPULSE_JUDGE_API_KEY``, in its Secret block (which must exist), or, for OpenAI's own API, in
+    ``OPENAI_API_KEY``. Raises ConfigError in one line, never with a secret in it."""
     from ragpulse.tasks.core.secrets import secret_text
+
+    check_budget(judge)
 
     try:
         secrets = JudgeSecrets()

@@ -150,7 +150,6 @@ def check_config(config: RunConfig, *, alerts: bool = False) -> RunPlan:
     if known is not None and known.covers(config, alerts):
         return known.plan
     from ragpulse.tasks.embeddings.store import store_settings
-    from ragpulse.tasks.judge.budget import check_budget
     from ragpulse.tasks.judge.preflight import check_judge
     from ragpulse.tasks.monitoring.delivery import webhook_url
     from ragpulse.tasks.quality.checks import load_suite
@@ -161,7 +160,6 @@ def check_config(config: RunConfig, *, alerts: bool = False) -> RunPlan:
     store_settings()  # the embedding store's, read by the first encode of a process
     plan = plan_run(config)
     check_judge(plan.judge)
-    check_budget(plan.judge)
     for suite in (config.quality.input_suite, config.quality.output_suite):
         if suite:
             load_suite(suite)
