@@ -21,6 +21,7 @@ from ragpulse.metrics.registry import build_conversation_metrics, build_judge_me
 from ragpulse.tasks.judge.budget import judge_price
 from ragpulse.tasks.judge.config import JudgeConfig
 from ragpulse.tasks.judge.plan import JudgePlan
+from ragpulse.tasks.judge.usage import merge_usage
 from ragpulse.tasks.scoring.config import ScoringConfig
 
 __all__ = ["ASSUMED_CALL", "CostForecast", "MetricForecast", "forecast_cost", "llm_metrics"]
@@ -144,17 +145,19 @@ def _recent_runs(warehouse_url: str, model: str) -> list[dict[str, Any]]:
 def _usage_totals(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
     """Per metric over ``runs``: traces it judged and the traces of the runs that judged it, calls (made, answered by
     the cache or joined), HTTP calls, and their prompt and completion tokens."""
-    totals: dict[str, dict[str, int]] = {}
-    for run in runs:
-        for metric, usage in (json.loads(run["judge_usage"]) if run["judge_usage"] else {}).items():
-            into = totals.setdefault(
-                metric, dict.fromkeys(("judged", "traces", "calls", "http", "prompt", "completion"), 0)
-            )
-            judged = int(usage.get("judged", 0))
-            into["judged"] += judged
-            into["traces"] += int(run["n_traces"] or 0) if judged else 0
-            into["calls"] += sum(int(usage.get(name, 0)) for name in ("http_calls", "cache_hits", "deduplicated"))
-            into["http"] += int(usage.get("http_calls", 0))
-            into["prompt"] += int(usage.get("prompt_tokens", 0))
-            into["completion"] += int(usage.get("completion_tokens", 0))
-    return totals
+    snapshots = [json.loads(run["judge_usage"]) if run["judge_usage"] else {} for run in runs]
+    traces: dict[str, int] = {}
+    for run, snapshot in zip(runs, snapshots, strict=True):
+        for metric, usage in snapshot.items():
+            traces[metric] = traces.get(metric, 0) + (int(run["n_traces"] or 0) if usage.get("judged") else 0)
+    return {
+        metric: {
+            "judged": usage["judged"],
+            "traces": traces[metric],
+            "calls": usage["http_calls"] + usage["cache_hits"] + usage["deduplicated"],
+            "http": usage["http_calls"],
+            "prompt": usage["prompt_tokens"],
+            "completion": usage["completion_tokens"],
+        }
+        for metric, usage in merge_usage(*snapshots).items()
+    }
