@@ -2,8 +2,8 @@
 
 ``ragpulse`` is the canonical JSONL/Parquet itself (no adapter). Every other format names an
 :class:`Adapter` that projects each decoded source record (a JSONL line or a Parquet row) to zero or
-more :class:`~ragpulse.tasks.ingest.adapters._model.Span`; staging groups the spans of a partition by trace id and
-:func:`~ragpulse.tasks.ingest.adapters._model.assemble` turns each group into a raw canonical trace, validated and
+more :class:`~ragpulse.tasks.ingest.adapters.span.Span`; staging groups the spans of a partition by trace id and
+:func:`~ragpulse.tasks.ingest.adapters.assembly.assemble` turns each group into a raw canonical trace, validated and
 quarantined exactly like a JSONL line. The field mapping of each source is in docs/traces.md.
 """
 
@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from ragpulse.tasks.core.exceptions import ConfigError
-from ragpulse.tasks.ingest.adapters._model import AdapterOptions, Span, assemble
+from ragpulse.tasks.ingest.adapters.assembly import assemble
+from ragpulse.tasks.ingest.adapters.span import AdapterOptions, Span
 
 if TYPE_CHECKING:
     from ragpulse.metrics.errors import InvalidRecordError

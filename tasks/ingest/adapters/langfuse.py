@@ -25,11 +25,7 @@ from typing import Any
 from ragpulse.metrics.errors import InvalidRecordError
 from ragpulse.tasks.core.exceptions import ConfigError
 from ragpulse.tasks.core.storage import TRACE_SUFFIXES, SourceFile, file_identity, filesystem, storage_errors
-from ragpulse.tasks.ingest.adapters._model import (
-    AdapterOptions,
-    Document,
-    Kind,
-    Span,
+from ragpulse.tasks.ingest.adapters.fields import (
     chat_messages,
     dig,
     document_from,
@@ -39,6 +35,7 @@ from ragpulse.tasks.ingest.adapters._model import (
     text_of,
     tool_documents,
 )
+from ragpulse.tasks.ingest.adapters.span import AdapterOptions, Document, Kind, Span
 
 __all__ = [
     "DOCUMENTS_PATH",

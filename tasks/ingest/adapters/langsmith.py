@@ -16,11 +16,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ragpulse.metrics.errors import InvalidRecordError
-from ragpulse.tasks.ingest.adapters._model import (
-    AdapterOptions,
-    Document,
-    Kind,
-    Span,
+from ragpulse.tasks.ingest.adapters.fields import (
     chat_messages,
     dig,
     document_from,
@@ -30,6 +26,7 @@ from ragpulse.tasks.ingest.adapters._model import (
     text_of,
     tool_documents,
 )
+from ragpulse.tasks.ingest.adapters.span import AdapterOptions, Document, Kind, Span
 
 __all__ = [
     "ANSWER_PATHS",

@@ -19,12 +19,7 @@ from typing import Any
 
 from ragpulse.metrics.errors import InvalidRecordError
 from ragpulse.tasks.ingest import limits
-from ragpulse.tasks.ingest.adapters._model import (
-    AdapterOptions,
-    Document,
-    Kind,
-    Message,
-    Span,
+from ragpulse.tasks.ingest.adapters.fields import (
     chat_messages,
     dig,
     feedback_entry,
@@ -34,6 +29,7 @@ from ragpulse.tasks.ingest.adapters._model import (
     tool_call_id_of,
     tool_documents,
 )
+from ragpulse.tasks.ingest.adapters.span import AdapterOptions, Document, Kind, Message, Span
 
 __all__ = ["flatten_attributes", "spans"]
 

@@ -27,13 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ragpulse.metrics.errors import InvalidRecordError
-from ragpulse.tasks.ingest.adapters._model import (
-    CONVERSATION_KEYS,
-    AdapterOptions,
-    Document,
-    Kind,
-    Message,
-    Span,
+from ragpulse.tasks.ingest.adapters.fields import (
     chat_messages,
     dig,
     document_from,
@@ -43,6 +37,7 @@ from ragpulse.tasks.ingest.adapters._model import (
     text_of,
     tool_documents,
 )
+from ragpulse.tasks.ingest.adapters.span import CONVERSATION_KEYS, AdapterOptions, Document, Kind, Message, Span
 
 __all__ = ["EVALUATION_EVENT", "any_value", "spans"]
 

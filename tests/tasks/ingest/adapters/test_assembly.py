@@ -10,7 +10,8 @@ import pytest
 
 from ragpulse.metrics.errors import InvalidRecordError
 from ragpulse.tasks.ingest.adapters import AdapterOptions, Span, assemble
-from ragpulse.tasks.ingest.adapters._model import Document, document_from, parse_time
+from ragpulse.tasks.ingest.adapters.fields import document_from, parse_time
+from ragpulse.tasks.ingest.adapters.span import Document
 
 MOMENT = dt.datetime(2026, 3, 2, 9, 30, 15, 123456, tzinfo=dt.UTC)
 EPOCH_SECONDS = 1772443815  # MOMENT without its fraction, computed independently: calendar.timegm

@@ -8,8 +8,8 @@ import datetime as dt
 from typing import Any
 
 from ragpulse.tasks.ingest.adapters import AdapterOptions, Span, assemble
-from ragpulse.tasks.ingest.adapters._model import Document
 from ragpulse.tasks.ingest.adapters.otel_genai import spans as otel_spans
+from ragpulse.tasks.ingest.adapters.span import Document
 from ragpulse.tasks.ingest.records import parse_record
 
 T0 = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.UTC)

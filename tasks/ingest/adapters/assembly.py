@@ -1,65 +1,25 @@
-"""The shape every adapter maps its source records into, and the one assembly of spans into a canonical trace.
-
-Sources differ in how they log a request (spans, runs, observations) but agree on its structure: a
-root that holds the user's message and the answer, retrieval steps (retrievers, and tools that return
-documents) each with its own query and ranked documents, maybe a reranker that reorders them, tool calls, and
-LLM calls whose input holds what the model saw. Each adapter projects its records to :class:`Span`;
-:func:`assemble` turns the spans of one trace (one turn of a conversation) into a raw canonical trace
-(docs/traces.md, "Retrieval steps, turns and conversations") that then goes through ``parse_record`` like any
-JSONL line.
+"""The one assembly of a trace's spans into a raw canonical trace, by the rules docs/traces.md states ("Reading agent
+traces: the rules"). Sources differ in how they log a request (spans, runs, observations) but agree on its structure:
+a top span for the turn, retrieval steps (retrievers, and tools that return documents) each with its own query and
+ranked documents, maybe a reranker that reorders them, tool calls, and model calls whose input holds what the model
+saw. The rules read that structure (span lineage, kinds, the semantic conventions' fields), never one application's
+names or shapes. The raw trace then goes through ``parse_record`` like any JSONL line.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from ragpulse.metrics.errors import InvalidRecordError
-from ragpulse.tasks.ingest import limits
+from ragpulse.tasks.ingest.adapters.fields import decoded
+from ragpulse.tasks.ingest.adapters.span import CONVERSATION_KEYS, AdapterOptions, Document, Message, Span
 from ragpulse.tasks.ingest.language import normalize_language_tag
 
-__all__ = [
-    "CONVERSATION_KEYS",
-    "DEFAULT_ANSWER_KEYS",
-    "DEFAULT_QUESTION_KEYS",
-    "DOCUMENT_ID_KEYS",
-    "DOCUMENT_SCORE_KEYS",
-    "DOCUMENT_TEXT_KEYS",
-    "QUERY_KEYS",
-    "AdapterOptions",
-    "Document",
-    "Kind",
-    "Message",
-    "Span",
-    "assemble",
-    "chat_messages",
-    "dig",
-    "document_from",
-    "feedback_entry",
-    "parse_time",
-    "query_of",
-    "text_of",
-    "tool_call_id_of",
-    "tool_documents",
-]
+__all__ = ["assemble"]
 
-Kind = Literal["trace", "chain", "retriever", "reranker", "llm", "tool", "other", "feedback"]
-"""What a span does; ``trace`` is a trace-level record (Langfuse's traces table), preferred as the root;
-``feedback`` is a score, feedback or annotation record on the trace (no span of its tree)."""
-
-Message = tuple[str, str]
-"""A chat message as (role, text): role ``user``, ``assistant``, ``system`` or ``tool``, whatever the source
-called it."""
-
-CONVERSATION_KEYS = ("session_id", "thread_id", "conversation_id")
-"""Metadata keys applications set to name a conversation (LangGraph copies its ``thread_id`` into every run's
-metadata; LangSmith groups threads by these three), read when the source has no session field of its own."""
-
-DEFAULT_QUESTION_KEYS = ("question", "query", "input", "user_input", "prompt", "messages", "text")
 _QUESTION_SOURCES = {
     "openinference": "root span input.value, or a RETRIEVER span's input.value",
     "otel-genai": "gen_ai.retrieval.query.text, a user message in gen_ai.input.messages or gen_ai.prompt "
@@ -69,92 +29,6 @@ _QUESTION_SOURCES = {
     "GENERATION's user message",
     "langsmith": "the root run's inputs",
 }
-DEFAULT_ANSWER_KEYS = ("answer", "output", "response", "result", "generation", "text", "content", "messages")
-
-
-@dataclass(frozen=True)
-class AdapterOptions:
-    """``format_options``: where question, answer and document fields sit when sources nest them.
-
-    Dotted paths (``metadata.id``) walk into objects; list indices are numbers (``messages.0``). A document
-    setting left at None reads the adapter's documented default places, in order.
-    """
-
-    question_keys: tuple[str, ...] = DEFAULT_QUESTION_KEYS
-    answer_keys: tuple[str, ...] = DEFAULT_ANSWER_KEYS
-    retriever_names: tuple[str, ...] = ()
-    documents_path: str | None = None
-    id_key: str | None = None
-    text_key: str | None = None
-    score_key: str | None = None
-    tool_documents_path: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The options as JSON data, which the run's configuration hash includes: an option added later appears
-        only when set, so the hashes warehouses hold from before it stay valid."""
-        later = {} if self.tool_documents_path is None else {"tool_documents_path": self.tool_documents_path}
-        return {
-            "question_keys": list(self.question_keys),
-            "answer_keys": list(self.answer_keys),
-            "retriever_names": list(self.retriever_names),
-            "documents_path": self.documents_path,
-            "id_key": self.id_key,
-            "text_key": self.text_key,
-            "score_key": self.score_key,
-            **later,
-        }
-
-
-@dataclass(frozen=True)
-class Document:
-    """One retrieved document as the source logged it; ``where`` names its source field for error messages."""
-
-    id: Any
-    text: Any
-    score: Any
-    where: str
-
-
-@dataclass(frozen=True)
-class Span:
-    """One span, run or observation of a source trace, projected to what assembly reads.
-
-    - ``question``: a root's or chain's input as text when it is not in message form (``{"question": ...}``);
-    - ``messages``: a root's, chain's or LLM call's input in message form, every message as logged (an LLM call's
-      input holds the tool outputs it was given, so assembly can tell which documents reached the answer);
-    - ``query``: a retriever's or tool's query (its input), never taken for the user's question;
-    - ``documents``: a retriever's, reranker's or document-returning tool's output, in rank order;
-    - ``arguments``: a tool call's input;
-    - ``error``: the message of a span (of any kind) that ended in error status, else None;
-    - ``end``: when the span ended (latencies are read from ``start`` and ``end``).
-    """
-
-    trace_id: str
-    span_id: str
-    parent_id: str | None
-    kind: Kind
-    name: str
-    start: dt.datetime | None
-    end: dt.datetime | None = None
-    question: str | None = None
-    answer: str | None = None
-    documents: tuple[Document, ...] | None = None
-    model: str | None = None
-    tokens: Mapping[str, int] = field(default_factory=dict)
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-    messages: tuple[Message, ...] | None = None
-    query: str | None = None
-    arguments: Any = None
-    error: str | None = None
-    session_id: str | None = None
-    tool_call_id: str | None = None
-    tool_requests: Mapping[str, Any] = field(default_factory=dict)
-    """An LLM call's requested tool calls by id (their arguments as the model wrote them); a tool span's
-    ``tool_call_id`` finds its call there when the tool logged only part of its input (a bare query text)."""
-    feedback: Mapping[str, Any] | None = None
-    """A ``feedback`` record's canonical entry {name, value, label, source, comment}. A record that names only the
-    span it annotates (Phoenix) has an empty ``trace_id`` and that span's id in ``parent_id``; staging finds its
-    trace."""
 
 
 def assemble(trace_id: str, spans: Sequence[Span], *, source_format: str, options: AdapterOptions) -> dict[str, Any]:
@@ -216,7 +90,7 @@ def assemble(trace_id: str, spans: Sequence[Span], *, source_format: str, option
         source["question_from"] = question_from
     metadata: dict[str, Any] = {**root.metadata, "source": source}
     # Expected tool calls, as an evaluation app logs them in the run's metadata (Langfuse keeps metadata as text).
-    reference_tool_calls = _decoded(metadata.pop("reference_tool_calls", None))
+    reference_tool_calls = decoded(metadata.pop("reference_tool_calls", None))
     models = list(dict.fromkeys(s.model for s in llms if s.model))
     if models:
         metadata["model"] = models[-1] if len(models) == 1 else models
@@ -263,18 +137,6 @@ def assemble(trace_id: str, spans: Sequence[Span], *, source_format: str, option
         "reference_tool_calls": reference_tool_calls,
         **({"feedback": feedback} if feedback else {}),
     }
-
-
-def feedback_entry(name: Any, value: Any, label: Any, source: str, comment: Any) -> dict[str, Any]:
-    """The canonical feedback entry (docs/traces.md): a boolean value as 1/0, empty texts as null."""
-    number = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-    if isinstance(value, bool):
-        number = 1.0 if value else 0.0
-    return {"name": name, "value": number, "label": _text(label), "source": source, "comment": _text(comment)}
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value.strip() else None
 
 
 def _ms(start: dt.datetime | None, end: dt.datetime | None) -> float | None:
@@ -519,7 +381,7 @@ def _tool_calls(
 
     def arguments(tool: Span) -> Any:
         if tool.tool_call_id is not None and tool.tool_call_id in requested:
-            return _decoded(requested[tool.tool_call_id])
+            return decoded(requested[tool.tool_call_id])
         return tool.arguments
 
     return [
@@ -590,306 +452,3 @@ def _context(trace_id: str, doc: Document) -> dict[str, Any]:
     if doc_id is None and text is None:
         raise InvalidRecordError(trace_id, f"{doc.where}.id", "a document needs an id or a text, it has neither")
     return {"id": doc_id, "text": text, "score": score}
-
-
-DOCUMENT_ID_KEYS = ("id", "metadata.id", "metadata.document_id", "metadata.doc_id", "id_", "url")
-DOCUMENT_TEXT_KEYS = ("page_content", "content", "text", "snippet")
-DOCUMENT_SCORE_KEYS = ("score", "metadata.score", "metadata.relevance_score", "metadata._score")
-"""Where frameworks put a retrieved document's id, text and score, looked up in this order when
-``format_options`` does not name a key: LangChain's ``Document`` (top-level ``id`` since langchain-core
-0.2.11, else ``metadata``), LlamaIndex nodes (``id_``, ``text``), Haystack (``id``, ``content``, ``score``),
-web search results (``url``, ``content`` or ``snippet``)."""
-
-
-def document_from(doc: Any, options: AdapterOptions, where: str) -> Document:
-    """One logged document (a LangChain ``Document`` as plain or serialised ``{"lc": 1, "kwargs": ...}``
-    JSON, a LlamaIndex node, a Haystack document) read at the configured keys or the default ones."""
-    doc = _decoded(doc)
-    if isinstance(doc, Mapping) and doc.get("lc") is not None and isinstance(doc.get("kwargs"), Mapping):
-        doc = doc["kwargs"]
-
-    def first(explicit: str | None, defaults: Sequence[str], *, decode: bool = True) -> Any:
-        for path in (explicit,) if explicit is not None else defaults:
-            found = dig(doc, path, decode=decode)
-            if found is not None:
-                return found
-        return None
-
-    return Document(
-        id=first(options.id_key, DOCUMENT_ID_KEYS),
-        text=first(options.text_key, DOCUMENT_TEXT_KEYS, decode=False),
-        score=first(options.score_key, DOCUMENT_SCORE_KEYS),
-        where=where,
-    )
-
-
-def dig(value: Any, path: str, *, decode: bool = True) -> Any:
-    """The value at a dotted path (``metadata.id``, ``documents.0``) or None; JSON text is decoded on the way,
-    and at the end unless ``decode`` is False (a document's text is kept as logged, even if it looks like JSON)."""
-    for part in path.split(".") if path else ():
-        value = _decoded(value)
-        if isinstance(value, Mapping):
-            value = value.get(part)
-        elif isinstance(value, list | tuple) and part.isdigit() and int(part) < len(value):
-            value = value[int(part)]
-        else:
-            return None
-    return _decoded(value) if decode else value
-
-
-def _decoded(value: Any) -> Any:
-    """JSON object/array text as the object (sources store nested inputs and outputs as JSON strings); text that
-    is not JSON, or nested past limits.MAX_DEPTH, stays text."""
-    if isinstance(value, str) and value[:1] in ("{", "["):
-        try:
-            return limits.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
-QUERY_KEYS = ("query", "q", "search_query", "input")
-"""Where a retriever's or tool's input object names its query, tried before ``question_keys``."""
-
-
-def query_of(inputs: Any, options: AdapterOptions) -> str | None:
-    """A retrieval step's query: its input text, or the first of QUERY_KEYS, then ``question_keys``, that holds one."""
-    return text_of(inputs, (*QUERY_KEYS, *options.question_keys), role="user")
-
-
-def text_of(value: Any, keys: Sequence[str], *, role: str | None = None) -> str | None:
-    """The text a source logged as an input or output: a plain string, the first of ``keys`` in an object,
-    or in a list of chat messages (any form :func:`chat_messages` reads) the last one of ``role`` (any role when
-    None, or when no message has that role)."""
-    value = _decoded(value)
-    if isinstance(value, str):
-        return value if value.strip() else None
-    if isinstance(value, Mapping):
-        if _looks_like_message(value):
-            return _message_text(value)
-        for key in keys:
-            found = text_of(value.get(key), keys, role=role)
-            if found is not None:
-                return found
-        return None
-    if isinstance(value, list | tuple):
-        messages = chat_messages(value) or ()
-        wanted = [m for m in messages if m[0] == role] if role is not None else list(messages)
-        for _, text in reversed(wanted or messages):
-            if text.strip():
-                return text
-    return None
-
-
-_ROLES = {
-    "user": "user", "human": "user", "humanmessage": "user", "humanmessagechunk": "user",
-    "assistant": "assistant", "ai": "assistant", "model": "assistant", "aimessage": "assistant",
-    "aimessagechunk": "assistant", "system": "system", "developer": "system", "systemmessage": "system",
-    "tool": "tool", "function": "tool", "ipython": "tool", "toolmessage": "tool", "functionmessage": "tool",
-}  # fmt: skip
-"""Role names of OpenAI, OTel GenAI, LangChain (message types and class names) and Gemini, as the four roles."""
-
-
-def chat_messages(value: Any) -> tuple[Message, ...] | None:
-    """A chat input in any form the tracing tools log, as (role, text) messages; None when ``value`` is not one.
-
-    Read: OpenAI ``{"role", "content"}`` (text or parts), OTel GenAI ``{"role", "parts"}``, LangChain/LangGraph
-    ``("user", "text")`` tuples and bare strings, messages as LangChain serialises them (``{"lc": 1, ...,
-    "kwargs"}``, ``{"type": "human", "data": {...}}``, ``{"type": "human", "content"}``), a LangGraph state
-    ``{"messages": [...]}``, and a chat model's batch of message lists (the first list)."""
-    value = _decoded(value)
-    in_state = False
-    if isinstance(value, Mapping) and not _looks_like_message(value):
-        value, in_state = _decoded(value.get("messages")), True
-    elif isinstance(value, Mapping):
-        value = [value]
-    if not isinstance(value, list | tuple) or not value:
-        return None
-    if all(isinstance(item, list) for item in value) and not any(_is_pair(item) for item in value):
-        value = value[0]  # a chat model run's batch of prompts
-    if not in_state and any(isinstance(item, str) for item in value):
-        return None  # a list of texts (documents to index) is not a conversation
-    found = tuple(m for m in map(_message, value) if m is not None)
-    return found or None
-
-
-def _is_pair(item: Any) -> bool:
-    return (
-        isinstance(item, list | tuple)
-        and len(item) == 2
-        and isinstance(item[0], str)
-        and item[0].lower() in _ROLES
-        and isinstance(item[1], str | list)
-    )
-
-
-def _looks_like_message(value: Mapping[str, Any]) -> bool:
-    kind = value.get("type")
-    typed = isinstance(kind, str) and kind.lower() in _ROLES
-    serialised = value.get("lc") is not None and isinstance(value.get("kwargs"), Mapping)
-    return typed or serialised or "role" in value or "parts" in value or ("content" in value and "type" not in value)
-
-
-def _message(item: Any) -> Message | None:
-    """One message of a chat input, or None for anything else in the list."""
-    item = _decoded(item)
-    if isinstance(item, str):
-        return ("user", item)  # LangChain takes a bare string in a message list as the user's
-    if _is_pair(item):
-        return (_ROLES[item[0].lower()], _content_text(item[1]) or "")
-    if not isinstance(item, Mapping):
-        return None
-    role: Any = item.get("role")
-    body: Mapping[str, Any] = item
-    if item.get("lc") is not None and isinstance(item.get("kwargs"), Mapping):
-        body = item["kwargs"]
-        ids = item.get("id")
-        role = body.get("type") or (ids[-1] if isinstance(ids, list) and ids else None)
-    elif isinstance(item.get("data"), Mapping) and isinstance(item.get("type"), str):
-        body, role = item["data"], item["type"]
-    elif role is None:
-        role = item.get("type")
-    if isinstance(body.get("role"), str) and str(role).lower() not in _ROLES:
-        role = body["role"]  # LangChain's ChatMessage (type "chat") carries its own role
-    name = _ROLES.get(str(role).lower()) if role is not None else ""  # a bare {"content"}: role unknown
-    if name is None:
-        return None
-    return (name, _content_text(body.get("content", body.get("parts"))) or "")
-
-
-def _content_text(content: Any) -> str | None:
-    """A message's text: ``content`` as a string, or its text parts joined (OpenAI, OTel GenAI, LangChain)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(text for part in content if (text := _part_text(part)) is not None)
-    return None
-
-
-def _part_text(part: Any) -> str | None:
-    """A text part's text, or a tool call response's (OTel GenAI ``tool_call_response``: what the model was given)."""
-    if not isinstance(part, Mapping):
-        return None
-    kind = part.get("type", "text")
-    text = part.get("content", part.get("text")) if kind == "text" else None
-    if kind == "tool_call_response":
-        text = part.get("response")
-        if text is not None and not isinstance(text, str):
-            text = json.dumps(text, ensure_ascii=False, default=str)
-    return text if isinstance(text, str) else None
-
-
-def _message_text(message: Mapping[str, Any]) -> str | None:
-    """Text of a chat message, None when blank."""
-    found = _message(message)
-    return found[1] if found is not None and found[1].strip() else None
-
-
-_TOOL_DOCUMENT_PATHS = ("documents", "results", "output")
-"""Where a tool's output object holds its list of documents when ``tool_documents_path`` is not set: a
-retriever's ``documents``, a search API's ``results`` (Tavily's, Brave's shape), a wrapper's ``output``."""
-
-
-def tool_documents(
-    output: Any, options: AdapterOptions, where: str, *, named: bool = False
-) -> tuple[Document, ...] | None:
-    """A tool's output as retrieved documents, or None when it is not a retrieval (docs/traces.md, "Tools").
-
-    The output is read through the ToolMessage that carries it (LangChain's serialised or plain ``{"type": "tool",
-    "content"}``, OpenAI's ``{"role": "tool", "content"}``), JSON text decoded; documents are a list of objects each
-    with a text (LangChain ``Document``, LlamaIndex node, ``{url, title, content}`` search results) at the top or
-    at ``tool_documents_path`` (else the first list among ``documents``, ``results``, ``output``). A tool named in
-    ``retriever_names`` whose output is plain text is one document of that text."""
-    value = _tool_content(_decoded(output))
-    if options.tool_documents_path is not None:
-        value = dig(value, options.tool_documents_path)
-    elif isinstance(value, Mapping):
-        value = next((found for path in _TOOL_DOCUMENT_PATHS if isinstance(found := dig(value, path), list)), value)
-    if isinstance(value, list) and value and all(_is_document(item) for item in value):
-        return tuple(document_from(item, options, f"{where}.{index}") for index, item in enumerate(value))
-    if named and isinstance(value, str) and value.strip():
-        return (Document(id=None, text=value, score=None, where=where),)
-    return None
-
-
-def _unwrapped(value: Any) -> Any:
-    """A tool run's output without the ``{"output": ...}`` its run wraps it in."""
-    if isinstance(value, Mapping) and isinstance(output := _decoded(value.get("output")), Mapping):
-        return output
-    return value
-
-
-def _tool_message(value: Any) -> Mapping[str, Any] | None:
-    """The ToolMessage carrying a tool's (unwrapped) output: LangChain's serialised or ``message_to_dict`` form, or
-    a plain ``{"type": "tool"}``/``{"role": "tool"}`` message; None for anything else."""
-    if not isinstance(value, Mapping):
-        return None
-    message = value
-    if value.get("lc") is not None and isinstance(value.get("kwargs"), Mapping):
-        message = value["kwargs"]
-    elif isinstance(value.get("data"), Mapping) and value.get("type") == "tool":  # message_to_dict's form
-        message = value["data"]
-    if "tool_call_id" in message or message.get("type") == "tool" or message.get("role") == "tool":
-        return message
-    return None
-
-
-def _tool_content(value: Any) -> Any:
-    """The content of the ToolMessage carrying a tool's output, or the (unwrapped) output itself."""
-    value = _unwrapped(value)
-    message = _tool_message(value)
-    return _decoded(message.get("content")) if message is not None else value
-
-
-def tool_call_id_of(output: Any) -> str | None:
-    """The ``tool_call_id`` of the ToolMessage carrying a tool's output: the id of the model's call it answers."""
-    message = _tool_message(_unwrapped(_decoded(output)))
-    call_id = message.get("tool_call_id") if message is not None else None
-    return call_id if isinstance(call_id, str) else None
-
-
-def _is_document(item: Any) -> bool:
-    item = _decoded(item)
-    if isinstance(item, Mapping) and item.get("lc") is not None and isinstance(item.get("kwargs"), Mapping):
-        item = item["kwargs"]
-    return isinstance(item, Mapping) and any(isinstance(item.get(key), str) for key in DOCUMENT_TEXT_KEYS)
-
-
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-# An integer epoch's unit, told by its size: any date from 1973 to 5138 has exactly one reading here.
-_EPOCH_UNITS = ((10**11, 1_000_000), (10**14, 1_000), (10**17, 1))  # bound, microseconds per unit
-_NANOS_PER_MICRO = 1_000
-
-
-def parse_time(value: Any, *, trace_id: str | None, field: str) -> dt.datetime | None:
-    """A source timestamp as aware UTC: ISO-8601 or ``YYYY-MM-DD HH:MM:SS.ffffff`` text, a datetime,
-    float epoch seconds, or an integer epoch (or its decimal string) in seconds, milliseconds (LangSmith's
-    JS SDK), microseconds or nanoseconds (OTLP's ``*UnixNano``), told apart by magnitude and read exactly;
-    None when absent."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, dt.datetime):
-        parsed = value
-    elif (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, str) and value.isdigit()):
-        return _from_epoch(int(value), trace_id=trace_id, field=field)
-    elif isinstance(value, float) and math.isfinite(value):
-        return _EPOCH + dt.timedelta(seconds=value)
-    else:
-        try:
-            parsed = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-        except ValueError:
-            raise InvalidRecordError(trace_id, field, f"expected a timestamp, got {str(value)[:60]!r}") from None
-    return parsed.replace(tzinfo=dt.UTC) if parsed.tzinfo is None else parsed.astimezone(dt.UTC)
-
-
-def _from_epoch(value: int, *, trace_id: str | None, field: str) -> dt.datetime:
-    """An integer epoch in the unit its magnitude implies, in integer microseconds (no float rounding)."""
-    micros = value // _NANOS_PER_MICRO
-    for bound, per_unit in _EPOCH_UNITS:
-        if value < bound:
-            micros = value * per_unit
-            break
-    try:
-        return _EPOCH + dt.timedelta(microseconds=micros)
-    except OverflowError:
-        raise InvalidRecordError(trace_id, field, f"epoch {value} is out of range") from None
