@@ -268,7 +268,13 @@ def _stage_spans(
         url, line = first_seen[trace_id]
         raw_trace: dict[str, Any] | None = None
         try:
-            raw_trace = assemble(trace_id, list(spans.values()), source_format=adapter.name, options=options)
+            raw_trace = assemble(
+                trace_id,
+                list(spans.values()),
+                source_format=adapter.name,
+                options=options,
+                question_places=adapter.question_places,
+            )
             row = parse_record(raw_trace, source_file=url, line=line)
         except InvalidRecordError as exc:
             # A fragment of a trace that started on another day is that day's, not a broken trace.

@@ -64,6 +64,13 @@ class Adapter:
         select: Callable[[list[SourceFile], Mapping[str, Any] | None], list[SourceFile]] = self._module().select_files
         return select
 
+    @property
+    def question_places(self) -> str:
+        """Where the format keeps the user's message, for the reason that quarantines a trace without one: the
+        module's ``QUESTION_PLACES``."""
+        places: str = self._module().QUESTION_PLACES
+        return places
+
     def _module(self) -> Any:
         return importlib.import_module(f"{__name__}.{self.module}")
 

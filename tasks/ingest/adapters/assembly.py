@@ -8,41 +8,50 @@ names or shapes. The raw trace then goes through ``parse_record`` like any JSONL
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragpulse.metrics.errors import InvalidRecordError
-from ragpulse.tasks.ingest.adapters.fields import decoded
+from ragpulse.tasks.ingest import limits
+from ragpulse.tasks.ingest.adapters.fields import decoded, is_unread_object
 from ragpulse.tasks.ingest.adapters.span import CONVERSATION_KEYS, AdapterOptions, Document, Message, Span
 from ragpulse.tasks.ingest.language import normalize_language_tag
 
 __all__ = ["assemble"]
 
-_QUESTION_SOURCES = {
-    "openinference": "root span input.value, or a RETRIEVER span's input.value",
-    "otel-genai": "gen_ai.retrieval.query.text, a user message in gen_ai.input.messages or gen_ai.prompt "
-    "(attribute, indexed or span event), or a gen_ai.user.message log event; instrumentations log message "
-    "content only when told to, e.g. OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only",
-    "langfuse": "the trace's input, the root observation's input, a RETRIEVER observation's input or a "
-    "GENERATION's user message",
-    "langsmith": "the root run's inputs",
-}
+_QUESTION_ELSEWHERE = "the model calls' input messages and the retrieval queries"
+"""Where every format's user message may sit beside the top span's input (the format names that input's place)."""
 
 
-def assemble(trace_id: str, spans: Sequence[Span], *, source_format: str, options: AdapterOptions) -> dict[str, Any]:
+def assemble(
+    trace_id: str,
+    spans: Sequence[Span],
+    *,
+    source_format: str,
+    options: AdapterOptions,
+    question_places: str = "the top span's input",
+) -> dict[str, Any]:
     """The spans of one trace (one turn) as a raw canonical trace; InvalidRecordError names the source trace and
-    field. The rules, with each tool's spans, are in docs/traces.md ("Retrieval steps, turns and conversations"):
+    field (``question_places``: where the format keeps the user's message, named when there is none). The rules are
+    docs/traces.md's ("Reading agent traces: the rules"), read from span lineage and the conventions:
 
     - root: the trace-level record if there is one, else the earliest span without a parent; in a sub-tree export
       (every top span's parent missing) the earliest top span, flagged ``source.partial_tree``;
-    - question: the user's last message in the root's input, else in the first chain or agent span's input, else
-      in the first LLM call's input; a retrieval's query only when nothing else names one (flagged);
-    - steps: retrievers not nested in another retrieval, tools whose output is a list of documents, and rerankers
-      (``parent``: the retrieval they reorder), in start order;
-    - contexts: the documents of the steps that reached the final LLM call's input, de-duplicated; without that
-      input, the last reranker's output, else every step's documents de-duplicated (``source.contexts_from``);
+    - question: the user's message in the top span's input (any message shape, a known key, a framework object),
+      else the text of that input that reached a model call, else a chain's message input, else the model calls'
+      user message that is neither a prompt quoting retrieved documents nor a template around another call's user
+      message (a grader, rewriter or router); a retrieval's query only when no span holds one (flagged);
+    - answer: the top span's output as text, else the final model call's;
+    - steps: each retrieval (a retriever, or a tool whose output is documents) with the retrievals nested in it as
+      one step, read from the member that logged document ids; rerankers (``parent``: the retrieval they reorder);
+    - contexts: each retrieval's documents as the generator received them (a reranker's output replaces the
+      retrieval it follows), those whose whole text is in the input of the model calls after the last step;
+      without such a match the last reranker's output, else every step's (``source.contexts_from``);
+    - tool calls: the tool spans, but for the framework's answer tool and hand-offs between agents; without tool
+      spans, the calls the model requested;
     - history: the turn's earlier user and assistant messages, as the agent's LLM call received them;
     - conversation_id: the session or thread id the source logged;
     - metadata: ``source`` = {format, trace_id, root_span_id, retriever_span_ids, ...}, the LLM calls' models and
@@ -64,19 +73,19 @@ def assemble(trace_id: str, spans: Sequence[Span], *, source_format: str, option
             raise InvalidRecordError(trace_id, "root span", f"{source_format} trace has no span without a parent")
         root = roots[0]
     llms = [s for s in ordered if s.kind == "llm"]
+    calls = _llm_calls(llms, parents)
     steps, step_spans = _steps(ordered, parents, options)
+    top = _top_span(root, ordered)
     heads = [head for _, docs in steps for doc in docs if isinstance(doc.text, str) and (head := _head(doc.text))]
-    in_llm_calls = source_format in _QUESTION_IN_LLM_CALLS
-    question, question_from, turn_messages = _user_question(root, ordered, llms, heads, in_llm_calls=in_llm_calls)
+    question, question_from, turn_messages = _user_question(root, top, ordered, calls, heads)
     if question is None:
-        where = _QUESTION_SOURCES.get(source_format, "the root span's input")
-        reason = f"no question in the {source_format} trace (looked in {where})"
+        reason = f"no question in the {source_format} trace (looked in {question_places}, {_QUESTION_ELSEWHERE})"
         if partial:
             reason += f"; it is a sub-tree: the parent {root.parent_id!r} of its top span was not exported"
         raise InvalidRecordError(trace_id, "question", reason)
-    answer = root.answer or next((s.answer for s in reversed(ordered) if s.answer and s.kind == "llm"), None)
-    final = next((s for s in reversed(llms) if s.answer), llms[-1] if llms else None)
-    contexts, contexts_from, used = _generator_contexts(trace_id, steps, final)
+    answer = _answer(root, top, calls)
+    tops = {root.span_id, top.span_id}
+    contexts, contexts_from, used = _generator_contexts(trace_id, steps, step_spans, calls, parents, tops)
     source: dict[str, Any] = {
         "format": source_format,
         "trace_id": trace_id,
@@ -100,11 +109,9 @@ def assemble(trace_id: str, spans: Sequence[Span], *, source_format: str, option
             tokens[key] = tokens.get(key, 0) + count
     if tokens:
         metadata["token_counts"] = tokens
-    top = _top_span(root, ordered)
     latency, latency_from = _latency(top, ordered)
     if latency_from == "span_extent":
         source["latency_from"] = latency_from
-    calls = _llm_calls(llms, parents)
     start = root.start or next((s.start for s in ordered if s.start is not None), None)
     conversation = root.session_id or next((s.session_id for s in ordered if s.session_id), None)
     if conversation is None:
@@ -231,37 +238,94 @@ def _ancestors(span_id: str, parents: Mapping[str, str | None]) -> list[str]:
     return found
 
 
-_QUESTION_IN_LLM_CALLS = frozenset({"otel-genai", "langfuse"})
-"""Formats whose user message may sit on the model calls only (the GenAI conventions log content there, OpenLLMetry's
-agent root has no input); elsewhere a root or chain input names the question, and an LLM call's user message is the
-app's prompt, which may be internal."""
-
 _HISTORY_MESSAGES = 20
 """Earlier messages of a conversation kept with a turn: judges read the last few (docs/metrics.md), the traces
 table keeps what they could read."""
 
+_Call = tuple[Span, list[Span]]
+"""A model call: its outermost LLM span and every LLM span nested in it (the same call logged twice)."""
+
 
 def _user_question(
-    root: Span, ordered: Sequence[Span], llms: Sequence[Span], heads: Sequence[str], *, in_llm_calls: bool
+    root: Span, top: Span, ordered: Sequence[Span], calls: Sequence[_Call], heads: Sequence[str]
 ) -> tuple[str | None, str, tuple[Message, ...]]:
     """The user's message of the turn, where it was found, and the message list it ends (its history before it).
 
-    Sub-queries (a retriever's or tool's input) and internal prompts are not the user's: the root's input wins,
-    then the first chain span's input in message form (an agent graph's state; a chain's plain text input may be
-    anything, a text splitter's included), then (formats that log content only on model calls) the
-    first LLM call's whose user message quotes no retrieved document (a RAG prompt or a grader's quotes them); a
-    retrieval's query only when none of these has one (a RAG app that logs only its retriever and its prompt)."""
-    candidates = [("root", root), *(("chain", s) for s in ordered if s.kind == "chain")]
-    candidates += [("llm", s) for s in llms] if in_llm_calls else []
-    for where, span in candidates:
-        found = _last_user(span.messages) or (span.question if where == "root" else None)
-        if found is None:
-            continue
-        if where == "llm" and any(head in _squashed(found) for head in heads):
-            continue
-        return found, where, _with_history(span, found, ordered)
+    In this order (docs/traces.md, "The user's message"): the top span's input, read in every message shape, at a
+    known key or as a framework object; a text of that input that reached a model call (a key no convention names);
+    a chain or agent span's input in message form (an agent graph's state); the model calls' user messages, skipping
+    a prompt that quotes the turn's retrieved documents (a RAG prompt, a grader's) and a template around another
+    call's user message (a grader's, rewriter's or router's prompt embeds the user's message); a retrieval's query
+    only when none of these has one (a RAG app that logs only its retriever and its prompt)."""
+    for span in _distinct((root, top)):
+        found = _last_user(span.messages) or span.question
+        if found is not None and not is_unread_object(found):
+            return found, "root", _with_history(span, found, ordered)
+    users = _call_users(calls)
+    for span in _distinct((root, top)):
+        reached = next(
+            (text for text in span.input_texts if len(text.strip()) > 1 and any(text in m for _, m in users)), None
+        )
+        if reached is not None:
+            return reached, "root_input", _with_history(span, reached, ordered)
+    for span in ordered:
+        found = _last_user(span.messages) if span.kind == "chain" else None
+        if found is not None:
+            return found, "chain", _with_history(span, found, ordered)
+    for span, text in users:
+        if any(head in _squashed(text) for head in heads):
+            continue  # a prompt built around the turn's documents
+        if any(other != text and other.strip() and other in text for _, other in users):
+            continue  # a template around another call's user message
+        return text, "llm", _with_history(span, text, ordered)
     query = next((s.query for s in ordered if s.query and s.kind in ("retriever", "tool")), None)
     return query, "retrieval_query", ()
+
+
+def _distinct(spans: Sequence[Span]) -> list[Span]:
+    """``spans`` without repeats, in order (a span is one object; its dict fields make it unhashable)."""
+    return list({id(span): span for span in spans}.values())
+
+
+def _call_users(calls: Sequence[_Call]) -> list[tuple[Span, str]]:
+    """Each model call's user message (its last one), in start order: the first of its spans that logged one."""
+    found = []
+    for outer, nested in calls:
+        for span in (outer, *(s for s in nested if s is not outer)):
+            if (text := _last_user(span.messages)) is not None:
+                found.append((span, text))
+                break
+    return found
+
+
+def _answer(root: Span, top: Span, calls: Sequence[_Call]) -> str | None:
+    """The answer as text: the top span's output, unless it is a framework object whose text no field names (a
+    workflow's ``StopEvent(result=AgentOutput(...))``), else the final model call's output. A top output the tracer
+    cut short is completed from the final call's, when it is that output's start."""
+    final = next(
+        (
+            found
+            for outer, nested in reversed(calls)
+            if (found := next((s.answer for s in (outer, *nested) if s.answer), None))
+        ),
+        None,
+    )
+    for span in _distinct((root, top)):
+        if span.answer is not None and not is_unread_object(span.answer):
+            return _uncut(span.answer, (final,) if final is not None else ())
+    return final
+
+
+_CUT_MARKS = ("...", "…")
+
+
+def _uncut(text: str, fuller: Sequence[str]) -> str:
+    """``text``, or where a tracer cut it (it ends with ``...``) the first of ``fuller`` that it is the start of: the
+    whole text as another span logged it."""
+    for mark in _CUT_MARKS:
+        if text.endswith(mark) and (start := text[: -len(mark)].rstrip()):
+            return next((full for full in fuller if full.startswith(start) and len(full) > len(start)), text)
+    return text
 
 
 def _last_user(messages: Sequence[Message] | None) -> str | None:
@@ -294,49 +358,76 @@ _StepFields = dict[str, Any]
 def _steps(
     ordered: Sequence[Span], parents: Mapping[str, str | None], options: AdapterOptions
 ) -> tuple[list[tuple[_StepFields, tuple[Document, ...]]], list[Span]]:
-    """The turn's retrieval steps (fields and documents) in start order, and their spans."""
+    """The turn's retrieval steps (fields and documents) in start order, and the span each was read from.
+
+    A retrieval nested in another is the same retrieval logged twice (a framework's retriever around its inner one,
+    a tool around the retriever it calls): the group is one step, read from the member whose documents carry the
+    most ids (the outermost on a tie), its query from the first member that logged one."""
     retrievals = [s for s in ordered if s.kind in ("retriever", "tool") and s.documents is not None]
     if options.retriever_names:
         named = [s for s in retrievals if s.name in options.retriever_names]
         retrievals = named or [s for s in retrievals if s.kind == "retriever"]
-    retrievals = _outermost(retrievals, parents)
-    chosen = [s for s in ordered if s in retrievals or (s.kind == "reranker" and s.documents is not None)]
+    holding = {s.span_id for s in retrievals if s.documents}  # an empty retrieval hides nothing
+    groups: dict[str, list[Span]] = {}
+    for span in retrievals:
+        outer = next((a for a in reversed(_ancestors(span.span_id, parents)) if a in holding), span.span_id)
+        groups.setdefault(outer, []).append(span)
     steps: list[tuple[_StepFields, tuple[Document, ...]]] = []
+    chosen: list[Span] = []
     last_retrieval: int | None = None
-    for span in chosen:
-        query = span.query if span.kind != "reranker" else None
-        parent = last_retrieval if span.kind == "reranker" else None
-        if span.kind != "reranker":
+    for span in ordered:
+        if span.kind == "reranker" and span.documents is not None:
+            fields = {"id": span.span_id, "name": span.name or None, "kind": "reranker", "query": None,
+                      "parent": last_retrieval, "error": span.error}  # fmt: skip
+        elif span.span_id in groups:
+            members = groups[span.span_id]
+            read = max(members, key=lambda m: sum(doc.id is not None for doc in m.documents or ()))
+            query = read.query or next((m.query for m in members if m.query), None)
+            error = next((m.error for m in members if m.error), None)
             last_retrieval = len(steps)
-        fields = {"id": span.span_id, "name": span.name or None, "kind": span.kind, "query": query,
-                  "parent": parent, "error": span.error}  # fmt: skip
+            fields = {"id": read.span_id, "name": read.name or None, "kind": read.kind, "query": query,
+                      "parent": None, "error": error}  # fmt: skip
+            span = read
+        else:
+            continue
         steps.append((fields, span.documents or ()))
+        chosen.append(span)
     return steps, chosen
 
 
 def _generator_contexts(
-    trace_id: str, steps: Sequence[tuple[_StepFields, tuple[Document, ...]]], final: Span | None
+    trace_id: str,
+    steps: Sequence[tuple[_StepFields, tuple[Document, ...]]],
+    step_spans: Sequence[Span],
+    calls: Sequence[_Call],
+    parents: Mapping[str, str | None],
+    tops: set[str],
 ) -> tuple[list[dict[str, Any]], str, set[int]]:
     """The documents the answer was generated from, de-duplicated by id (else text), how they were chosen, and the
     steps they came from.
 
-    A document reached the final LLM call when the start of its text is in that call's input (tools return their
-    documents into the conversation; a RAG prompt quotes them). An input that quotes none of them (an app that
-    rewrites documents before prompting) is not taken as "none seen": the fallbacks apply."""
-    seen_text = _squashed(" ".join(text for _, text in final.messages)) if final and final.messages else ""
-    rerankers = [i for i, (fields, _) in enumerate(steps) if fields["kind"] == "reranker"]
-    candidates = [(i, doc) for i, (_, docs) in enumerate(steps) for doc in docs]
+    By lineage: each retrieval hands on its documents, or the output of the reranker that follows it. Of those, the
+    generator received the ones whose whole text is in the input of its model calls (:func:`_generator_calls`: tools
+    return their documents into the conversation, a RAG prompt quotes them, a refine synthesizer spreads them over
+    several calls). An input that holds none of them whole (an app that rewrites or cuts documents before prompting)
+    is not taken as "none seen": the fallbacks apply."""
+    if not steps:
+        return [], "no_retrieval", set()
+    reranked = {fields["parent"] for fields, _ in steps if fields["kind"] == "reranker"}
+    handed_on = [(i, doc) for i, (_, docs) in enumerate(steps) if i not in reranked for doc in docs]
+    seen = _seen_text(_generator_calls(step_spans, calls, parents, tops))
     reached = [
         (i, doc)
-        for i, doc in candidates
-        if isinstance(doc.text, str) and (head := _head(doc.text)) and head in seen_text
+        for i, doc in handed_on
+        if isinstance(doc.text, str) and (whole := _squashed(doc.text)) and whole in seen
     ]
+    rerankers = [i for i, (fields, _) in enumerate(steps) if fields["kind"] == "reranker"]
     if reached:
         chosen, how = reached, "final_llm_input"
     elif rerankers:
         chosen, how = [(rerankers[-1], doc) for doc in steps[rerankers[-1]][1]], "last_reranker"
     else:
-        chosen, how = candidates, "all_steps"
+        chosen, how = handed_on, "all_steps"
     contexts, keys = [], set()
     for _, doc in chosen:
         context = _context(trace_id, doc)
@@ -344,13 +435,80 @@ def _generator_contexts(
         if key not in keys:
             keys.add(key)
             contexts.append(context)
-    used = {i for i, _ in chosen}
-    return contexts, how if steps else "no_retrieval", used
+    return contexts, how, {i for i, _ in chosen}
+
+
+def _generator_calls(
+    step_spans: Sequence[Span], calls: Sequence[_Call], parents: Mapping[str, str | None], tops: set[str]
+) -> list[Span]:
+    """The spans of the generator's model calls: the final call (the last with an answer) and the calls under the same
+    generator, which is the final call's outermost ancestor below the turn's top span that holds no retrieval step
+    (a synthesizer that refines over several calls; an agent's last turn), made after the last step ended. A
+    reranker's or grader's model call sits beside the generator, not in it."""
+    final = next((c for c in reversed(calls) if any(s.answer for s in (c[0], *c[1]))), calls[-1] if calls else None)
+    if final is None:
+        return []
+    steps = [s.span_id for s in step_spans]
+    generator = final[0].span_id
+    for ancestor in _ancestors(generator, parents):
+        if ancestor in tops or any(_descends(step, ancestor, parents) for step in steps):
+            break
+        generator = ancestor
+    ends = [s.end or s.start for s in step_spans if (s.end or s.start) is not None]
+    last = max(ends) if ends else None
+    chosen = [
+        c
+        for c in calls
+        if (c is final or c[0].span_id == generator or _descends(c[0].span_id, generator, parents))
+        and (c is final or last is None or (c[0].start is not None and c[0].start >= last))
+    ]
+    return [span for outer, nested in chosen for span in _distinct((outer, *nested))]
+
+
+def _seen_text(spans: Sequence[Span]) -> str:
+    """Everything the model calls received, whitespace squashed: each message's text, and the texts inside a message
+    that is JSON or a Python literal (a tool's result as the model got it: a JSON list of documents, escaped)."""
+    parts = []
+    for span in spans:
+        for _, text in span.messages or ():
+            parts.append(_squashed(text))
+            parts.extend(_squashed(inner) for inner in _literal_texts(text))
+    return "\n".join(parts)
+
+
+def _literal_texts(text: str) -> list[str]:
+    """The strings inside ``text`` when it is JSON or a Python literal (a list of documents a tool returned, with
+    quotes and non-ASCII characters escaped); none otherwise."""
+    stripped = text.strip()
+    if stripped[:1] not in ("[", "{"):
+        return []
+    try:
+        value = limits.loads(stripped)
+    except ValueError:
+        try:
+            value = ast.literal_eval(stripped) if len(stripped) <= _LITERAL_CHARS else None
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return []
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return found
+
+
+_LITERAL_CHARS = 200_000
+"""The longest message read as a Python literal (smolagents and Haystack hand tool results to the model as reprs)."""
 
 
 _QUOTE_CHARS = 80
-"""How much of a document's start (whitespace squashed) must appear in the final LLM input to count as seen:
-enough to tell passages apart, short enough to survive a prompt that cuts documents."""
+"""How much of a document's start (whitespace squashed) marks a model call's user message as a prompt quoting the
+turn's documents (not the user's message)."""
 
 
 def _squashed(text: str) -> str:
@@ -362,16 +520,29 @@ def _head(text: str) -> str:
     return _squashed(text)[:_QUOTE_CHARS]
 
 
+_ANSWER_TOOLS = frozenset({"final_answer", "final_result", "finish"})
+"""Tools through which a framework returns the turn's answer (smolagents' ``final_answer``, PydanticAI's output tool
+``final_result``, DSPy ReAct's ``finish``): the answer, not a tool call of the turn."""
+
+
+def _is_handoff(tool: Span) -> bool:
+    """A hand-off from one agent to another, which frameworks log as a tool span (OpenInference's OpenAI Agents
+    instrumentation: ``handoff to <agent>``): routing, not a tool call."""
+    return tool.name.startswith("handoff to ")
+
+
 def _tool_calls(
     ordered: Sequence[Span], step_spans: Sequence[Span], parents: Mapping[str, str | None]
 ) -> list[dict[str, Any]] | None:
     """Every tool call of the turn in start order; ``step`` is the retrieval step it made (the tool's own documents
-    or a retriever run inside it). None when the source logged no tool spans at all."""
-    tools = [s for s in ordered if s.kind == "tool"]
-    if not tools:
-        return None
+    or a retriever run inside it). Without tool spans, the calls the model requested (Haystack's Agent runs its
+    tools unlogged), failed where the result the model got says so. None when the source logged neither."""
+    logged = [s for s in ordered if s.kind == "tool"]
+    if not logged:
+        return _requested_calls(ordered)
+    tools = [s for s in logged if s.name not in _ANSWER_TOOLS and not _is_handoff(s)]
     step_of = {span.span_id: i for i, span in enumerate(step_spans)}
-    requested = {call_id: arguments for s in ordered for call_id, arguments in s.tool_requests.items()}
+    requested = {call_id: request for s in ordered for call_id, request in s.tool_requests.items()}
 
     def step(tool: Span) -> int | None:
         if tool.span_id in step_of:
@@ -381,12 +552,33 @@ def _tool_calls(
 
     def arguments(tool: Span) -> Any:
         if tool.tool_call_id is not None and tool.tool_call_id in requested:
-            return decoded(requested[tool.tool_call_id])
+            return decoded(requested[tool.tool_call_id].arguments)
         return tool.arguments
 
     return [
         {"name": tool.name or "tool", "arguments": arguments(tool), "error": tool.error, "step": step(tool)}
         for tool in tools
+    ]
+
+
+def _requested_calls(ordered: Sequence[Span]) -> list[dict[str, Any]] | None:
+    requested: dict[str, Any] = {}
+    failed: dict[str, bool | None] = {}
+    for span in ordered:
+        for call_id, request in span.tool_requests.items():
+            requested.setdefault(call_id, request)
+        failed.update(span.tool_results)
+    if not requested:
+        return None
+    return [
+        {
+            "name": request.name or "tool",
+            "arguments": decoded(request.arguments),
+            "error": "the tool's result reports a failure" if failed.get(call_id) else None,
+            "step": None,
+        }
+        for call_id, request in requested.items()
+        if request.name not in _ANSWER_TOOLS
     ]
 
 
@@ -409,23 +601,6 @@ def _language_tag(value: Any) -> str | None:
         return normalize_language_tag(value)
     except ValueError:
         return None
-
-
-def _outermost(retrievers: list[Span], parents: Mapping[str, str | None]) -> list[Span]:
-    """Retrievers not nested in another of them: a framework's retriever that wraps an inner one (LlamaIndex's
-    ``retrieve`` around ``_retrieve``) logs the same documents twice, which are one retrieval."""
-    chosen = {s.span_id for s in retrievers if s.documents}  # an empty outer retriever hides nothing
-
-    def nested(span: Span) -> bool:
-        seen, parent = set(), span.parent_id
-        while parent is not None and parent not in seen:
-            if parent in chosen:
-                return True
-            seen.add(parent)
-            parent = parents.get(parent)
-        return False
-
-    return [s for s in retrievers if not nested(s)]
 
 
 def _context(trace_id: str, doc: Document) -> dict[str, Any]:

@@ -4,9 +4,11 @@ the tracing tools write, documents, tool outputs, timestamps and feedback entrie
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,14 +20,21 @@ __all__ = [
     "DOCUMENT_ID_KEYS",
     "DOCUMENT_SCORE_KEYS",
     "DOCUMENT_TEXT_KEYS",
+    "FRAMEWORK_QUESTION_KEYS",
     "QUERY_KEYS",
     "chat_messages",
     "decoded",
     "dig",
     "document_from",
     "feedback_entry",
+    "input_texts",
+    "is_unread_object",
     "parse_time",
     "query_of",
+    "question_of",
+    "repr_field",
+    "repr_message",
+    "repr_tool_results",
     "text_of",
     "tool_call_id_of",
     "tool_documents",
@@ -109,20 +118,73 @@ def query_of(inputs: Any, options: AdapterOptions) -> str | None:
     return text_of(inputs, (*QUERY_KEYS, *options.question_keys), role="user")
 
 
+FRAMEWORK_QUESTION_KEYS = ("message", "user_msg", "user_message", "task", "query_str")
+"""Where frameworks put the user's message in their top call's input, read after ``question_keys``: LlamaIndex's chat
+engines (``message``) and agent workflows (``user_msg``), smolagents' ``run(task)``, LlamaIndex's ``QueryBundle``
+(``query_str``)."""
+
+
+def question_of(inputs: Any, options: AdapterOptions) -> str | None:
+    """The user's message in a top or chain span's input: the last user message of a message list or state, else
+    the text at the first of ``question_keys`` then :data:`FRAMEWORK_QUESTION_KEYS` (nested objects too)."""
+    return text_of(inputs, (*options.question_keys, *FRAMEWORK_QUESTION_KEYS), role="user")
+
+
+_INPUT_TEXTS = 32
+"""At most this many texts are kept of a top span's input (its first ones): the user's message is among a call's
+first arguments, and a state of thousands of texts must not cost its size on every trace."""
+
+
+def input_texts(value: Any) -> tuple[str, ...]:
+    """Every text a span's input holds, in order (JSON text decoded, a framework object's repr read for its text
+    fields), at most :data:`_INPUT_TEXTS`."""
+    found: list[str] = []
+
+    def walk(item: Any, depth: int) -> None:
+        item = decoded(item)
+        if len(found) >= _INPUT_TEXTS or depth > _NESTED_KEY_DEPTH + 2:
+            return
+        if isinstance(item, str):
+            message = repr_message(item) if _REPR.match(item) else None
+            text = message[1] if message is not None else item
+            if text.strip():
+                found.append(text)
+        elif isinstance(item, Mapping):
+            for child in item.values():
+                walk(child, depth + 1)
+        elif isinstance(item, list | tuple):
+            for child in item:
+                walk(child, depth + 1)
+
+    walk(value, 0)
+    return tuple(found)
+
+
 def text_of(value: Any, keys: Sequence[str], *, role: str | None = None) -> str | None:
-    """The text a source logged as an input or output: a plain string, the first of ``keys`` in an object,
-    or in a list of chat messages (any form :func:`chat_messages` reads) the last one of ``role`` (any role when
-    None, or when no message has that role)."""
+    """The text a source logged as an input or output: a plain string, a framework object's text (its repr, see
+    :func:`repr_message` and :func:`repr_field`), the first of ``keys`` in an object (nearest first, then in the
+    objects it nests: a pipeline's ``{"data": {"prompt_builder": {"question": ...}}}``), or in a list of chat messages
+    (any form :func:`chat_messages` reads) the last one of ``role`` (any role when None, or when no message has that
+    role)."""
     value = decoded(value)
     if isinstance(value, str):
-        return value if value.strip() else None
+        return _repr_text(value, keys) if _REPR.match(value) else (value if value.strip() else None)
     if isinstance(value, Mapping):
         if _looks_like_message(value):
             return _message_text(value)
-        for key in keys:
-            found = text_of(value.get(key), keys, role=role)
-            if found is not None:
-                return found
+        level: list[Mapping[str, Any]] = [value]
+        for _ in range(_NESTED_KEY_DEPTH):
+            for mapping in level:
+                for key in keys:
+                    found = text_of(mapping.get(key), keys, role=role) if key in mapping else None
+                    if found is not None:
+                        return found
+            level = [
+                child
+                for mapping in level
+                for item in mapping.values()
+                if isinstance(child := decoded(item), Mapping) and not _looks_like_message(child)
+            ]
         return None
     if isinstance(value, list | tuple):
         messages = chat_messages(value) or ()
@@ -133,13 +195,93 @@ def text_of(value: Any, keys: Sequence[str], *, role: str | None = None) -> str 
     return None
 
 
+_NESTED_KEY_DEPTH = 4
+"""How deep :func:`text_of` looks for a key in nested objects: a pipeline's input per component (two levels), a
+function's ``input_args``, a framework's ``kwargs``."""
+
+_REPR = re.compile(r"^\s*(?P<cls>[A-Z][A-Za-z0-9_]+)\((?P<body>.*?)(?:\)|\.\.\.|…)\s*$", re.S)
+"""A Python object's repr, as tracers log a framework object they cannot serialise: ``ChatMessage(...)``,
+``StopEvent(result=...)``, ``Response(response=...)``; or its start, where the tracer cut it (``...``)."""
+_REPR_STRING = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
+_REPR_FIELD = re.compile(rf"(?:\b(?P<name>\w+)=|'(?P<key>\w+)':\s*)(?P<value>{_REPR_STRING})", re.S)
+_REPR_ROLE = re.compile(r"\b_?role=(?:<\w+\.\w+:\s*'(?P<enum>[\w-]+)'>|'(?P<text>[\w-]+)')")
+_REPR_MESSAGE_CLASSES = re.compile(r"^(?:\w*Message|\w*MessageChunk|ChatTurn)$")
+_REPR_TEXT_FIELDS = ("text", "content", "result")
+"""Where a message object's repr holds its text: Haystack ``TextContent(text=...)`` and a tool message's
+``ToolCallResult(result=...)``, LlamaIndex ``TextBlock(text=...)``, smolagents ``{'type': 'text', 'text': ...}``,
+LangChain ``content='...'``."""
+_REPR_TOOL_RESULT = re.compile(r"ToolCallResult\(.*?\bid='(?P<id>[^']*)'.*?\berror=(?P<error>True|False)\)", re.S)
+
+
+def repr_tool_results(text: str) -> dict[str, bool]:
+    """The tool results a message repr carries, by call id: whether each failed (Haystack's ``ToolCallResult(result=...,
+    origin=ToolCall(..., id=...), error=...)``)."""
+    return {match["id"]: match["error"] == "True" for match in _REPR_TOOL_RESULT.finditer(text) if match["id"]}
+
+
+def _repr_fields(body: str) -> list[tuple[str, str]]:
+    """Every ``name='text'`` and ``'name': 'text'`` of a repr, in order, each string literal decoded."""
+    found = []
+    for match in _REPR_FIELD.finditer(body):
+        try:
+            text = ast.literal_eval(match["value"])
+        except (ValueError, SyntaxError):
+            continue
+        if isinstance(text, str):
+            found.append((match["name"] or match["key"], text))
+    return found
+
+
+def repr_message(text: str) -> Message | None:
+    """A chat message a tracer logged as its class's repr (Haystack's, LlamaIndex's, smolagents' ``ChatMessage``,
+    LangChain's ``HumanMessage``...), as (role, text); None for any other text. The role is the repr's ``role=``
+    (an enum's value or a string), else the class's name; the text is its text parts joined."""
+    match = _REPR.match(text)
+    if match is None or not _REPR_MESSAGE_CLASSES.match(match["cls"]):
+        return None
+    body = match["body"]
+    role_match = _REPR_ROLE.search(body)
+    raw_role = (role_match["enum"] or role_match["text"]) if role_match else match["cls"]
+    role = _ROLES.get(raw_role.lower())
+    if role is None:
+        return None
+    parts = [value for name, value in _repr_fields(body) if name in _REPR_TEXT_FIELDS]
+    return (role, "".join(parts))
+
+
+def is_unread_object(text: str) -> bool:
+    """Whether ``text`` is a framework object's repr that :func:`text_of` could not read for a text (``StartEvent()``,
+    ``StopEvent(result=AgentOutput(...))``): no question or answer, only its class's rendering."""
+    return _REPR.match(text) is not None and repr_message(text) is None
+
+
+def repr_field(text: str, keys: Sequence[str]) -> str | None:
+    """The first of ``keys`` a framework object's repr holds as text (``StopEvent(result='...')``,
+    ``Response(response='...', source_nodes=[...])``), or None."""
+    match = _REPR.match(text)
+    if match is None:
+        return None
+    fields = _repr_fields(match["body"])
+    return next((value for key in keys for name, value in fields if name == key and value.strip()), None)
+
+
+def _repr_text(text: str, keys: Sequence[str]) -> str | None:
+    """A repr's text: a message's, else the first of ``keys`` it holds, else (an object we cannot read) the repr."""
+    message = repr_message(text)
+    if message is not None:
+        return message[1] if message[1].strip() else None
+    return repr_field(text, keys) or (text if text.strip() else None)
+
+
 _ROLES = {
     "user": "user", "human": "user", "humanmessage": "user", "humanmessagechunk": "user",
     "assistant": "assistant", "ai": "assistant", "model": "assistant", "aimessage": "assistant",
     "aimessagechunk": "assistant", "system": "system", "developer": "system", "systemmessage": "system",
     "tool": "tool", "function": "tool", "ipython": "tool", "toolmessage": "tool", "functionmessage": "tool",
+    "tool-call": "assistant", "tool-response": "tool", "chatbot": "assistant",
 }  # fmt: skip
-"""Role names of OpenAI, OTel GenAI, LangChain (message types and class names) and Gemini, as the four roles."""
+"""Role names of OpenAI, OTel GenAI, LangChain (message types and class names), Gemini, smolagents (``tool-call``,
+``tool-response``) and Cohere (``chatbot``), as the four roles."""
 
 
 def chat_messages(value: Any) -> tuple[Message, ...] | None:
@@ -159,7 +301,8 @@ def chat_messages(value: Any) -> tuple[Message, ...] | None:
         return None
     if all(isinstance(item, list) for item in value) and not any(_is_pair(item) for item in value):
         value = value[0]  # a chat model run's batch of prompts
-    if not in_state and any(isinstance(item, str) for item in value):
+    texts = [item for item in value if isinstance(item, str)]
+    if not in_state and texts and not all(repr_message(text) for text in texts):
         return None  # a list of texts (documents to index) is not a conversation
     found = tuple(m for m in map(_message, value) if m is not None)
     return found or None
@@ -186,7 +329,8 @@ def _message(item: Any) -> Message | None:
     """One message of a chat input, or None for anything else in the list."""
     item = decoded(item)
     if isinstance(item, str):
-        return ("user", item)  # LangChain takes a bare string in a message list as the user's
+        # A framework's message object logged as its repr, else LangChain's bare string: the user's.
+        return repr_message(item) or ("user", item)
     if _is_pair(item):
         return (_ROLES[item[0].lower()], _content_text(item[1]) or "")
     if not isinstance(item, Mapping):
@@ -251,8 +395,12 @@ def tool_documents(
     "content"}``, OpenAI's ``{"role": "tool", "content"}``), JSON text decoded; documents are a list of objects each
     with a text (LangChain ``Document``, LlamaIndex node, ``{url, title, content}`` search results) at the top or
     at ``tool_documents_path`` (else the first list among ``documents``, ``results``, ``output``). A tool named in
-    ``retriever_names`` whose output is plain text is one document of that text."""
-    value = _tool_content(decoded(output))
+    ``retriever_names`` whose output is plain text is one document of that text. A result given as content parts
+    (MCP's ``{"content": [{"type": "text", "text"}]}``, Strands' and Bedrock's ``[{"text"}]``) is read as its text,
+    JSON decoded: a list of documents inside it is found, and a plain text (an error, a price) is no retrieval."""
+    value = decoded(_unquoted(_tool_content(decoded(output))))
+    if (parts := _text_parts(value)) is not None:
+        value = decoded(parts)
     if options.tool_documents_path is not None:
         value = dig(value, options.tool_documents_path)
     elif isinstance(value, Mapping):
@@ -262,6 +410,36 @@ def tool_documents(
     if named and isinstance(value, str) and value.strip():
         return (Document(id=None, text=value, score=None, where=where),)
     return None
+
+
+def _unquoted(value: Any) -> Any:
+    """A tool result encoded as a JSON string of its JSON text (DSPy encodes a tool's return value again) as that
+    text; any other value as it is."""
+    if isinstance(value, str) and len(value) > 1 and value[0] == value[-1] == '"':
+        try:
+            inner = json.loads(value)
+        except ValueError:
+            return value
+        return inner if isinstance(inner, str) else value
+    return value
+
+
+_PART_KEYS = frozenset({"type", "text"})
+_RESULT_KEYS = frozenset({"content", "isError", "structuredContent", "_meta"})
+
+
+def _text_parts(value: Any) -> str | None:
+    """The text of a tool result given as content parts, or None for any other value. A part has no key but
+    ``type`` (``text``) and ``text``: a list of documents carries more (an id, a score, metadata)."""
+    if isinstance(value, Mapping) and "content" in value and set(value) <= _RESULT_KEYS:
+        value = value["content"]
+    if not isinstance(value, list) or not value:
+        return None
+    if not all(isinstance(p, Mapping) and set(p) <= _PART_KEYS and p.get("type", "text") == "text" for p in value):
+        return None
+    if not all(isinstance(p.get("text"), str) for p in value):
+        return None
+    return "".join(p["text"] for p in value)
 
 
 def _unwrapped(value: Any) -> Any:

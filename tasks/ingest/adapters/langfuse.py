@@ -30,8 +30,10 @@ from ragpulse.tasks.ingest.adapters.fields import (
     dig,
     document_from,
     feedback_entry,
+    input_texts,
     parse_time,
     query_of,
+    question_of,
     text_of,
     tool_documents,
 )
@@ -40,9 +42,13 @@ from ragpulse.tasks.ingest.adapters.span import AdapterOptions, Document, Kind, 
 __all__ = [
     "DOCUMENTS_PATH",
     "MANIFEST_DIR",
+    "QUESTION_PLACES",
     "select_files",
     "spans",
 ]
+
+QUESTION_PLACES = "the trace's input, the root observation's input"
+"""Where this format keeps the user's message, named in the reason a trace without one is quarantined."""
 
 MANIFEST_DIR = "manifests"
 _KINDS: dict[str, Kind] = {
@@ -120,7 +126,8 @@ def _trace_row(record: Mapping[str, Any], options: AdapterOptions) -> Span:
         kind="trace",
         name=str(record.get("name") or ""),
         start=parse_time(record.get("timestamp"), trace_id=trace_id, field="timestamp"),
-        question=text_of(record.get("input"), options.question_keys, role="user"),
+        question=question_of(record.get("input"), options),
+        input_texts=input_texts(record.get("input")),
         answer=text_of(record.get("output"), options.answer_keys, role="assistant"),
         metadata={**_metadata(record), **extra},
         messages=chat_messages(record.get("input")),
@@ -146,7 +153,7 @@ def _observation(record: Mapping[str, Any], options: AdapterOptions) -> Span:
     inputs, output = dig(record.get("input"), ""), dig(record.get("output"), "")  # JSON text decoded once
     question = messages = query = documents = None
     if parent is None or kind == "chain":
-        question, messages = text_of(inputs, options.question_keys, role="user"), chat_messages(inputs)
+        question, messages = question_of(inputs, options), chat_messages(inputs)
     elif kind == "llm":
         messages = chat_messages(inputs)
     if kind in ("retriever", "tool"):
@@ -173,6 +180,7 @@ def _observation(record: Mapping[str, Any], options: AdapterOptions) -> Span:
         model=_model(record) if kind == "llm" else None,
         tokens=_tokens(record) if kind == "llm" else {},
         metadata=_trace_context(record) if parent is None else {},
+        input_texts=input_texts(inputs) if parent is None else (),
         messages=messages,
         query=query,
         arguments=inputs if kind == "tool" else None,

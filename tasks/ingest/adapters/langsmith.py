@@ -21,8 +21,10 @@ from ragpulse.tasks.ingest.adapters.fields import (
     dig,
     document_from,
     feedback_entry,
+    input_texts,
     parse_time,
     query_of,
+    question_of,
     text_of,
     tool_documents,
 )
@@ -32,9 +34,13 @@ __all__ = [
     "ANSWER_PATHS",
     "DOCUMENT_PATHS",
     "MODEL_PATHS",
+    "QUESTION_PLACES",
     "TOKEN_SOURCES",
     "spans",
 ]
+
+QUESTION_PLACES = "the root run's inputs"
+"""Where this format keeps the user's message, named in the reason a trace without one is quarantined."""
 
 _KINDS: dict[str, Kind] = {"retriever": "retriever", "llm": "llm", "chain": "chain", "tool": "tool"}
 
@@ -147,6 +153,7 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
         model=_model(run["extra"]) if kind == "llm" else None,
         tokens=_tokens(run) if kind == "llm" else {},
         metadata=_root_metadata(run) if parent is None else {},
+        input_texts=input_texts(inputs) if parent is None else (),
         messages=messages,
         query=query,
         arguments=_tool_arguments(inputs) if kind == "tool" else None,
@@ -173,7 +180,7 @@ def _id(value: Any) -> str | None:
 def _question(inputs: Any, options: AdapterOptions) -> str | None:
     """The question in ``inputs`` at ``question_keys``; else the first message batch of a LangChain chat model
     run (``messages`` is a list of lists), else a JS ``@traceable`` function's first of several arguments."""
-    found = text_of(inputs, options.question_keys, role="user")
+    found = question_of(inputs, options)
     batch = dig(inputs, "messages.0")
     if found is None and isinstance(batch, list):
         found = text_of(batch, options.question_keys, role="user")

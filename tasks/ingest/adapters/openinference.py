@@ -23,23 +23,37 @@ from ragpulse.tasks.ingest.adapters.fields import (
     chat_messages,
     dig,
     feedback_entry,
+    input_texts,
     parse_time,
     query_of,
+    question_of,
+    repr_tool_results,
     text_of,
     tool_call_id_of,
     tool_documents,
 )
-from ragpulse.tasks.ingest.adapters.span import AdapterOptions, Document, Kind, Message, Span
+from ragpulse.tasks.ingest.adapters.span import AdapterOptions, Document, Kind, Message, Span, ToolRequest
 
-__all__ = ["flatten_attributes", "spans"]
+__all__ = ["QUESTION_PLACES", "flatten_attributes", "spans"]
+
+QUESTION_PLACES = "root span input.value"
+"""Where this format keeps the user's message, named in the reason a trace without one is quarantined."""
 
 _KINDS: dict[str, Kind] = {
     "CHAIN": "chain", "AGENT": "chain", "RETRIEVER": "retriever", "RERANKER": "reranker", "LLM": "llm", "TOOL": "tool",
 }  # fmt: skip
-_MESSAGE = re.compile(r"^llm\.input_messages\.(?P<i>\d+)\.message\.(?P<field>role|content)$")
-_TOOL_CALL = re.compile(
-    r"^llm\.output_messages\.\d+\.message\.tool_calls\.(?P<j>\d+)\.tool_call\.(?P<field>id|function\.arguments)$"
+_MESSAGE = re.compile(
+    r"^llm\.(?P<side>input|output)_messages\.(?P<i>\d+)\.message\."
+    r"(?:(?P<field>role|content)|contents\.(?P<j>\d+)\.message_content\.text)$"
 )
+"""A message's role and text: ``message.content``, or its ``message.contents.<j>.message_content.text`` parts (the
+form OpenInference writes for multi-part messages: smolagents, PydanticAI, Strands)."""
+_TOOL_CALL = re.compile(
+    r"^llm\.output_messages\.\d+\.message\.tool_calls\.(?P<j>\d+)\.tool_call\.(?P<field>id|function\.name|function\.arguments)$"
+)
+_CALLABLE_SUFFIX = re.compile(r"\.(?:__call__|acall|call|run|arun|invoke|ainvoke|forward)$")
+"""A method an instrumentation names a TOOL span after when it logs no ``tool.name`` (DSPy: ``search_kb.__call__``):
+the tool is the part before it."""
 _DOCUMENT = re.compile(r"^(?P<i>\d+)\.document\.(?P<field>.+)$")
 _METADATA_ID_KEYS = ("id", "document_id", "doc_id")
 _METADATA_SCORE_KEYS = ("score", "relevance_score", "_score")
@@ -98,11 +112,9 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
     kind = _KINDS.get(str(raw_kind).upper(), "other")
     parent = record.get("parent_id", record.get("parent_span_id"))
     is_root = not parent
-    name = (
-        str(attributes.get("tool.name") or record.get("name") or "")
-        if kind == "tool"
-        else str(record.get("name") or "")
-    )
+    name = str(record.get("name") or "")
+    if kind == "tool":
+        name = str(attributes.get("tool.name") or _CALLABLE_SUFFIX.sub("", name))
     if kind == "tool" and name in options.retriever_names:
         kind = "retriever" if _documents(attributes, "retrieval.documents", span_id) else kind
     inputs, output = attributes.get("input.value"), attributes.get("output.value")
@@ -118,17 +130,17 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
         documents = _with_output_ids(documents, output)
     question = messages = query = None
     if is_root or kind == "chain":
-        question = text_of(inputs, options.question_keys, role="user")
+        question = question_of(inputs, options)
         messages = chat_messages(inputs)
     elif kind == "llm":
-        messages = _input_messages(attributes) or chat_messages(inputs)
+        messages = _richer(_input_messages(attributes), chat_messages(inputs))
     elif kind in ("retriever", "tool"):
         query = query_of(inputs, options)
     answer = None
-    if is_root or kind == "llm":
+    if kind == "llm":
+        answer = _last_output_message(attributes) or text_of(output, options.answer_keys, role="assistant")
+    elif is_root:
         answer = text_of(output, options.answer_keys, role="assistant")
-        if answer is None and kind == "llm":
-            answer = _last_output_message(attributes)
     tokens = {
         name: int(count)
         for name in ("prompt", "completion", "total")
@@ -158,26 +170,78 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
         error=error,
         session_id=str(session) if isinstance(session, str | int) and session != "" else None,
         tool_call_id=tool_call_id_of(output) if kind == "tool" else None,
-        tool_requests=_tool_requests(attributes) if kind == "llm" else {},
+        tool_requests=_tool_requests(attributes, output) if kind == "llm" else {},
+        tool_results=_tool_results(attributes, inputs) if kind == "llm" else {},
+        input_texts=input_texts(inputs) if is_root else (),
     )
 
 
-def _tool_requests(attributes: Mapping[str, Any]) -> dict[str, Any]:
-    """The tool calls an LLM span's output asked for, by id: ``llm.output_messages.<i>.message.tool_calls.<j>``."""
+def _tool_requests(attributes: Mapping[str, Any], output: Any) -> dict[str, ToolRequest]:
+    """The tool calls an LLM span's output asked for, by id: ``llm.output_messages.<i>.message.tool_calls.<j>``. An
+    instrumentation that logs no call ids (Haystack's) has them in the output's message reprs (``ToolCall(...,
+    id=...)``), in the same order."""
     calls: dict[str, dict[str, Any]] = {}
     for key, value in attributes.items():
         if match := _TOOL_CALL.match(key):
             calls.setdefault(key[: match.start("j")] + match["j"], {})[match["field"]] = value
-    return {str(c["id"]): c.get("function.arguments") for c in calls.values() if c.get("id")}
+    listed = [calls[key] for key in sorted(calls, key=_call_order)]
+    if listed and not any(c.get("id") for c in listed) and isinstance(output, str):
+        ids = _REPR_CALL_ID.findall(output)
+        if len(ids) == len(listed):
+            listed = [{**call, "id": call_id} for call, call_id in zip(listed, ids, strict=True)]
+    return {
+        str(c["id"]): ToolRequest(name=c.get("function.name"), arguments=c.get("function.arguments"))
+        for c in listed
+        if c.get("id")
+    }
+
+
+_REPR_CALL_ID = re.compile(r"ToolCall\((?:(?!ToolCall\().)*?\bid='([^']+)'", re.S)
+
+
+def _call_order(key: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in key.split(".") if part.isdigit())
+
+
+def _tool_results(attributes: Mapping[str, Any], inputs: Any) -> dict[str, bool | None]:
+    """The tool results an LLM call received, by call id (``llm.input_messages.<i>.message.tool_call_id``), failed
+    where the source says so (Haystack's ``ToolCallResult(..., error=True)`` in the input's message reprs)."""
+    results: dict[str, bool | None] = {
+        str(value): None
+        for key, value in attributes.items()
+        if key.startswith("llm.input_messages.") and key.endswith(".message.tool_call_id") and value
+    }
+    if isinstance(inputs, str) and "ToolCallResult(" in inputs:
+        results.update(repr_tool_results(inputs))
+    return results
+
+
+def _richer(*readings: tuple[Message, ...] | None) -> tuple[Message, ...] | None:
+    """Of two readings of a call's input messages, the one with more text: an instrumentation may log a message's
+    role without its content (Haystack's tool results) where the input's message reprs hold it."""
+    found = [r for r in readings if r]
+    return max(found, key=lambda messages: sum(len(text) for _, text in messages)) if found else None
 
 
 def _input_messages(attributes: Mapping[str, Any]) -> tuple[Message, ...] | None:
-    """An LLM span's ``llm.input_messages.<i>.message.{role,content}`` as messages (tool outputs included)."""
+    """An LLM span's ``llm.input_messages`` as messages (tool outputs included)."""
+    return _messages(attributes, "input")
+
+
+def _messages(attributes: Mapping[str, Any], side: str) -> tuple[Message, ...] | None:
+    """``llm.<side>_messages.<i>.message.*`` as messages, a message's text parts joined in order."""
     found: dict[int, dict[str, Any]] = {}
     for key, value in attributes.items():
-        if match := _MESSAGE.match(key):
-            found.setdefault(int(match["i"]), {})[match["field"]] = value
-    listed = [{"role": m.get("role"), "content": m.get("content") or ""} for _, m in sorted(found.items())]
+        if (match := _MESSAGE.match(key)) and match["side"] == side:
+            message = found.setdefault(int(match["i"]), {"parts": {}})
+            if match["j"] is not None:
+                message["parts"][int(match["j"])] = value if isinstance(value, str) else ""
+            else:
+                message[match["field"]] = value
+    listed = [
+        {"role": m.get("role"), "content": m.get("content") or "".join(p for _, p in sorted(m["parts"].items()))}
+        for _, m in sorted(found.items())
+    ]
     return chat_messages(listed) if listed else None
 
 
@@ -270,12 +334,8 @@ def _with_output_ids(documents: tuple[Document, ...], output: Any) -> tuple[Docu
 
 
 def _last_output_message(attributes: Mapping[str, Any]) -> str | None:
-    contents = sorted(
-        (int(key.split(".")[2]), value)
-        for key, value in attributes.items()
-        if re.fullmatch(r"llm\.output_messages\.\d+\.message\.content", key) and isinstance(value, str)
-    )
-    return contents[-1][1] if contents else None
+    messages = _messages(attributes, "output")
+    return next((text for _, text in reversed(messages or ()) if text.strip()), None)
 
 
 def _root_metadata(record: Mapping[str, Any], attributes: Mapping[str, Any]) -> dict[str, Any]:

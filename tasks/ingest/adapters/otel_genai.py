@@ -32,14 +32,23 @@ from ragpulse.tasks.ingest.adapters.fields import (
     dig,
     document_from,
     feedback_entry,
+    input_texts,
     parse_time,
     query_of,
+    question_of,
     text_of,
     tool_documents,
 )
 from ragpulse.tasks.ingest.adapters.span import CONVERSATION_KEYS, AdapterOptions, Document, Kind, Message, Span
 
-__all__ = ["EVALUATION_EVENT", "any_value", "spans"]
+__all__ = ["EVALUATION_EVENT", "QUESTION_PLACES", "any_value", "spans"]
+
+QUESTION_PLACES = (
+    "the root span's traceloop.entity.input, a user message in gen_ai.input.messages or gen_ai.prompt (attribute, "
+    "indexed or span event), a gen_ai.user.message log event; instrumentations log message content only when told "
+    "to, e.g. OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only"
+)
+"""Where this format keeps the user's message, named in the reason a trace without one is quarantined."""
 
 _LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 _RETRIEVAL_OPERATIONS = frozenset({"retrieval", "vector_db_retrieve"})
@@ -124,7 +133,7 @@ def _span(span: Mapping[str, Any], resource: Mapping[str, Any], where: str, opti
         query = question or query_of(arguments if kind == "tool" else entity_input, options)
         question = None
     elif kind == "chain" and entity_input is not None:
-        question = question or text_of(entity_input, options.question_keys, role="user")
+        question = question or question_of(entity_input, options)
         messages = messages or chat_messages(entity_input)
     if kind == "chain" and answer is None and entity_output is not None and not parent:
         answer = text_of(entity_output, options.answer_keys, role="assistant")
@@ -178,6 +187,7 @@ def _span(span: Mapping[str, Any], resource: Mapping[str, Any], where: str, opti
         arguments=arguments,
         error=error,
         session_id=str(session) if isinstance(session, str | int) and session != "" else None,
+        input_texts=input_texts(entity_input) if not parent and entity_input is not None else (),
     )
 
 

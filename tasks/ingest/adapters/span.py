@@ -18,6 +18,7 @@ __all__ = [
     "Kind",
     "Message",
     "Span",
+    "ToolRequest",
 ]
 
 Kind = Literal["trace", "chain", "retriever", "reranker", "llm", "tool", "other", "feedback"]
@@ -80,6 +81,14 @@ class Document:
 
 
 @dataclass(frozen=True)
+class ToolRequest:
+    """A tool call a model asked for: the tool's name and its arguments as the model wrote them."""
+
+    name: str | None
+    arguments: Any
+
+
+@dataclass(frozen=True)
 class Span:
     """One span, run or observation of a source trace, projected to what assembly reads.
 
@@ -112,9 +121,16 @@ class Span:
     error: str | None = None
     session_id: str | None = None
     tool_call_id: str | None = None
-    tool_requests: Mapping[str, Any] = field(default_factory=dict)
-    """An LLM call's requested tool calls by id (their arguments as the model wrote them); a tool span's
-    ``tool_call_id`` finds its call there when the tool logged only part of its input (a bare query text)."""
+    tool_requests: Mapping[str, ToolRequest] = field(default_factory=dict)
+    """An LLM call's requested tool calls by id (name and arguments as the model wrote them); a tool span's
+    ``tool_call_id`` finds its call there when the tool logged only part of its input (a bare query text), and a
+    source that logs no tool span at all (Haystack's Agent under OpenInference) has its tool calls read from here."""
+    tool_results: Mapping[str, bool | None] = field(default_factory=dict)
+    """The tool results an LLM call received, by call id: whether the tool failed, None when the source does not
+    say. Only read when the source logged no tool spans."""
+    input_texts: tuple[str, ...] = ()
+    """A top span's input as its texts, every string it holds in order: where the user's message may sit under a key
+    no convention names (assembly finds it as the text that reached a model call)."""
     feedback: Mapping[str, Any] | None = None
     """A ``feedback`` record's canonical entry {name, value, label, source, comment}. A record that names only the
     span it annotates (Phoenix) has an empty ``trace_id`` and that span's id in ``parent_id``; staging finds its
