@@ -15,6 +15,9 @@ step per metric, plus the turn's). Three kinds of turn, each its own batch of ``
 process, the inputs alternating (A B C D, then D C B A, ...), each timed around the call only (imports and the
 language model loaded before the clock); peak RSS is the child's ``ru_maxrss``:
 
+* ``corpus-openinference``: every framework's OpenInference export of the conformance corpus
+  (tests/fixtures/conformance: LlamaIndex, Haystack, the OpenAI Agents SDK, CrewAI, smolagents, PydanticAI, Strands,
+  Agno, DSPy, ...) replicated to ``--turns`` turns;
 * A ``agent-openinference``: the real OpenInference export tests/fixtures/agents/openinference (LangGraph agents:
   multi-hop, parallel tools, corrective RAG, web search, chit-chat, threads in English, Japanese and Chinese, a tool
   error) replicated to ``--turns`` turns;
@@ -37,6 +40,7 @@ Usage::
     python bench/bench_agents.py                                  # both parts -> bench/results/agents.json
     python bench/bench_agents.py --part judge --judge-n 200
     python bench/bench_agents.py --part staging --turns 20000 --repeat 2 --data /tmp/agents-days
+    python bench/bench_agents.py --part staging --baseline f50c885^    # this checkout beside another revision
 """
 
 from __future__ import annotations
@@ -73,7 +77,10 @@ AGENT_EXPORT = REPO / "tests/fixtures/agents/openinference" / f"dt={AGENT_DAY}" 
 FLAT_EXPORT = (
     REPO / "tests/fixtures/adapters/openinference/real/langchain_rag" / f"dt={FLAT_DAY}" / "langchain_rag.jsonl"
 )
-INPUTS = ("agent-openinference", "flat-openinference", "flat-canonical", "agent-canonical")
+CORPUS_DAY = "2026-11-21"
+CORPUS_EXPORTS = sorted((REPO / "tests/fixtures/conformance").glob(f"*/openinference/dt={CORPUS_DAY}/*.jsonl"))
+"""Every framework's OpenInference export of the conformance corpus (issue 44)."""
+INPUTS = ("corpus-openinference", "agent-openinference", "flat-openinference", "flat-canonical", "agent-canonical")
 
 # ========================================================================================= judge calls per turn
 
@@ -496,7 +503,9 @@ def build_days(data: Path, turns: int) -> dict[str, dict[str, Any]]:
     """The four inputs of ``turns`` traces each under ``data`` (reused when present), checked first."""
     templates = data / "templates"
     checks: dict[str, Any] = {}
+    corpus = [line for path in CORPUS_EXPORTS for line in path.read_text(encoding="utf-8").splitlines()]
     sources = {
+        "corpus-openinference": (corpus, "openinference", CORPUS_DAY),
         "agent-openinference": (AGENT_EXPORT.read_text().splitlines(), "openinference", AGENT_DAY),
         "flat-openinference": (FLAT_EXPORT.read_text().splitlines(), "openinference", FLAT_DAY),
     }
@@ -600,29 +609,57 @@ def _child(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _run_child(job: dict[str, Any]) -> dict[str, Any]:
+def _run_child(job: dict[str, Any], baseline: Path | None = None) -> dict[str, Any]:
+    """One staging run in a child process; with ``baseline``, of the ragpulse package laid out there (its source
+    found on PYTHONPATH before this checkout's editable install)."""
+    env = {**os.environ, "PYTHONPATH": str(baseline)} if baseline is not None else None
     done = subprocess.run(
-        [sys.executable, __file__, "--child"], input=json.dumps(job), capture_output=True, text=True, check=False
-    )
+        [sys.executable, __file__, "--child"], input=json.dumps(job), capture_output=True, text=True, check=False,
+        env=env, cwd=tempfile.gettempdir(),
+    )  # fmt: skip
     if done.returncode != 0:
         raise RuntimeError(f"child failed for {job['source']}:\n{done.stderr[-4000:]}")
     result: dict[str, Any] = json.loads(done.stdout)
     return result
 
 
-def staging_part(data: Path, turns: int, repeat: int, batch_size: int) -> dict[str, Any]:
+def baseline_package(revision: str, root: Path) -> Path:
+    """The ragpulse package of ``revision`` laid out under ``root`` as its import root (``root/ragpulse/<room>``), from
+    ``git archive``: a child given it on PYTHONPATH stages with that revision's code."""
+    source = root / "source"
+    source.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", revision, "ragpulse", "cli", "flows", "tasks",
+                              "metrics"], capture_output=True, check=True).stdout  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(source)], input=archive, check=True)
+    package = root / "package" / "ragpulse"
+    package.mkdir(parents=True)
+    for item in (source / "ragpulse").iterdir():
+        (package / item.name).symlink_to(item)
+    for room in ("cli", "flows", "tasks", "metrics"):
+        (package / room).symlink_to(source / room)
+    return package.parent
+
+
+def staging_part(data: Path, turns: int, repeat: int, batch_size: int, baseline: Path | None) -> dict[str, Any]:
+    """Each input staged ``repeat`` times in the alternating order; with ``baseline``, the openinference inputs also
+    by the baseline's code, after and before alternating in each round (side by side on the same machine state)."""
     import statistics
 
     inputs = build_days(data, turns)
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in INPUTS}
+    before: dict[str, list[dict[str, Any]]] = {name: [] for name in INPUTS if inputs[name]["format"] != "ragpulse"}
     load = [os.getloadavg()[0]]
     for round_ in range(repeat):
         for name in INPUTS if round_ % 2 == 0 else tuple(reversed(INPUTS)):
             job = {**inputs[name], "batch_size": batch_size}
-            runs[name].append(_run_child(job))
-            last = runs[name][-1]
-            print(f"{name}: {last['staged']:,} staged, cpu {last['cpu_s']:.2f} s, wall {last['wall_s']:.2f} s, "
-                  f"peak {last['peak_rss_mib']:.0f} MiB", flush=True)  # fmt: skip
+            versions = [None, baseline] if round_ % 2 == 0 else [baseline, None]
+            for version in versions if baseline is not None and name in before else [None]:
+                (runs if version is None else before)[name].append(_run_child(job, version))
+                last = (runs if version is None else before)[name][-1]
+                label = "" if baseline is None else (" (baseline)" if version is not None else " (this checkout)")
+                print(f"{name}{label}: {last['staged']:,} staged, {last['quarantined']:,} quarantined, "
+                      f"cpu {last['cpu_s']:.2f} s, wall {last['wall_s']:.2f} s, peak {last['peak_rss_mib']:.0f} MiB",
+                      flush=True)  # fmt: skip
         load.append(os.getloadavg()[0])
     table: dict[str, Any] = {}
     for name in INPUTS:
@@ -649,6 +686,20 @@ def staging_part(data: Path, turns: int, repeat: int, batch_size: int) -> dict[s
             "rss_before_mib": round(statistics.median(r["rss_before_mib"] for r in done)),
             "check": meta["check"],
         }
+    if baseline is not None:
+        for name, done in before.items():
+            cpu = statistics.median(r["cpu_s"] for r in done)
+            per_round = [a["cpu_s"] / b["cpu_s"] for a, b in zip(runs[name], done, strict=True)]
+            table[name]["baseline"] = {
+                "staged": [r["staged"] for r in done],
+                "quarantined": [r["quarantined"] for r in done],
+                "cpu_s_median": round(cpu, 3),
+                "cpu_s_runs": [round(r["cpu_s"], 3) for r in done],
+                "cpu_ms_per_trace": round(cpu / inputs[name]["traces"] * 1e3, 3),
+                "peak_rss_mib_max": round(max(r["peak_rss_mib"] for r in done)),
+                "this_checkout_over_baseline_cpu_median": round(statistics.median(per_round), 2),
+                "this_checkout_over_baseline_cpu_runs": [round(x, 2) for x in per_round],
+            }
     ratios = {}
     pairs = [("agent-openinference", "flat-openinference"), ("agent-canonical", "flat-canonical"),
              ("agent-openinference", "agent-canonical"), ("flat-openinference", "flat-canonical")]  # fmt: skip
@@ -675,6 +726,7 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=5_000)
     parser.add_argument("--data", type=Path, help="keep the replicated days here and reuse them")
     parser.add_argument("--out", type=Path, default=RESULTS / "agents.json")
+    parser.add_argument("--baseline", help="a git revision whose staging runs beside this checkout's (side by side)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -691,8 +743,9 @@ def main() -> int:
         result["judge"] = {"command": command, **judge_part(args.judge_n)}
     if args.part in ("staging", "all"):
         with tempfile.TemporaryDirectory(prefix="bench-agents-") as tmp:
-            staged = staging_part(args.data or Path(tmp), args.turns, args.repeat, args.batch_size)
-            result["staging"] = {"command": command, **staged}
+            baseline = baseline_package(args.baseline, Path(tmp) / "baseline") if args.baseline else None
+            staged = staging_part(args.data or Path(tmp) / "days", args.turns, args.repeat, args.batch_size, baseline)
+            result["staging"] = {"command": command, "baseline": args.baseline, **staged}
         print(json.dumps({k: result["staging"][k] for k in ("ratios",)}, indent=2))
     result["environment"] = {
         "python": sys.version.split()[0],

@@ -31,6 +31,8 @@ class Export:
     """The instrumentation logs no document id (SOURCES.md says which): steps and contexts are compared by text."""
     unlogged_rerankers: frozenset[str] = frozenset()
     """Scenarios whose reranker the instrumentation logs as no reranker span (the folder's losses.json says why)."""
+    unreadable: str | None = None
+    """Why no turn of the export can be read (its instrumentation logs no content): every trace is quarantined."""
 
     @property
     def name(self) -> str:
@@ -79,7 +81,8 @@ def exports() -> list[Export]:
                 lost = losses.get(trace_format, {})
                 export = Export(folder.name, trace_format, folder / trace_format, dt.date(2026, 11, 21), turns,
                                 loses_document_ids=bool(lost.get("document_ids")),
-                                unlogged_rerankers=frozenset(lost.get("reranker_steps", ())))  # fmt: skip
+                                unlogged_rerankers=frozenset(lost.get("reranker_steps", ())),
+                                unreadable=lost.get("unreadable"))  # fmt: skip
                 found.append(export)
     return found
 

@@ -99,9 +99,11 @@ def _read(published: Published) -> dict[str, dict[str, dict[str, Any]]]:
 
 
 def test_every_turn_of_every_framework_is_right_in_the_warehouse(published: Published) -> None:
-    exported = {export.name: export for export in published.exports.values()}
+    exported = {export.name: export for export in published.exports.values() if not export.unreadable}
     assert len(exported) >= (8 if published.trace_format == "openinference" else 3)
-    assert published.sql("SELECT count(*) FROM quarantine") == [(0,)]
+    unreadable = {name for name, export in published.exports.items() if export.unreadable}
+    held = published.sql("SELECT source_file, field FROM quarantine")
+    assert all(Path(source.split("#")[0]).name in unreadable and field == "question" for source, field in held), held
     expected_turns = sum(len(export.turns) for export in exported.values())
     assert sum(summary["n_traces"] for summary in published.summaries) == expected_turns
     assert published.sql("SELECT count(*), count(DISTINCT trace_id) FROM traces") == [(expected_turns,) * 2]
@@ -135,7 +137,7 @@ def test_retrieval_steps_count_each_retrieval_once(published: Published) -> None
     instrumentation logs as no reranker, its losses.json says which)."""
     counted = dict(published.sql("SELECT trace_id, value FROM scores WHERE metric = 'retrieval_steps'"))
     read = _read(published)
-    for export in {e.name: e for e in published.exports.values()}.values():
+    for export in {e.name: e for e in published.exports.values() if not e.unreadable}.values():
         paired = pair(export, {t: turn["timestamp"] for t, turn in read[export.name].items()})
         for trace_id, truth in paired.items():
             unlogged = truth["scenario"] in export.unlogged_rerankers

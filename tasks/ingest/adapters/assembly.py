@@ -252,7 +252,8 @@ def _user_question(
     """The user's message of the turn, where it was found, and the message list it ends (its history before it).
 
     In this order (docs/traces.md, "The user's message"): the top span's input, read in every message shape, at a
-    known key or as a framework object; a text of that input that reached a model call (a key no convention names);
+    known key or as a framework object; the longest text of that input that reached a model call's user message and
+    is no retrieved document (a key no convention names, an object's rendering);
     a chain or agent span's input in message form (an agent graph's state); the model calls' user messages, skipping
     a prompt that quotes the turn's retrieved documents (a RAG prompt, a grader's) and a template around another
     call's user message (a grader's, rewriter's or router's prompt embeds the user's message); a retrieval's query
@@ -263,11 +264,14 @@ def _user_question(
             return found, "root", _with_history(span, found, ordered)
     users = _call_users(calls)
     for span in _distinct((root, top)):
-        reached = next(
-            (text for text in span.input_texts if len(text.strip()) > 1 and any(text in m for _, m in users)), None
-        )
-        if reached is not None:
-            return reached, "root_input", _with_history(span, reached, ordered)
+        reached = [
+            text
+            for text in span.input_texts
+            if any(text in message for _, message in users) and not any(head in _squashed(text) for head in heads)
+        ]
+        if reached:
+            found = max(reached, key=len)  # not a short field value the prompt happens to hold ("en", "user")
+            return found, "root_input", _with_history(span, found, ordered)
     for span in ordered:
         found = _last_user(span.messages) if span.kind == "chain" else None
         if found is not None:
@@ -454,7 +458,7 @@ def _generator_calls(
         if ancestor in tops or any(_descends(step, ancestor, parents) for step in steps):
             break
         generator = ancestor
-    ends = [s.end or s.start for s in step_spans if (s.end or s.start) is not None]
+    ends = [end for s in step_spans if (end := s.end or s.start) is not None]
     last = max(ends) if ends else None
     chosen = [
         c
@@ -536,10 +540,14 @@ def _tool_calls(
 ) -> list[dict[str, Any]] | None:
     """Every tool call of the turn in start order; ``step`` is the retrieval step it made (the tool's own documents
     or a retriever run inside it). Without tool spans, the calls the model requested (Haystack's Agent runs its
-    tools unlogged), failed where the result the model got says so. None when the source logged neither."""
+    tools unlogged). A call failed where its span says so, or where the model was handed its result as a failure
+    (AutoGen's tool spans end well whatever happens). None when the source logged neither."""
+    results = [result for span in ordered for result in span.tool_results]
+    failed_ids = {r.call_id for r in results if r.error and r.call_id}
+    failed_texts = {r.text for r in results if r.error and r.text}
     logged = [s for s in ordered if s.kind == "tool"]
     if not logged:
-        return _requested_calls(ordered)
+        return _requested_calls(ordered, failed_ids)
     tools = [s for s in logged if s.name not in _ANSWER_TOOLS and not _is_handoff(s)]
     step_of = {span.span_id: i for i, span in enumerate(step_spans)}
     requested = {call_id: request for s in ordered for call_id, request in s.tool_requests.items()}
@@ -555,26 +563,34 @@ def _tool_calls(
             return decoded(requested[tool.tool_call_id].arguments)
         return tool.arguments
 
+    def error(tool: Span) -> str | None:
+        if tool.error is not None:
+            return tool.error
+        if tool.tool_call_id in failed_ids or (tool.output_text is not None and tool.output_text in failed_texts):
+            return tool.output_text or _REPORTED_FAILURE
+        return None
+
     return [
-        {"name": tool.name or "tool", "arguments": arguments(tool), "error": tool.error, "step": step(tool)}
+        {"name": tool.name or "tool", "arguments": arguments(tool), "error": error(tool), "step": step(tool)}
         for tool in tools
     ]
 
 
-def _requested_calls(ordered: Sequence[Span]) -> list[dict[str, Any]] | None:
+_REPORTED_FAILURE = "the model was handed the tool's result as a failure"
+
+
+def _requested_calls(ordered: Sequence[Span], failed: set[str]) -> list[dict[str, Any]] | None:
     requested: dict[str, Any] = {}
-    failed: dict[str, bool | None] = {}
     for span in ordered:
         for call_id, request in span.tool_requests.items():
             requested.setdefault(call_id, request)
-        failed.update(span.tool_results)
     if not requested:
         return None
     return [
         {
             "name": request.name or "tool",
             "arguments": decoded(request.arguments),
-            "error": "the tool's result reports a failure" if failed.get(call_id) else None,
+            "error": _REPORTED_FAILURE if call_id in failed else None,
             "step": None,
         }
         for call_id, request in requested.items()

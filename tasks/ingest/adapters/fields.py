@@ -14,7 +14,7 @@ from typing import Any
 
 from ragpulse.metrics.errors import InvalidRecordError
 from ragpulse.tasks.ingest import limits
-from ragpulse.tasks.ingest.adapters.span import AdapterOptions, Document, Message
+from ragpulse.tasks.ingest.adapters.span import AdapterOptions, Document, Message, ToolResult
 
 __all__ = [
     "DOCUMENT_ID_KEYS",
@@ -35,6 +35,7 @@ __all__ = [
     "repr_field",
     "repr_message",
     "repr_tool_results",
+    "result_error",
     "text_of",
     "tool_call_id_of",
     "tool_documents",
@@ -145,10 +146,10 @@ def input_texts(value: Any) -> tuple[str, ...]:
         if len(found) >= _INPUT_TEXTS or depth > _NESTED_KEY_DEPTH + 2:
             return
         if isinstance(item, str):
-            message = repr_message(item) if _REPR.match(item) else None
-            text = message[1] if message is not None else item
-            if text.strip():
-                found.append(text)
+            if _REPR.match(item) or _FIELD_LIST.match(item):  # an object's rendering: its text fields
+                found.extend(value for _, value in _repr_fields(item) if value.strip())
+            elif item.strip():
+                found.append(item)
         elif isinstance(item, Mapping):
             for child in item.values():
                 walk(child, depth + 1)
@@ -213,10 +214,14 @@ LangChain ``content='...'``."""
 _REPR_TOOL_RESULT = re.compile(r"ToolCallResult\(.*?\bid='(?P<id>[^']*)'.*?\berror=(?P<error>True|False)\)", re.S)
 
 
-def repr_tool_results(text: str) -> dict[str, bool]:
-    """The tool results a message repr carries, by call id: whether each failed (Haystack's ``ToolCallResult(result=...,
-    origin=ToolCall(..., id=...), error=...)``)."""
-    return {match["id"]: match["error"] == "True" for match in _REPR_TOOL_RESULT.finditer(text) if match["id"]}
+def repr_tool_results(text: str) -> list[ToolResult]:
+    """The tool results a message repr carries: Haystack's ``ToolCallResult(result=..., origin=ToolCall(..., id=...),
+    error=...)``."""
+    found = []
+    for match in _REPR_TOOL_RESULT.finditer(text):
+        result = next((value for name, value in _repr_fields(match[0]) if name == "result"), None)
+        found.append(ToolResult(call_id=match["id"] or None, text=result, error=match["error"] == "True"))
+    return found
 
 
 def _repr_fields(body: str) -> list[tuple[str, str]]:
@@ -250,9 +255,14 @@ def repr_message(text: str) -> Message | None:
 
 
 def is_unread_object(text: str) -> bool:
-    """Whether ``text`` is a framework object's repr that :func:`text_of` could not read for a text (``StartEvent()``,
-    ``StopEvent(result=AgentOutput(...))``): no question or answer, only its class's rendering."""
-    return _REPR.match(text) is not None and repr_message(text) is None
+    """Whether ``text`` is a framework object's rendering that :func:`text_of` could not read for a text: a repr
+    (``StartEvent()``, ``StopEvent(result=AgentOutput(...))``) or a pydantic model's fields (``id='…' source='user'
+    content='…' type='TextMessage'``, AutoGen's messages): no question or answer, only an object's rendering."""
+    return (_REPR.match(text) is not None and repr_message(text) is None) or _FIELD_LIST.match(text) is not None
+
+
+_FIELD_LIST = re.compile(r"^\s*[a-z_]\w*=\S[^\n]*?\s[a-z_]\w*=\S")
+"""A pydantic model's ``str()``: its fields as ``name=value`` pairs, separated by spaces."""
 
 
 def repr_field(text: str, keys: Sequence[str]) -> str | None:
@@ -381,9 +391,10 @@ def _message_text(message: Mapping[str, Any]) -> str | None:
     return found[1] if found is not None and found[1].strip() else None
 
 
-_TOOL_DOCUMENT_PATHS = ("documents", "results", "output")
+_TOOL_DOCUMENT_PATHS = ("documents", "results", "result", "output")
 """Where a tool's output object holds its list of documents when ``tool_documents_path`` is not set: a
-retriever's ``documents``, a search API's ``results`` (Tavily's, Brave's shape), a wrapper's ``output``."""
+retriever's ``documents``, a search API's ``results`` (Tavily's, Brave's shape), a wrapper's ``result`` (Google ADK
+wraps a function's return value so) or ``output``."""
 
 
 def tool_documents(
@@ -443,10 +454,31 @@ def _text_parts(value: Any) -> str | None:
 
 
 def _unwrapped(value: Any) -> Any:
-    """A tool run's output without the ``{"output": ...}`` its run wraps it in."""
+    """A tool run's output without the ``{"output": ...}`` its run wraps it in, or the ``response`` of a function
+    response (Gemini's and Google ADK's ``{"id", "name", "response"}``)."""
     if isinstance(value, Mapping) and isinstance(output := decoded(value.get("output")), Mapping):
         return output
+    response = decoded(value.get("response")) if isinstance(value, Mapping) and "name" in value else None
+    if isinstance(response, Mapping):
+        return response
     return value
+
+
+_FAILURE_FLAGS = ("isError", "is_error")
+_FAILURE_FIELDS = ("error_type", "error")
+
+
+def result_error(output: Any) -> str | None:
+    """The failure a tool's result reports, although its span may have ended well: MCP's ``isError``, ``is_error``,
+    or an ``error_type`` or ``error`` text (Google ADK's retry plugin hands an error to the model as a result)."""
+    value = _unwrapped(decoded(output))
+    if not isinstance(value, Mapping):
+        return None
+    if any(value.get(flag) is True for flag in _FAILURE_FLAGS):
+        return _text_parts(value) or "the tool's result reports a failure"
+    found = next((value[k] for k in _FAILURE_FIELDS if isinstance(value.get(k), str) and value[k].strip()), None)
+    details = value.get("error_details") or value.get("message")
+    return f"{found}: {details}" if found and isinstance(details, str) else found
 
 
 def _tool_message(value: Any) -> Mapping[str, Any] | None:

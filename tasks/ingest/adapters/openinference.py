@@ -28,11 +28,12 @@ from ragpulse.tasks.ingest.adapters.fields import (
     query_of,
     question_of,
     repr_tool_results,
+    result_error,
     text_of,
     tool_call_id_of,
     tool_documents,
 )
-from ragpulse.tasks.ingest.adapters.span import AdapterOptions, Document, Kind, Message, Span, ToolRequest
+from ragpulse.tasks.ingest.adapters.span import AdapterOptions, Document, Kind, Message, Span, ToolRequest, ToolResult
 
 __all__ = ["QUESTION_PLACES", "flatten_attributes", "spans"]
 
@@ -51,6 +52,8 @@ form OpenInference writes for multi-part messages: smolagents, PydanticAI, Stran
 _TOOL_CALL = re.compile(
     r"^llm\.output_messages\.\d+\.message\.tool_calls\.(?P<j>\d+)\.tool_call\.(?P<field>id|function\.name|function\.arguments)$"
 )
+_FUNCTION_CONTENT = re.compile(r"^llm\.input_messages\.(?P<i>\d+)\.function\.(?P<j>\d+)$")
+"""AutoGen's function results in a model call's input: JSON ``{"name", "content", "call_id", "is_error"}``."""
 _CALLABLE_SUFFIX = re.compile(r"\.(?:__call__|acall|call|run|arun|invoke|ainvoke|forward)$")
 """A method an instrumentation names a TOOL span after when it logs no ``tool.name`` (DSPy: ``search_kb.__call__``):
 the tool is the part before it."""
@@ -149,6 +152,8 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
     error = None
     if str(record.get("status_code") or "").upper() == "ERROR":
         error = str(record.get("status_message") or "error")
+    elif kind == "tool":
+        error = result_error(output)
     session = attributes.get("session.id")
     yield Span(
         trace_id=trace_id,
@@ -169,9 +174,10 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
         arguments=dig(inputs, "") if kind == "tool" else None,
         error=error,
         session_id=str(session) if isinstance(session, str | int) and session != "" else None,
-        tool_call_id=tool_call_id_of(output) if kind == "tool" else None,
+        tool_call_id=_tool_call_id(attributes, output) if kind == "tool" else None,
         tool_requests=_tool_requests(attributes, output) if kind == "llm" else {},
-        tool_results=_tool_results(attributes, inputs) if kind == "llm" else {},
+        tool_results=_tool_results(attributes, inputs) if kind == "llm" else (),
+        output_text=output if kind == "tool" and isinstance(output, str) else None,
         input_texts=input_texts(inputs) if is_root else (),
     )
 
@@ -203,17 +209,39 @@ def _call_order(key: str) -> tuple[int, ...]:
     return tuple(int(part) for part in key.split(".") if part.isdigit())
 
 
-def _tool_results(attributes: Mapping[str, Any], inputs: Any) -> dict[str, bool | None]:
-    """The tool results an LLM call received, by call id (``llm.input_messages.<i>.message.tool_call_id``), failed
-    where the source says so (Haystack's ``ToolCallResult(..., error=True)`` in the input's message reprs)."""
-    results: dict[str, bool | None] = {
-        str(value): None
-        for key, value in attributes.items()
-        if key.startswith("llm.input_messages.") and key.endswith(".message.tool_call_id") and value
-    }
+def _tool_results(attributes: Mapping[str, Any], inputs: Any) -> tuple[ToolResult, ...]:
+    """The tool results an LLM call received: its tool messages (``llm.input_messages.<i>.message.tool_call_id`` and
+    content), AutoGen's function results (``llm.input_messages.<i>.function.<j>``, JSON with ``call_id``, ``content``
+    and ``is_error``), and Haystack's ``ToolCallResult(..., error=...)`` in the input's message reprs."""
+    tool_messages: dict[int, dict[str, Any]] = {}
+    results: list[ToolResult] = []
+    for key, value in attributes.items():
+        if match := _INPUT_MESSAGE_FIELD.match(key):
+            tool_messages.setdefault(int(match["i"]), {})[match["field"]] = value
+        elif _FUNCTION_CONTENT.match(key) and isinstance(found := dig(value, ""), Mapping):
+            error = found.get("is_error")
+            results.append(ToolResult(_text(found.get("call_id")), _text(found.get("content")),
+                                      error if isinstance(error, bool) else None))  # fmt: skip
+    for _, message in sorted(tool_messages.items()):
+        if message.get("tool_call_id"):
+            results.append(ToolResult(str(message["tool_call_id"]), _text(message.get("content")), None))
     if isinstance(inputs, str) and "ToolCallResult(" in inputs:
-        results.update(repr_tool_results(inputs))
-    return results
+        results += repr_tool_results(inputs)
+    return tuple(results)
+
+
+_INPUT_MESSAGE_FIELD = re.compile(r"^llm\.input_messages\.(?P<i>\d+)\.message\.(?P<field>tool_call_id|content)$")
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _tool_call_id(attributes: Mapping[str, Any], output: Any) -> str | None:
+    """The id of the model's call a tool span answers: its ToolMessage's ``tool_call_id``, else ``tool_call.id`` or
+    ``tool.id`` (Google ADK)."""
+    found = tool_call_id_of(output) or attributes.get("tool_call.id") or attributes.get("tool.id")
+    return str(found) if isinstance(found, str | int) and found != "" else None
 
 
 def _richer(*readings: tuple[Message, ...] | None) -> tuple[Message, ...] | None:
@@ -238,6 +266,16 @@ def _messages(attributes: Mapping[str, Any], side: str) -> tuple[Message, ...] |
                 message["parts"][int(match["j"])] = value if isinstance(value, str) else ""
             else:
                 message[match["field"]] = value
+    for key, value in attributes.items():
+        if (
+            side == "input"
+            and (match := _FUNCTION_CONTENT.match(key))
+            and isinstance(result := dig(value, ""), Mapping)
+        ):
+            content = result.get("content")
+            message = found.setdefault(int(match["i"]), {"parts": {}})
+            message["parts"][int(match["j"])] = content if isinstance(content, str) else ""
+            message["role"] = "tool"
     listed = [
         {"role": m.get("role"), "content": m.get("content") or "".join(p for _, p in sorted(m["parts"].items()))}
         for _, m in sorted(found.items())

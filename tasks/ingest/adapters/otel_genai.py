@@ -36,6 +36,7 @@ from ragpulse.tasks.ingest.adapters.fields import (
     parse_time,
     query_of,
     question_of,
+    result_error,
     text_of,
     tool_documents,
 )
@@ -167,6 +168,8 @@ def _span(span: Mapping[str, Any], resource: Mapping[str, Any], where: str, opti
     error = None
     if status.get("code") in (2, "STATUS_CODE_ERROR", "ERROR"):
         error = str(status.get("message") or attributes.get("error.type") or "error")
+    elif kind == "tool":
+        error = result_error(attributes.get("gen_ai.tool.call.result", entity_output))
     model = attributes.get("gen_ai.response.model") or attributes.get("gen_ai.request.model")
     return Span(
         trace_id=trace_id,

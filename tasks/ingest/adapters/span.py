@@ -19,6 +19,7 @@ __all__ = [
     "Message",
     "Span",
     "ToolRequest",
+    "ToolResult",
 ]
 
 Kind = Literal["trace", "chain", "retriever", "reranker", "llm", "tool", "other", "feedback"]
@@ -89,6 +90,16 @@ class ToolRequest:
 
 
 @dataclass(frozen=True)
+class ToolResult:
+    """A tool result as a model call received it: the call it answers (None when not logged), its text, and whether
+    the source marks it failed (None when it does not say)."""
+
+    call_id: str | None
+    text: str | None
+    error: bool | None
+
+
+@dataclass(frozen=True)
 class Span:
     """One span, run or observation of a source trace, projected to what assembly reads.
 
@@ -125,9 +136,11 @@ class Span:
     """An LLM call's requested tool calls by id (name and arguments as the model wrote them); a tool span's
     ``tool_call_id`` finds its call there when the tool logged only part of its input (a bare query text), and a
     source that logs no tool span at all (Haystack's Agent under OpenInference) has its tool calls read from here."""
-    tool_results: Mapping[str, bool | None] = field(default_factory=dict)
-    """The tool results an LLM call received, by call id: whether the tool failed, None when the source does not
-    say. Only read when the source logged no tool spans."""
+    tool_results: tuple[ToolResult, ...] = ()
+    """The tool results an LLM call received: the failed calls of a source that logs no tool spans, and the failures
+    a tool span's own status does not show (the model was told the tool failed)."""
+    output_text: str | None = None
+    """A tool span's output as text, as logged: how its result is found among those a model call received."""
     input_texts: tuple[str, ...] = ()
     """A top span's input as its texts, every string it holds in order: where the user's message may sit under a key
     no convention names (assembly finds it as the text that reached a model call)."""
