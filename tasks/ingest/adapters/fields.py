@@ -228,8 +228,12 @@ def _repr_fields(body: str) -> list[tuple[str, str]]:
     """Every ``name='text'`` and ``'name': 'text'`` of a repr, in order, each string literal decoded."""
     found = []
     for match in _REPR_FIELD.finditer(body):
+        literal = match["value"]
+        if "\\" not in literal:
+            found.append((match["name"] or match["key"], literal[1:-1]))  # no escape: the text between the quotes
+            continue
         try:
-            text = ast.literal_eval(match["value"])
+            text = ast.literal_eval(literal)
         except (ValueError, SyntaxError):
             continue
         if isinstance(text, str):

@@ -133,10 +133,12 @@ def spans(record: Any, options: AdapterOptions) -> Iterator[Span]:
         documents = _with_output_ids(documents, output)
     question = messages = query = None
     if is_root or kind == "chain":
-        question = question_of(inputs, options)
+        question = question_of(inputs, options) if is_root else None  # a chain's plain input names no question
         messages = chat_messages(inputs)
     elif kind == "llm":
-        messages = _richer(_input_messages(attributes), chat_messages(inputs))
+        messages = _input_messages(attributes)
+        if messages is None or any(not text for _, text in messages):
+            messages = _richer(messages, chat_messages(inputs))
     elif kind in ("retriever", "tool"):
         query = query_of(inputs, options)
     answer = None
@@ -246,7 +248,8 @@ def _tool_call_id(attributes: Mapping[str, Any], output: Any) -> str | None:
 
 def _richer(*readings: tuple[Message, ...] | None) -> tuple[Message, ...] | None:
     """Of two readings of a call's input messages, the one with more text: an instrumentation may log a message's
-    role without its content (Haystack's tool results) where the input's message reprs hold it."""
+    role without its content (Haystack's tool results) where the input's message reprs hold it, so the input is read
+    only when a message has no text."""
     found = [r for r in readings if r]
     return max(found, key=lambda messages: sum(len(text) for _, text in messages)) if found else None
 
