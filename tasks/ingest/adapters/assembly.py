@@ -83,9 +83,10 @@ def assemble(
         if partial:
             reason += f"; it is a sub-tree: the parent {root.parent_id!r} of its top span was not exported"
         raise InvalidRecordError(trace_id, "question", reason)
-    answer = _answer(root, top, calls)
+    final = _final_call(calls)
+    answer = _answer(root, top, final)
     tops = {root.span_id, top.span_id}
-    contexts, contexts_from, used = _generator_contexts(trace_id, steps, step_spans, calls, parents, tops)
+    contexts, contexts_from, used = _generator_contexts(trace_id, steps, step_spans, calls, final, parents, tops)
     source: dict[str, Any] = {
         "format": source_format,
         "trace_id": trace_id,
@@ -302,33 +303,37 @@ def _call_users(calls: Sequence[_Call]) -> list[tuple[Span, str]]:
     return found
 
 
-def _answer(root: Span, top: Span, calls: Sequence[_Call]) -> str | None:
+def _final_call(calls: Sequence[_Call]) -> _Call | None:
+    """The turn's final model call: the last that produced an output, else the last."""
+    return next((c for c in reversed(calls) if _call_answer(c) is not None), calls[-1] if calls else None)
+
+
+def _call_answer(call: _Call) -> str | None:
+    """A model call's output: the first of its spans that logged one."""
+    outer, nested = call
+    return next((s.answer for s in (outer, *nested) if s.answer), None)
+
+
+def _answer(root: Span, top: Span, final: _Call | None) -> str | None:
     """The answer as text: the top span's output, unless it is a framework object whose text no field names (a
     workflow's ``StopEvent(result=AgentOutput(...))``), else the final model call's output. A top output the tracer
     cut short is completed from the final call's, when it is that output's start."""
-    final = next(
-        (
-            found
-            for outer, nested in reversed(calls)
-            if (found := next((s.answer for s in (outer, *nested) if s.answer), None))
-        ),
-        None,
-    )
+    final_answer = _call_answer(final) if final is not None else None
     for span in _distinct((root, top)):
         if span.answer is not None and not is_unread_object(span.answer):
-            return _uncut(span.answer, (final,) if final is not None else ())
-    return final
+            return _uncut(span.answer, final_answer)
+    return final_answer
 
 
 _CUT_MARKS = ("...", "…")
 
 
-def _uncut(text: str, fuller: Sequence[str]) -> str:
-    """``text``, or where a tracer cut it (it ends with ``...``) the first of ``fuller`` that it is the start of: the
-    whole text as another span logged it."""
+def _uncut(text: str, full: str | None) -> str:
+    """``text``, or where a tracer cut it (it ends with ``...``) ``full`` when it is its start: the whole text as
+    another span logged it."""
     for mark in _CUT_MARKS:
         if text.endswith(mark) and (start := text[: -len(mark)].rstrip()):
-            return next((full for full in fuller if full.startswith(start) and len(full) > len(start)), text)
+            return full if full is not None and full.startswith(start) and len(full) > len(start) else text
     return text
 
 
@@ -404,6 +409,7 @@ def _generator_contexts(
     steps: Sequence[tuple[_StepFields, tuple[Document, ...]]],
     step_spans: Sequence[Span],
     calls: Sequence[_Call],
+    final: _Call | None,
     parents: Mapping[str, str | None],
     tops: set[str],
 ) -> tuple[list[dict[str, Any]], str, set[int]]:
@@ -419,7 +425,7 @@ def _generator_contexts(
         return [], "no_retrieval", set()
     reranked = {fields["parent"] for fields, _ in steps if fields["kind"] == "reranker"}
     handed_on = [(i, doc) for i, (_, docs) in enumerate(steps) if i not in reranked for doc in docs]
-    seen = _seen_text(_generator_calls(step_spans, calls, parents, tops))
+    seen = _seen_text(_generator_calls(step_spans, calls, final, parents, tops))
     reached = [
         (i, doc)
         for i, doc in handed_on
@@ -443,13 +449,16 @@ def _generator_contexts(
 
 
 def _generator_calls(
-    step_spans: Sequence[Span], calls: Sequence[_Call], parents: Mapping[str, str | None], tops: set[str]
+    step_spans: Sequence[Span],
+    calls: Sequence[_Call],
+    final: _Call | None,
+    parents: Mapping[str, str | None],
+    tops: set[str],
 ) -> list[Span]:
     """The spans of the generator's model calls: the final call (the last with an answer) and the calls under the same
     generator, which is the final call's outermost ancestor below the turn's top span that holds no retrieval step
     (a synthesizer that refines over several calls; an agent's last turn), made after the last step ended. A
     reranker's or grader's model call sits beside the generator, not in it."""
-    final = next((c for c in reversed(calls) if any(s.answer for s in (c[0], *c[1]))), calls[-1] if calls else None)
     if final is None:
         return []
     steps = [s.span_id for s in step_spans]

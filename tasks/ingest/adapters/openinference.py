@@ -269,13 +269,8 @@ def _messages(attributes: Mapping[str, Any], side: str) -> tuple[Message, ...] |
                 message["parts"][int(match["j"])] = value if isinstance(value, str) else ""
             else:
                 message[match["field"]] = value
-    for key, value in attributes.items():
-        if (
-            side == "input"
-            and (match := _FUNCTION_CONTENT.match(key))
-            and isinstance(result := dig(value, ""), Mapping)
-        ):
-            content = result.get("content")
+        elif side == "input" and (match := _FUNCTION_CONTENT.match(key)) and isinstance(got := dig(value, ""), Mapping):
+            content = got.get("content")  # AutoGen's function result: a tool message
             message = found.setdefault(int(match["i"]), {"parts": {}})
             message["parts"][int(match["j"])] = content if isinstance(content, str) else ""
             message["role"] = "tool"
